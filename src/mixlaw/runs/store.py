@@ -1,0 +1,812 @@
+"""The RunStore: an embedded SQLite experiment registry (stdlib ``sqlite3``, WAL mode).
+
+Layout (schema version :data:`SCHEMA_VERSION`, recorded in ``PRAGMA user_version``)::
+
+    runs   (run_id TEXT PRIMARY KEY, meta TEXT  -- RunMeta JSON, created REAL, updated REAL)
+    steps  (run_id, step, PRIMARY KEY (run_id, step))                  -- one row per evaluation
+    evals  (run_id, step, "column", value REAL, PRIMARY KEY (run_id, step, "column"))   -- long format
+    status (run_id TEXT PRIMARY KEY, status TEXT, message TEXT, updated REAL)
+
+Every write (a run's metadata, an evaluation chunk, a whole ingested table) is one ``BEGIN IMMEDIATE``
+transaction:
+it is written completely or not at all, also when the process is killed. Several processes may write to one
+store
+at once (WAL, 60 s busy timeout). Empty cells of a sparse evaluation chunk are simply not stored and come
+back as
+NaN.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mixlaw.errors import InputError
+from mixlaw.runs.schema import (
+    RUN_LEVEL_COLUMNS,
+    Mixture,
+    RunMeta,
+    is_loss_column,
+    is_weight_column,
+    validate_schedule,
+    validate_table,
+)
+
+__all__ = ["RunStore", "SCHEMA_VERSION", "STATUSES", "DEFAULT_STORE"]
+
+SCHEMA_VERSION = 1
+DEFAULT_STORE = "mixlaw.db"
+STATUSES = ("pending", "running", "finished", "failed")
+_BUSY_TIMEOUT_S = 60.0
+
+_DDL = """
+CREATE TABLE runs (
+    run_id  TEXT PRIMARY KEY,
+    meta    TEXT NOT NULL,
+    created REAL NOT NULL,
+    updated REAL NOT NULL
+);
+CREATE TABLE steps (
+    run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+    step   INTEGER NOT NULL,
+    PRIMARY KEY (run_id, step)
+) WITHOUT ROWID;
+CREATE TABLE evals (
+    run_id   TEXT NOT NULL,
+    step     INTEGER NOT NULL,
+    "column" TEXT NOT NULL,
+    value    REAL NOT NULL,
+    PRIMARY KEY (run_id, step, "column"),
+    FOREIGN KEY (run_id, step) REFERENCES steps(run_id, step) ON DELETE CASCADE
+) WITHOUT ROWID;
+CREATE TABLE status (
+    run_id  TEXT PRIMARY KEY REFERENCES runs(run_id) ON DELETE CASCADE,
+    status  TEXT NOT NULL,
+    message TEXT,
+    updated REAL NOT NULL
+);
+"""
+_TABLES = {"runs", "steps", "evals", "status"}
+
+# RunTable columns that come from the run metadata (never stored as evaluations).
+_META_COLUMNS = ("n_params", "n_params_total", "phase", "parent_run", "seed")
+
+
+class RunStore:
+    """SQLite store of runs (metadata once per run) and their evaluations (per run and step).
+
+    Parameters
+    ----------
+    path
+        Database file (created if absent; default ``./mixlaw.db``). ``":memory:"`` gives a private in-memory
+        store.
+
+    Raises
+    ------
+    InputError
+        The file is not a SQLite database, is not a mixlaw store, or was written by a newer mixlaw.
+
+    Examples
+    --------
+    >>> store = RunStore("mixlaw.db")  # doctest: +SKIP
+    >>> store.put_run(RunMeta("r1", n_params=10**6, mixture=Mixture({"web": 1.0})))  # doctest: +SKIP
+    >>> store.append_evals("r1", [{"step": 100, "tokens": 1e6, "loss_web": 3.2}])  # doctest: +SKIP
+    >>> store.to_frame("n_params > 0")  # doctest: +SKIP
+    """
+
+    def __init__(self, path: str | os.PathLike[str] = DEFAULT_STORE) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            parent = Path(self.path).resolve().parent
+            if not parent.is_dir():
+                raise InputError(f"expected an existing directory for the store, got {parent} in {self.path}")
+        try:
+            self._con = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise InputError(f"expected a writable SQLite store, got error '{exc}' in {self.path}") from None
+        try:
+            self._init_schema()
+        except sqlite3.DatabaseError as exc:
+            self._con.close()
+            raise InputError(f"expected a mixlaw SQLite store, got '{exc}' in {self.path}") from None
+        except InputError:
+            self._con.close()
+            raise
+
+    # ------------------------------------------------------------------------------------------------ plumbin
+
+    def _init_schema(self) -> None:
+        con = self._con
+        con.execute("PRAGMA foreign_keys = ON")
+        if self.path != ":memory:":
+            mode = con.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise InputError(
+                    f"expected a store that supports WAL mode, got journal_mode={mode} in {self.path}"
+                )
+        version = con.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise InputError(
+                f"expected a store with schema version <= {SCHEMA_VERSION} (this mixlaw), "
+                f"got version {version} "
+                f"(written by a newer mixlaw; upgrade mixlaw) in {self.path}"
+            )
+        if version == SCHEMA_VERSION:
+            return
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            version = con.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0:
+                existing = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+                if existing:
+                    raise InputError(
+                        f"expected an empty file or a mixlaw store, got a SQLite database with tables "
+                        f"{sorted(existing)} in {self.path}"
+                    )
+                for stmt in _DDL.split(";"):
+                    if stmt.strip():
+                        con.execute(stmt)
+                con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: committed on success, rolled back on any exception."""
+        con = self._con
+        try:
+            con.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise InputError(f"expected a writable store, got '{exc}' in {self.path}") from None
+        try:
+            yield con
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        else:
+            con.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close the connection (the store object is unusable afterwards)."""
+        self._con.close()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"RunStore({self.path!r})"
+
+    @property
+    def schema_version(self) -> int:
+        """``PRAGMA user_version`` of the file."""
+        return int(self._con.execute("PRAGMA user_version").fetchone()[0])
+
+    @property
+    def journal_mode(self) -> str:
+        """``PRAGMA journal_mode`` (``"wal"`` for a file store)."""
+        return str(self._con.execute("PRAGMA journal_mode").fetchone()[0])
+
+    # ------------------------------------------------------------------------------------------------ runs
+
+    def put_run(self, meta: RunMeta, *, replace: bool = False) -> RunMeta:
+        """Insert or update a run's metadata (idempotent).
+
+        Putting the same metadata twice is a no-op; fields known on one side only are merged. A field given
+        on both
+        sides with different values (e.g. another ``n_params``) is an :class:`InputError` unless
+        ``replace=True``,
+        which overwrites the stored metadata with ``meta``.
+
+        Returns
+        -------
+        RunMeta
+            The metadata now stored.
+        """
+        if not isinstance(meta, RunMeta):
+            raise InputError(f"expected a RunMeta, got {type(meta).__name__}")
+        with self._tx() as con:
+            return self._put_run(con, meta, replace=replace)
+
+    def _put_run(self, con: sqlite3.Connection, meta: RunMeta, *, replace: bool) -> RunMeta:
+        now = time.time()
+        row = con.execute("SELECT meta FROM runs WHERE run_id = ?", (meta.run_id,)).fetchone()
+        if row is None:
+            con.execute(
+                "INSERT INTO runs (run_id, meta, created, updated) VALUES (?, ?, ?, ?)",
+                (meta.run_id, meta.to_json(), now, now),
+            )
+            return meta
+        old = RunMeta.from_json(row[0])
+        new = meta if replace else old.merge(meta)
+        if new != old:
+            con.execute(
+                "UPDATE runs SET meta = ?, updated = ? WHERE run_id = ?", (new.to_json(), now, meta.run_id)
+            )
+        return new
+
+    def get_run(self, run_id: str) -> RunMeta:
+        """The stored metadata of a run (full schedule included); :class:`InputError` if unknown."""
+        row = self._con.execute("SELECT meta FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise InputError(f"expected a run in the store, got unknown run_id {run_id!r} in {self.path}")
+        return RunMeta.from_json(row[0])
+
+    def has_run(self, run_id: str) -> bool:
+        """True if the run exists."""
+        return self._con.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is not None
+
+    def run_ids(self) -> list[str]:
+        """All run ids, sorted."""
+        return [r[0] for r in self._con.execute("SELECT run_id FROM runs ORDER BY run_id")]
+
+    def delete_run(self, run_id: str) -> None:
+        """Delete a run with its evaluations and status (one transaction); :class:`InputError` if unknown."""
+        with self._tx() as con:
+            if con.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is None:
+                raise InputError(f"expected a run in the store, got unknown run_id {run_id!r} in {self.path}")
+            con.execute("DELETE FROM evals WHERE run_id = ?", (run_id,))
+            con.execute("DELETE FROM steps WHERE run_id = ?", (run_id,))
+            con.execute("DELETE FROM status WHERE run_id = ?", (run_id,))
+            con.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+
+    def set_status(self, run_id: str, status: str, message: str | None = None) -> None:
+        """Record a run's status (``pending``, ``running``, ``finished`` or ``failed``) with an optional
+        message."""
+        if status not in STATUSES:
+            raise InputError(f"expected a status in {STATUSES}, got {status!r} for run {run_id!r}")
+        with self._tx() as con:
+            if con.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is None:
+                raise InputError(f"expected a run in the store, got unknown run_id {run_id!r} in {self.path}")
+            con.execute(
+                "INSERT INTO status (run_id, status, message, updated) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(run_id) DO UPDATE SET status = excluded.status, message = excluded.message, "
+                "updated = excluded.updated",
+                (run_id, status, message, time.time()),
+            )
+
+    def run_status(self, run_id: str) -> str | None:
+        """The run's status, or ``None`` if none was set (or the run is unknown)."""
+        row = self._con.execute("SELECT status FROM status WHERE run_id = ?", (run_id,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def last_step(self, run_id: str) -> int | None:
+        """The largest evaluated step of the run, or ``None`` if it has no evaluations (or is unknown)."""
+        row = self._con.execute("SELECT MAX(step) FROM steps WHERE run_id = ?", (run_id,)).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
+    # ------------------------------------------------------------------------------------------------ evals
+
+    def append_evals(
+        self,
+        run_id: str,
+        rows: pd.DataFrame | Sequence[Mapping[str, Any]],
+        *,
+        source: str | None = None,
+        allow_nan: bool = False,
+        replace: bool = False,
+    ) -> int:
+        """Append evaluations of one run in ONE transaction.
+
+        Parameters
+        ----------
+        run_id
+            A run already in the store (:meth:`put_run` first).
+        rows
+            DataFrame or list of dicts with ``step`` and any of ``tokens``, ``lr``, ``loss``, ``loss_<set>``,
+            ``tokens_<domain>``, ``compute_flops`` and other numeric columns. A ``run_id`` column, if
+            present, must
+            equal ``run_id``. Run-level columns (``n_params``, ``w_*``, ...) belong in :class:`RunMeta`.
+        source
+            Label for error messages (default ``append_evals(<run_id>)``).
+        allow_nan
+            Accept empty cells (they are not stored). Non-finite values are never stored.
+        replace
+            Overwrite values at steps already stored (merging columns) instead of refusing them.
+
+        Returns
+        -------
+        int
+            Number of rows (steps) written.
+
+        Raises
+        ------
+        InputError
+            Unknown run, invalid rows, or a ``(run_id, step)`` already stored (nothing is written then).
+        """
+        src = source or f"append_evals({run_id})"
+        if isinstance(rows, pd.DataFrame):
+            df = rows.copy()
+        else:
+            try:
+                df = pd.DataFrame(list(rows))
+            except (TypeError, ValueError) as exc:
+                raise InputError(
+                    f"expected rows as a DataFrame or a list of dicts, got {exc} in {src}"
+                ) from None
+        if "run_id" in df.columns:
+            other = [v for v in df["run_id"].astype(object) if str(v) != run_id]
+            if other:
+                raise InputError(f"expected run_id {run_id!r} in every row, got {other[0]!r} in {src}:run_id")
+        df["run_id"] = run_id
+        if "step" not in df.columns:
+            raise InputError(f"expected a column 'step', got columns {list(df.columns)} in {src}:step")
+        bad = [c for c in df.columns if c in RUN_LEVEL_COLUMNS or is_weight_column(str(c))]
+        if bad:
+            raise InputError(
+                f"expected evaluation columns (run-level ones go in RunMeta), "
+                f"got {bad[0]!r} in {src}:{bad[0]}"
+            )
+        table = validate_table(df, src, allow_nan=False, allow_missing=allow_nan, require_loss=False)
+        with self._tx() as con:
+            if con.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is None:
+                raise InputError(
+                    f"expected a run in the store (put_run first), got unknown run_id {run_id!r}"
+                )
+            self._write_evals(con, table, src, replace=replace)
+        return len(table)
+
+    def _write_evals(
+        self, con: sqlite3.Connection, table: pd.DataFrame, source: str, *, replace: bool
+    ) -> None:
+        value_cols = [
+            c for c in table.columns if c not in ("run_id", "step") and table[c].dtype.kind in "fiu"
+        ]
+        rids = table["run_id"].to_numpy()
+        steps = table["step"].to_numpy()
+        step_rows = [(str(r), int(s)) for r, s in zip(rids, steps, strict=True)]
+        if replace:
+            con.executemany("INSERT OR IGNORE INTO steps (run_id, step) VALUES (?, ?)", step_rows)
+        else:
+            # Check first so that the message names the clash; the PRIMARY KEY is the real guard.
+            for i, (r, s) in enumerate(step_rows):
+                if con.execute("SELECT 1 FROM steps WHERE run_id = ? AND step = ?", (r, s)).fetchone():
+                    raise InputError(
+                        f"expected a new (run_id, step), got ({r!r}, {s}) already in the store {self.path} "
+                        f"in {source}:{i + 1}:step"
+                    )
+            try:
+                con.executemany("INSERT INTO steps (run_id, step) VALUES (?, ?)", step_rows)
+            except sqlite3.IntegrityError as exc:
+                raise InputError(f"expected new (run_id, step) rows, got '{exc}' in {source}") from None
+        verb = "INSERT OR REPLACE" if replace else "INSERT"
+        sql = f'{verb} INTO evals (run_id, step, "column", value) VALUES (?, ?, ?, ?)'
+        for c in value_cols:
+            vals = table[c].to_numpy(dtype="float64")
+            ok = np.isfinite(vals)
+            con.executemany(
+                sql,
+                [(step_rows[i][0], step_rows[i][1], c, float(vals[i])) for i in np.flatnonzero(ok)],
+            )
+
+    # ------------------------------------------------------------------------------------------------ ingest
+
+    def ingest_table(
+        self,
+        df: pd.DataFrame,
+        source: str = "<table>",
+        *,
+        replace: bool = False,
+        allow_nan: bool = False,
+        allow_missing: bool = False,
+        validated: bool = False,
+        schedules: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> dict[str, int]:
+        """Validate a whole RunTable and write it in ONE transaction (the store is unchanged if anything
+        fails).
+
+        Run metadata is inferred per run from columns that must be constant within a run: ``n_params``,
+        ``n_params_total``, ``phase``, ``parent_run``, ``seed``, ``schedule`` (JSON), the mixture ``w_*``,
+        ``unique_tokens_*`` and every text column (stored in ``RunMeta.meta``). Such a column varying within
+        a run
+        is an :class:`InputError`. ``phase`` defaults to ``"cpt"`` where ``parent_run`` is given, else
+        ``"pt"``.
+        Every other numeric column is stored per (run, step).
+
+        Parameters
+        ----------
+        df, source
+            The table and its file name for messages.
+        replace
+            Overwrite conflicting run metadata and already-stored steps instead of refusing them.
+        allow_nan, allow_missing
+            Passed to :func:`~mixlaw.runs.schema.validate_table`.
+        validated
+            ``df`` already went through :func:`validate_table` (the readers do this); skip re-validation.
+        schedules
+            Optional ``{run_id: schedule}`` (e.g. from ``--lr-table``) stored as each run's schedule.
+
+        Returns
+        -------
+        dict
+            ``{"runs": number of runs, "rows": number of (run, step) rows, "new_runs": runs not stored
+            before}``.
+        """
+        table = (
+            df if validated else validate_table(df, source, allow_nan=allow_nan, allow_missing=allow_missing)
+        )
+        metas = _infer_run_metas(table, source)
+        if schedules:
+            unknown = sorted(set(schedules) - set(metas))
+            if unknown:
+                raise InputError(
+                    f"expected schedules for runs in the table, got unknown run {unknown[0]!r} in {source}"
+                )
+            for rid, sched in schedules.items():
+                m = metas[rid]
+                if m.schedule is not None and validate_schedule(sched) != m.schedule:
+                    raise InputError(
+                        f"expected one schedule for run {rid!r}, got two (table and lr table) in {source}"
+                    )
+                metas[rid] = RunMeta.from_dict({**m.to_dict(), "schedule": dict(sched)})
+        eval_cols = ["run_id", "step"] + [
+            c
+            for c in table.columns
+            if c not in ("run_id", "step")
+            and c not in RUN_LEVEL_COLUMNS
+            and not is_weight_column(c)
+            and not c.startswith("unique_tokens_")
+            and table[c].dtype.kind in "fiu"
+        ]
+        evals = table[eval_cols]
+        new_runs = 0
+        with self._tx() as con:
+            for meta in metas.values():
+                if con.execute("SELECT 1 FROM runs WHERE run_id = ?", (meta.run_id,)).fetchone() is None:
+                    new_runs += 1
+                try:
+                    self._put_run(con, meta, replace=replace)
+                except InputError as exc:
+                    raise InputError(f"{exc} (use --replace to overwrite) in {source}") from None
+            self._write_evals(con, evals, source, replace=replace)
+        return {"runs": len(metas), "rows": len(table), "new_runs": new_runs}
+
+    # ------------------------------------------------------------------------------------------------ read
+
+    def _load_metas(self) -> dict[str, RunMeta]:
+        return {r[0]: RunMeta.from_json(r[1]) for r in self._con.execute("SELECT run_id, meta FROM runs")}
+
+    def to_frame(self, where: str | None = None, *, include_schedule: bool = False) -> pd.DataFrame:
+        """The RunTable: one row per (run, step) with the run's metadata broadcast onto it.
+
+        Columns: ``run_id, step, tokens, lr, n_params, n_params_total, phase, parent_run, seed,
+        w_<domain>...``,
+        scalar ``meta`` entries (e.g. ``unique_tokens_<domain>``), ``loss``, ``loss_<set>...`` and any other
+        stored
+        columns. A run whose mixture lacks a domain another run has gets weight 0 there; a run without a
+        recorded
+        mixture gets NaN. Values never logged at a step are NaN.
+
+        Parameters
+        ----------
+        where
+            Filter in :meth:`pandas.DataFrame.query` syntax over these columns, e.g.
+            ``"n_params > 1e8 and phase == 'cpt' and step >= 1000"`` (backticks around names with '-').
+            Local variables (``@x``) and dunder names are refused.
+        include_schedule
+            Add a ``schedule`` column holding each run's schedule as JSON (``None`` where unset).
+        """
+        metas = self._load_metas()
+        cur = self._con.execute('SELECT run_id, step, "column", value FROM evals')
+        ev = pd.DataFrame(cur.fetchall(), columns=["run_id", "step", "column", "value"])
+        steps = pd.DataFrame(
+            self._con.execute("SELECT run_id, step FROM steps ORDER BY run_id, step").fetchall(),
+            columns=["run_id", "step"],
+        )
+        if len(ev):
+            wide = ev.pivot(index=["run_id", "step"], columns="column", values="value")
+            wide.columns.name = None
+            wide = wide.reset_index()
+            frame = steps.merge(wide, on=["run_id", "step"], how="left")
+        else:
+            frame = steps
+        frame["run_id"] = frame["run_id"].astype(object)
+        frame["step"] = frame["step"].astype("int64")
+        value_cols = [c for c in frame.columns if c not in ("run_id", "step")]
+        # run-level columns
+        run_ids = frame["run_id"].to_numpy()
+        domains: list[str] = []
+        meta_keys: list[str] = []
+        for m in metas.values():
+            if m.mixture is not None:
+                domains += [d for d in m.mixture.domains if d not in domains]
+            meta_keys += [
+                k for k, v in m.meta.items() if _scalar(v) and k not in meta_keys and k not in value_cols
+            ]
+        per_run: dict[str, dict[str, Any]] = {}
+        for rid, m in metas.items():
+            d: dict[str, Any] = {
+                "n_params": m.n_params,
+                "n_params_total": m.n_params_total,
+                "phase": m.phase,
+                "parent_run": m.parent_run,
+                "seed": m.seed,
+            }
+            for dom in domains:
+                d[f"w_{dom}"] = math.nan if m.mixture is None else m.mixture.get(dom, 0.0)
+            for k in meta_keys:
+                v = m.meta.get(k)
+                d[k] = v if _scalar(v) else None
+            if include_schedule:
+                d["schedule"] = None if m.schedule is None else json.dumps(m.schedule, sort_keys=True)
+            per_run[rid] = d
+        run_cols = list(_META_COLUMNS) + [f"w_{d}" for d in domains] + meta_keys
+        if include_schedule:
+            run_cols.append("schedule")
+        for c in run_cols:
+            vals = [per_run[r][c] for r in run_ids]
+            frame[c] = _column(vals)
+        lead = [c for c in ("run_id", "step", "tokens", "lr") if c in frame.columns]
+        losses = sorted(c for c in value_cols if is_loss_column(c))
+        rest = sorted(c for c in value_cols if c not in lead and c not in losses)
+        order = lead + run_cols + losses + rest
+        for c in ("tokens", "lr"):
+            if c not in frame.columns:
+                frame[c] = np.nan
+        order = ["run_id", "step", "tokens", "lr"] + [
+            c for c in order if c not in ("run_id", "step", "tokens", "lr")
+        ]
+        frame = frame[order].sort_values(["run_id", "step"], kind="stable").reset_index(drop=True)
+        if where is not None and str(where).strip():
+            frame = query_frame(frame, where, source=self.path)
+        return frame
+
+    def runs(self, where: str | None = None) -> pd.DataFrame:
+        """One row per run: metadata, ``status``, ``message``, ``n_evals``, ``last_step``, ``schedule_kind``.
+
+        ``where`` filters in :meth:`pandas.DataFrame.query` syntax over these columns.
+        """
+        metas = self._load_metas()
+        stat = {r[0]: (r[1], r[2]) for r in self._con.execute("SELECT run_id, status, message FROM status")}
+        counts = {
+            r[0]: (int(r[1]), int(r[2]))
+            for r in self._con.execute("SELECT run_id, COUNT(*), MAX(step) FROM steps GROUP BY run_id")
+        }
+        domains: list[str] = []
+        meta_keys: list[str] = []
+        for m in metas.values():
+            if m.mixture is not None:
+                domains += [d for d in m.mixture.domains if d not in domains]
+            meta_keys += [k for k, v in m.meta.items() if _scalar(v) and k not in meta_keys]
+        recs = []
+        for rid in sorted(metas):
+            m = metas[rid]
+            n, last = counts.get(rid, (0, None))
+            rec: dict[str, Any] = {
+                "run_id": rid,
+                "phase": m.phase,
+                "n_params": m.n_params,
+                "n_params_total": m.n_params_total,
+                "parent_run": m.parent_run,
+                "seed": m.seed,
+            }
+            for dom in domains:
+                rec[f"w_{dom}"] = math.nan if m.mixture is None else m.mixture.get(dom, 0.0)
+            rec["schedule_kind"] = None if m.schedule is None else m.schedule.get("kind")
+            for k in meta_keys:
+                rec[k] = m.meta.get(k) if _scalar(m.meta.get(k)) else None
+            st = stat.get(rid)
+            rec["status"] = None if st is None else st[0]
+            rec["message"] = None if st is None else st[1]
+            rec["n_evals"] = n
+            rec["last_step"] = last
+            recs.append(rec)
+        cols = (
+            ["run_id", "phase", "n_params", "n_params_total", "parent_run", "seed"]
+            + [f"w_{d}" for d in domains]
+            + ["schedule_kind"]
+            + meta_keys
+            + ["status", "message", "n_evals", "last_step"]
+        )
+        frame = pd.DataFrame({c: _column([r[c] for r in recs]) for c in cols})
+        if where is not None and str(where).strip():
+            frame = query_frame(frame, where, source=self.path)
+        return frame
+
+    def export(
+        self, path: str | os.PathLike[str], where: str | None = None, *, include_schedule: bool = True
+    ) -> Path:
+        """Write the RunTable (optionally filtered) to ``.csv``, ``.jsonl`` or ``.parquet``; returns the path.
+
+        The export reads back with :func:`mixlaw.runs.io.read_table` and ingests into another store unchanged
+        (schedules travel as a JSON ``schedule`` column unless ``include_schedule=False``).
+        """
+        p = Path(path)
+        frame = self.to_frame(where, include_schedule=include_schedule)
+        if include_schedule and "schedule" in frame.columns and frame["schedule"].isna().all():
+            frame = frame.drop(columns="schedule")
+        suffix = p.suffix.lower()
+        try:
+            if suffix == ".csv":
+                frame.to_csv(p, index=False)
+            elif suffix in (".jsonl", ".ndjson"):
+                frame.to_json(p, orient="records", lines=True)
+            elif suffix in (".parquet", ".pq"):
+                try:
+                    import pyarrow  # noqa: F401
+                except ImportError:
+                    raise InputError(
+                        f"expected pyarrow for Parquet (pip install mixlaw[parquet]), got it missing in {p}"
+                    ) from None
+                frame.to_parquet(p, index=False)
+            else:
+                raise InputError(
+                    f"expected an export path ending in .csv, .jsonl or .parquet, got '{p.suffix}' in {p}"
+                )
+        except OSError as exc:
+            raise InputError(f"expected a writable export path, got '{exc.strerror or exc}' in {p}") from None
+        return p
+
+    def dump(self) -> dict[str, list[tuple[Any, ...]]]:
+        """Every row of every table, sorted (for comparing two states of a store)."""
+        out: dict[str, list[tuple[Any, ...]]] = {}
+        for t in sorted(_TABLES):
+            rows = self._con.execute(f"SELECT * FROM {t}").fetchall()  # noqa: S608 (fixed table names)
+            out[t] = sorted(rows, key=repr)
+        return out
+
+
+# ---------------------------------------------------------------------------------------------------- helpers
+
+
+def _scalar(v: Any) -> bool:
+    return v is None or isinstance(v, str | int | float | bool)
+
+
+def _column(vals: list[Any]) -> Any:
+    """A column from Python values: int64 if all ints, float64 if numeric (None -> NaN), else object."""
+    non_null = [v for v in vals if v is not None]
+    if non_null and all(isinstance(v, int) and not isinstance(v, bool) for v in non_null):
+        if len(non_null) == len(vals):
+            return np.asarray(vals, dtype=np.int64)
+        return np.asarray([math.nan if v is None else float(v) for v in vals], dtype=np.float64)
+    if non_null and all(isinstance(v, int | float) and not isinstance(v, bool) for v in non_null):
+        return np.asarray([math.nan if v is None else float(v) for v in vals], dtype=np.float64)
+    return pd.Series(vals, dtype=object).to_numpy()
+
+
+def query_frame(frame: pd.DataFrame, where: str, *, source: str = "<table>") -> pd.DataFrame:
+    """Filter with :meth:`pandas.DataFrame.query` semantics; a bad expression is an :class:`InputError`.
+
+    Local-variable references (``@x``) and dunder names are refused so that a filter cannot reach Python
+    objects.
+    """
+    if not isinstance(where, str):
+        raise InputError(f"expected a filter string, got {type(where).__name__}")
+    if "@" in where or "__" in where or "import" in where or "lambda" in where:
+        raise InputError(
+            f"expected a filter over RunTable columns without '@', '__', 'import' or 'lambda', got {where!r}"
+        )
+    try:
+        res = frame.query(where, engine="python", local_dict={}, global_dict={})
+    except Exception as exc:  # pandas raises many types for a bad expression
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputError(
+            f"expected a filter over columns {list(frame.columns)[:30]}, got {where!r} ({msg}) in {source}"
+        ) from None
+    if not isinstance(res, pd.DataFrame):
+        raise InputError(f"expected a boolean filter expression, got {where!r} in {source}")
+    return res.reset_index(drop=True)
+
+
+def _infer_run_metas(table: pd.DataFrame, source: str) -> dict[str, RunMeta]:
+    """Per-run metadata from the columns that must be constant within a run."""
+    run_cols = [
+        c
+        for c in table.columns
+        if c in RUN_LEVEL_COLUMNS
+        or is_weight_column(c)
+        or c.startswith("unique_tokens_")
+        or table[c].dtype == object
+    ]
+    run_cols = [c for c in run_cols if c != "run_id"]
+    rids = table["run_id"].to_numpy()
+    user_rows = table.attrs.get("rows")
+    if user_rows is None or len(user_rows) != len(table):
+        user_rows = np.arange(1, len(table) + 1)
+    metas: dict[str, RunMeta] = {}
+    # positions of each run's rows, in order of first appearance
+    groups: dict[str, list[int]] = {}
+    for i, r in enumerate(rids):
+        groups.setdefault(str(r), []).append(i)
+    cols = {c: table[c].to_numpy() for c in run_cols}
+    for rid, idx in groups.items():
+        vals: dict[str, Any] = {}
+        for c in run_cols:
+            arr = cols[c][idx]
+            first = _first_present(arr)
+            for k, v in enumerate(arr):
+                if not _same(v, first):
+                    raise InputError(
+                        f"expected one value of {c!r} per run, got {_fmt_val(first)} and {_fmt_val(v)} "
+                        f"for run {rid!r} in {source}:{int(user_rows[idx[k]])}:{c}"
+                    )
+            vals[c] = first
+        mixture = None
+        wcols = {c[2:]: vals[c] for c in vals if is_weight_column(c) and vals[c] is not None}
+        if wcols:
+            try:
+                mixture = Mixture(wcols, atol=1e-6)
+            except InputError as exc:
+                raise InputError(f"{exc} for run {rid!r} in {source}") from None
+        meta = {c: _py(vals[c]) for c in vals if c.startswith("unique_tokens_") and vals[c] is not None}
+        meta.update(
+            {
+                c: vals[c]
+                for c in vals
+                if c not in RUN_LEVEL_COLUMNS
+                and not is_weight_column(c)
+                and not c.startswith("unique_tokens_")
+                and vals[c] is not None
+            }
+        )
+        parent = vals.get("parent_run")
+        phase = vals.get("phase") or ("cpt" if parent else "pt")
+        try:
+            metas[rid] = RunMeta(
+                run_id=rid,
+                phase=phase,
+                n_params=_py(vals.get("n_params")),
+                n_params_total=_py(vals.get("n_params_total")),
+                mixture=mixture,
+                parent_run=parent,
+                seed=_py(vals.get("seed")),
+                schedule=None if vals.get("schedule") is None else json.loads(vals["schedule"]),
+                meta=meta,
+            )
+        except InputError as exc:
+            raise InputError(f"{exc} in {source}:{int(user_rows[idx[0]])}") from None
+    return metas
+
+
+def _first_present(arr: np.ndarray) -> Any:
+    for v in arr:
+        if not _missing(v):
+            return v
+    return None
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float | np.floating) and math.isnan(v))
+
+
+def _same(v: Any, ref: Any) -> bool:
+    if _missing(v):
+        return True  # an empty cell does not contradict the run's value
+    return bool(v == ref)
+
+
+def _fmt_val(v: Any) -> str:
+    if isinstance(v, np.generic):
+        v = v.item()
+    return repr(v)
+
+
+def _py(v: Any) -> Any:
+    if v is None:
+        return None
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and v == round(v) and abs(v) < 2**63:
+        return int(v)
+    return v
+
+
+def iter_chunks(df: pd.DataFrame, size: int) -> Iterable[pd.DataFrame]:
+    """Split a frame into chunks of ``size`` rows (helper for streaming writers)."""
+    for start in range(0, len(df), size):
+        yield df.iloc[start : start + size]
