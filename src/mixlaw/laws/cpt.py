@@ -1,0 +1,108 @@
+"""CPT learning-dynamics law (Wang, Tissue, Wang, Li, Zeng; arXiv:2505.07796, Eq. 4).
+
+.. math::
+    L(t) = L_0 + A (S_1^{pt} + S_1^{cpt})^{-\\alpha} - C_1 S_2^{pt} - C_2 S_2^{cpt}
+           + B \\bigl(1 - (1 + E\\, S_1^{cpt})^{-\\beta}\\bigr)
+
+fitted separately for each validation set (the pre-training set D_pt and the CPT set D_cpt). Areas from
+:mod:`mixlaw.schedules` (``s1_pt, s1_cpt, s2_pt, s2_cpt``; λ = 0.999, PT/CPT split by time by default).
+The law holds on PT steps (``s1_cpt = s2_cpt = 0``) and on CPT steps.
+
+Signs and units (laws.md §5.6, §5.7, §13): ``B`` is signed — **B > 0 for the D_pt loss (forgetting), B < 0
+for the D_cpt loss** — and left free; ``L0, A, α, C1, C2 > 0``; ``E`` is per unit of S1 (LR·steps):
+E = 28 ⇔ 0.0056 per step at η = 2e-4. ``B, E, β`` are weakly identifiable: ``E`` and ``β`` are optimised in
+log space (their bounds are ``(0, ∞)``), the start grid spans decades of ``E``, and
+:func:`mixlaw.decide.cpt.identifiability` flags the directions the data do not determine. Never interpret
+B, E, β one by one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+
+from mixlaw.laws._base import Law, ParamSpec, Tensor, register
+from mixlaw.laws.lr_annealing import safe_log
+
+__all__ = ["CPT", "shift_term", "CPT_SHIFT_PARAMS"]
+
+CPT_SHIFT_PARAMS = ("B", "E", "beta")
+
+
+def shift_term(s1_cpt: Tensor, B: Tensor, E: Tensor, beta: Tensor) -> Tensor:
+    """Distribution-shift term ``B·(1 − (1 + E·S1_cpt)^(−β))`` (0 at ``S1_cpt = 0``), computed stably."""
+    return -B * torch.expm1(-beta * torch.log1p(E * torch.clamp(s1_cpt, min=0.0)))
+
+
+def base_specs() -> tuple[ParamSpec, ...]:
+    return (
+        ParamSpec("L0", 0.0, np.inf, description="loss floor (nats/token)"),
+        ParamSpec("A", 0.0, np.inf, description="forward-area coefficient"),
+        ParamSpec("alpha", 0.0, np.inf, description="forward-area exponent"),
+    )
+
+
+def shift_specs() -> tuple[ParamSpec, ...]:
+    return (
+        ParamSpec("B", description="signed shift amplitude (>0 forgetting on D_pt, <0 gain on D_cpt)"),
+        ParamSpec("E", 0.0, np.inf, description="shift rate per unit of S1_cpt (fitted as log E)"),
+        ParamSpec("beta", 0.0, np.inf, description="shift exponent (fitted as log beta)"),
+    )
+
+
+@register
+class CPT(Law):
+    """Eq. 4 of Wang et al. 2025 (arXiv:2505.07796): base LR-annealing law on the total areas, separate
+    annealing coefficients ``C1`` (PT area) and ``C2`` (CPT area), plus the distribution-shift term in
+    ``S1_cpt``.
+
+    ``example_params`` are the published Fig. 3 D_pt fit (106M, FineWeb → Knowledge-Pile, η_max = 2e-4).
+    """
+
+    name = "cpt"
+    inputs = ("s1_pt", "s1_cpt", "s2_pt", "s2_cpt")
+    param_specs = (
+        *base_specs(),
+        ParamSpec("C1", 0.0, np.inf, description="annealing coefficient of the PT area"),
+        ParamSpec("C2", 0.0, np.inf, description="annealing coefficient of the CPT area"),
+        *shift_specs(),
+    )
+    example_params = {
+        "L0": 3.057,
+        "A": 0.490,
+        "alpha": 0.497,
+        "C1": 0.299,
+        "C2": 0.298,
+        "B": 0.366,
+        "E": 28.0,
+        "beta": 0.189,
+    }
+    formula = "L = L0 + A*(S1pt+S1cpt)^(-alpha) - C1*S2pt - C2*S2cpt + B*(1-(1+E*S1cpt)^(-beta))"
+    citation = "Wang et al. 2025, arXiv:2505.07796 (Eq. 4); Tissue et al. 2024, arXiv:2408.11029"
+
+    def predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
+        s1 = x["s1_pt"] + x["s1_cpt"]
+        return (
+            p["L0"]
+            + p["A"] * s1 ** (-p["alpha"])
+            - p["C1"] * x["s2_pt"]
+            - p["C2"] * x["s2_cpt"]
+            + shift_term(x["s1_cpt"], p["B"], p["E"], p["beta"])
+        )
+
+    def log_predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
+        return safe_log(self.predict(x, p))
+
+    def start_grid(self) -> dict[str, np.ndarray]:
+        return {
+            "L0": np.array([2.0, 3.0]),
+            "A": np.array([0.5]),
+            "alpha": np.array([0.35, 0.7]),
+            "C1": np.array([0.3]),
+            "C2": np.array([0.3]),
+            "B": np.array([-0.5, -0.05, 0.05, 0.5]),
+            "E": np.array([3.0, 100.0, 3000.0]),
+            "beta": np.array([0.15, 0.6]),
+        }

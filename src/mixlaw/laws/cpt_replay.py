@@ -1,0 +1,134 @@
+"""CPT law with replay (Wang et al., arXiv:2505.07796, Eq. 8), normalised (recommended) and literal forms.
+
+``r_pt`` = replay share of D_pt data in the CPT mix (input ``replay_ratio``), ``r_cpt = 1 − r_pt``.
+
+Normalised form (default, ``form="normalised"``; laws.md §5.7 item 4):
+
+.. math::
+    L = L_0 + A (S_1^{pt}+S_1^{cpt})^{-\\alpha} - C_1 S_2^{pt} - C_2 S_2^{cpt} e^{a_1 r_{cpt}}
+        + B \\bigl(1 - (1 + E S_1^{cpt})^{-\\beta}\\bigr)\\, g(r_{cpt}),
+    \\qquad g(r) = \\frac{e^{a_2 r} - 1}{e^{a_2} - 1}
+
+with signed ``a1, a2`` (``a2 → 0`` gives ``g = r``; ``g(1) = 1`` so ``B`` is the no-replay shift and ``g(0)
+= 0``: pure replay has no shift). ``e^{a_1 r_cpt}`` with a signed ``a1`` also covers the printed
+``e^{a_1 r_pt}`` (``= e^{a_1} e^{-a_1 r_cpt}``, the constant absorbed into ``C2``).
+
+Literal form (``form="literal"``, Eq. 8 as printed; ``side`` picks the validation set):
+
+* ``side="pt"``:  ``… − C2 S2cpt e^(a1 r_pt) + B·shift·(1 − e^(−a2 r_cpt))``
+* ``side="cpt"``: ``… − C2 S2cpt e^(a1 r_cpt) + B·shift·(e^(a2 r_cpt) − 1)``
+
+The paper's equation and its Fig. 19 fit disagree on the D_cpt annealing factor, its β is not printed, and its
+factors look swapped against its own per-ratio fits (laws.md §5.7 item 4): fit both forms and report both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from mixlaw.errors import InputError
+from mixlaw.laws._base import Law, ParamSpec, Tensor, register
+from mixlaw.laws.cpt import base_specs, shift_specs, shift_term
+from mixlaw.laws.lr_annealing import safe_log
+
+__all__ = ["CPTReplay", "replay_factor"]
+
+
+def replay_factor(r: Tensor, a: Tensor) -> Tensor:
+    """``g(r) = (e^(a r) − 1)/(e^a − 1)``, continuous at ``a = 0`` (``g = r``), NaN-free gradient."""
+    small = torch.abs(a) < 1e-6
+    a_safe = torch.where(small, torch.full_like(a, 1e-6), a)
+    g = torch.expm1(a_safe * r) / torch.expm1(a_safe)
+    return torch.where(small, r * (1 + 0.5 * a * (r - 1)), g)
+
+
+@register
+class CPTReplay(Law):
+    """Eq. 8 of arXiv:2505.07796 (replay), options ``form="normalised"|"literal"`` and ``side="pt"|"cpt"``."""
+
+    name = "cpt_replay"
+    inputs = ("s1_pt", "s1_cpt", "s2_pt", "s2_cpt", "replay_ratio")
+    param_specs = (
+        *base_specs(),
+        ParamSpec("C1", 0.0, np.inf, description="annealing coefficient of the PT area"),
+        ParamSpec("C2", 0.0, np.inf, description="annealing coefficient of the CPT area"),
+        ParamSpec("a1", transform="identity", description="replay exponent of the CPT annealing term"),
+        *shift_specs(),
+        ParamSpec("a2", transform="identity", description="replay exponent of the shift factor"),
+    )
+    example_params = {
+        "L0": 3.067,
+        "A": 0.480,
+        "alpha": 0.510,
+        "C1": 0.280,
+        "C2": 0.263,
+        "a1": 0.0,
+        "B": 0.366,
+        "E": 28.0,
+        "beta": 0.189,
+        "a2": 1.0,
+    }
+    formula = (
+        "L = L0 + A*(S1pt+S1cpt)^(-alpha) - C1*S2pt - C2*S2cpt*exp(a1*r_cpt)"
+        " + B*(1-(1+E*S1cpt)^(-beta))*(exp(a2*r_cpt)-1)/(exp(a2)-1),  r_cpt = 1 - replay_ratio"
+    )
+    citation = "Wang et al. 2025, arXiv:2505.07796 (Eq. 8; normalised replay factor per laws.md §5.7)"
+
+    def __init__(
+        self, *, form: Literal["normalised", "literal"] = "normalised", side: Literal["pt", "cpt"] = "pt"
+    ) -> None:
+        if form not in ("normalised", "literal"):
+            raise InputError(f"cpt_replay form must be 'normalised' or 'literal', got '{form}'")
+        if side not in ("pt", "cpt"):
+            raise InputError(f"cpt_replay side must be 'pt' or 'cpt', got '{side}'")
+        self.options: dict[str, Any] = {"form": form, "side": side}
+        if form == "literal":
+            side_txt = "exp(a1*r_pt)" if side == "pt" else "exp(a1*r_cpt)"
+            fac = "(1-exp(-a2*r_cpt))" if side == "pt" else "(exp(a2*r_cpt)-1)"
+            self.formula = (
+                f"L = L0 + A*(S1pt+S1cpt)^(-alpha) - C1*S2pt - C2*S2cpt*{side_txt}"
+                f" + B*(1-(1+E*S1cpt)^(-beta))*{fac}  (Eq. 8 as printed, {side} side)"
+            )
+
+    def predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
+        r_pt = x["replay_ratio"]
+        r_cpt = 1.0 - r_pt
+        s1 = x["s1_pt"] + x["s1_cpt"]
+        shift = shift_term(x["s1_cpt"], p["B"], p["E"], p["beta"])
+        if self.options["form"] == "normalised":
+            anneal = torch.exp(p["a1"] * r_cpt)
+            factor = replay_factor(r_cpt, p["a2"])
+        elif self.options["side"] == "pt":
+            anneal = torch.exp(p["a1"] * r_pt)
+            factor = -torch.expm1(-p["a2"] * r_cpt)
+        else:
+            anneal = torch.exp(p["a1"] * r_cpt)
+            factor = torch.expm1(p["a2"] * r_cpt)
+        return (
+            p["L0"]
+            + p["A"] * s1 ** (-p["alpha"])
+            - p["C1"] * x["s2_pt"]
+            - p["C2"] * x["s2_cpt"] * anneal
+            + shift * factor
+        )
+
+    def log_predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
+        return safe_log(self.predict(x, p))
+
+    def start_grid(self) -> dict[str, np.ndarray]:
+        return {
+            "L0": np.array([2.0, 3.0]),
+            "A": np.array([0.5]),
+            "alpha": np.array([0.35, 0.7]),
+            "C1": np.array([0.3]),
+            "C2": np.array([0.3]),
+            "a1": np.array([0.0]),
+            "B": np.array([-0.5, 0.3]),
+            "E": np.array([10.0, 1000.0]),
+            "beta": np.array([0.2]),
+            "a2": np.array([-2.0, 1.0, 3.0]),
+        }
