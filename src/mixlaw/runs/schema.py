@@ -287,7 +287,8 @@ class RunMeta:
     phase
         ``"pt"`` or ``"cpt"``.
     n_params, n_params_total
-        Non-embedding and total parameter counts (``None`` = unknown).
+        Non-embedding and total parameter counts (``None`` = unknown); stored as ``int`` when integral, as a
+        float otherwise (e.g. sizes digitised from a plot).
     mixture
         Training mixture (:class:`Mixture`, or a plain mapping that is validated into one; ``None`` =
         unknown).
@@ -306,8 +307,8 @@ class RunMeta:
 
     run_id: str
     phase: str = "pt"
-    n_params: int | None = None
-    n_params_total: int | None = None
+    n_params: int | float | None = None
+    n_params_total: int | float | None = None
     mixture: Mixture | None = None
     parent_run: str | None = None
     seed: int | None = None
@@ -320,7 +321,7 @@ class RunMeta:
         if self.phase not in PHASES:
             raise InputError(f"expected phase 'pt' or 'cpt', got {self.phase!r} for run {self.run_id!r}")
         for name in ("n_params", "n_params_total"):
-            object.__setattr__(self, name, _as_count(getattr(self, name), name, self.run_id, nonneg=True))
+            object.__setattr__(self, name, _as_size(getattr(self, name), name, self.run_id))
         object.__setattr__(self, "seed", _as_count(self.seed, "seed", self.run_id, nonneg=False))
         if self.mixture is not None and not isinstance(self.mixture, Mixture):
             object.__setattr__(self, "mixture", Mixture(self.mixture))
@@ -428,6 +429,18 @@ class RunMeta:
 def _short(v: Any) -> str:
     s = repr(v)
     return s if len(s) <= 60 else s[:57] + "..."
+
+
+def _as_size(v: Any, name: str, run_id: str) -> int | float | None:
+    """A parameter count: an int when integral, else a float (digitised data gives fractional counts)."""
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating):
+        raise InputError(f"expected a number {name}, got {v!r} for run {run_id!r}")
+    fv = float(v)
+    if not math.isfinite(fv) or fv < 0:
+        raise InputError(f"expected a finite non-negative {name}, got {v!r} for run {run_id!r}")
+    return int(fv) if fv == round(fv) and abs(fv) < 2**53 else fv
 
 
 def _as_count(v: Any, name: str, run_id: str, *, nonneg: bool) -> int | None:

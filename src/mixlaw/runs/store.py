@@ -251,8 +251,8 @@ class RunStore:
         return self._con.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is not None
 
     def run_ids(self) -> list[str]:
-        """All run ids, sorted."""
-        return [r[0] for r in self._con.execute("SELECT run_id FROM runs ORDER BY run_id")]
+        """All run ids in the order they were first stored."""
+        return [r[0] for r in self._con.execute("SELECT run_id FROM runs ORDER BY rowid")]
 
     def delete_run(self, run_id: str) -> None:
         """Delete a run with its evaluations and status (one transaction); :class:`InputError` if unknown."""
@@ -478,7 +478,8 @@ class RunStore:
     # ------------------------------------------------------------------------------------------------ read
 
     def _load_metas(self) -> dict[str, RunMeta]:
-        return {r[0]: RunMeta.from_json(r[1]) for r in self._con.execute("SELECT run_id, meta FROM runs")}
+        rows = self._con.execute("SELECT run_id, meta FROM runs ORDER BY rowid")
+        return {r[0]: RunMeta.from_json(r[1]) for r in rows}
 
     def to_frame(self, where: str | None = None, *, include_schedule: bool = False) -> pd.DataFrame:
         """The RunTable: one row per (run, step) with the run's metadata broadcast onto it.
@@ -560,7 +561,12 @@ class RunStore:
         order = ["run_id", "step", "tokens", "lr"] + [
             c for c in order if c not in ("run_id", "step", "tokens", "lr")
         ]
-        frame = frame[order].sort_values(["run_id", "step"], kind="stable").reset_index(drop=True)
+        rank = {rid: i for i, rid in enumerate(metas)}
+        frame = frame[order]
+        key = np.lexsort(
+            (frame["step"].to_numpy(), np.array([rank[r] for r in frame["run_id"]], dtype=np.int64))
+        )
+        frame = frame.iloc[key].reset_index(drop=True)
         if where is not None and str(where).strip():
             frame = query_frame(frame, where, source=self.path)
         return frame
@@ -583,8 +589,7 @@ class RunStore:
                 domains += [d for d in m.mixture.domains if d not in domains]
             meta_keys += [k for k, v in m.meta.items() if _scalar(v) and k not in meta_keys]
         recs = []
-        for rid in sorted(metas):
-            m = metas[rid]
+        for rid, m in metas.items():
             n, last = counts.get(rid, (0, None))
             rec: dict[str, Any] = {
                 "run_id": rid,
@@ -668,8 +673,11 @@ def _scalar(v: Any) -> bool:
 
 
 def _column(vals: list[Any]) -> Any:
-    """A column from Python values: int64 if all ints, float64 if numeric (None -> NaN), else object."""
+    """A column from Python values: int64 if all ints, float64 if numeric or all None (None -> NaN), else
+    object."""
     non_null = [v for v in vals if v is not None]
+    if not non_null:
+        return np.full(len(vals), np.nan)
     if non_null and all(isinstance(v, int) and not isinstance(v, bool) for v in non_null):
         if len(non_null) == len(vals):
             return np.asarray(vals, dtype=np.int64)
