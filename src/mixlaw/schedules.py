@@ -57,6 +57,8 @@ __all__ = [
     "areas",
     "cpt_areas",
     "concat_lr",
+    "as_schedule",
+    "add_schedule_features",
 ]
 
 Kind = Literal["constant", "cosine", "wsd", "linear", "multistep", "rewarmup", "table"]
@@ -446,15 +448,15 @@ def _read_lr_csv(path: Path) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- areas
-def _as_lr(schedule_or_lr: Schedule | np.ndarray | Sequence[float]) -> tuple[np.ndarray, float, int, float]:
-    """``(η_1..η_T, η_0, warmup_steps, peak)``."""
+def _as_lr(schedule_or_lr: Schedule | np.ndarray | Sequence[float]) -> tuple[np.ndarray, float, int]:
+    """``(η_1..η_T, η_0, warmup_steps)``."""
     if isinstance(schedule_or_lr, Schedule):
         s = schedule_or_lr
-        return s.lrs(), s.eta0, s.warmup_steps, s.peak_lr
+        return s.lrs(), s.eta0, s.warmup_steps
     arr = np.asarray(schedule_or_lr, dtype=np.float64).ravel()
     if arr.size == 0 or not np.all(np.isfinite(arr)):
         raise InputError("lr array must be non-empty and finite")
-    return arr, float(arr[0]), 0, float(arr.max())
+    return arr, float(arr[0]), 0
 
 
 def forward_area(lr: np.ndarray | Sequence[float]) -> np.ndarray:
@@ -521,13 +523,17 @@ def _check_steps(steps: np.ndarray | Sequence[int], last: int) -> np.ndarray:
 
 
 def _warmup_views(
-    lr: np.ndarray, eta0: float, warmup_steps: int, peak: float, warmup: str
+    lr: np.ndarray, eta0: float, warmup_steps: int, warmup: str
 ) -> tuple[np.ndarray, np.ndarray, float]:
-    """(LRs for S1, LRs for S2, η_0 for S2) under a warm-up convention."""
+    """(LRs for S1, LRs for S2, η_0 for S2) under a warm-up convention; the peak is the LR ending the
+    warm-up."""
     if warmup not in ("peak", "logged", "raw"):
         raise InputError(f"warmup convention must be 'peak', 'logged' or 'raw', got '{warmup}'")
     if warmup == "raw" or warmup_steps == 0:
         return lr, lr, eta0
+    if warmup_steps > lr.size:
+        raise InputError(f"warmup_steps {warmup_steps} > schedule length {lr.size}")
+    peak = float(lr[warmup_steps - 1])
     lr_s2 = lr.copy()
     lr_s2[:warmup_steps] = peak
     lr_s1 = lr_s2 if warmup == "peak" else lr
@@ -556,15 +562,10 @@ def areas(
     lr_weight_exponent
         ϵ of the LR-weighted annealing area (0 = plain law).
     """
-    lr, eta0, w, peak = _as_lr(schedule_or_lr)
+    lr, eta0, w = _as_lr(schedule_or_lr)
     if warmup_steps is not None:
         w = int(warmup_steps)
-        if w:
-            peak = float(lr[:w].max()) if not isinstance(schedule_or_lr, Schedule) else peak
-            peak = max(peak, float(lr[w - 1]))
-    if w > lr.size:
-        raise InputError(f"warmup_steps {w} > schedule length {lr.size}")
-    lr_s1, lr_s2, eta0_s2 = _warmup_views(lr, eta0, w, peak, warmup)
+    lr_s1, lr_s2, eta0_s2 = _warmup_views(lr, eta0, w, warmup)
     return Areas(
         step=np.arange(lr.size + 1),
         lr=np.concatenate([[eta0], lr]),
@@ -633,6 +634,7 @@ def cpt_areas(
     warmup: WarmupConvention = "peak",
     split: Split = "time",
     pt_warmup_steps: int | None = None,
+    pt_eta0: float | None = None,
     lr_weight_exponent: float = 0.0,
 ) -> CptAreas:
     """S1/S2 of a PT schedule followed by a CPT schedule, split into PT and CPT parts.
@@ -643,16 +645,14 @@ def cpt_areas(
     """
     if split not in ("time", "origin"):
         raise InputError(f"S2 split must be 'time' or 'origin', got '{split}'")
-    lr_pt, eta0, w, peak = _as_lr(pt)
+    lr_pt, eta0, w = _as_lr(pt)
     if pt_warmup_steps is not None:
         w = int(pt_warmup_steps)
-        if w and not isinstance(pt, Schedule):
-            peak = float(lr_pt[:w].max())
+    if pt_eta0 is not None:
+        eta0 = float(pt_eta0)
     lr_cpt = np.zeros(0) if cpt is None else concat_lr(np.zeros(0), cpt)
     T_pt, T = lr_pt.size, lr_pt.size + lr_cpt.size
-    if w > T_pt:
-        raise InputError(f"PT warmup_steps {w} > PT length {T_pt}")
-    pt_s1, pt_s2, eta0_s2 = _warmup_views(lr_pt, eta0, w, peak, warmup)
+    pt_s1, pt_s2, eta0_s2 = _warmup_views(lr_pt, eta0, w, warmup)
     lr_s1 = np.concatenate([pt_s1, lr_cpt])
     lr_s2 = np.concatenate([pt_s2, lr_cpt])
     s1 = forward_area(lr_s1)
@@ -688,3 +688,181 @@ def cpt_areas(
         warmup=warmup,
         split=split,
     )
+
+
+# ---------------------------------------------------------------------- RunTable features
+def as_schedule(obj: Schedule | Mapping[str, Any] | str | Sequence[float] | np.ndarray) -> Schedule:
+    """A :class:`Schedule` from a schedule, a dict (:meth:`Schedule.to_dict` or ``{"kind": "table", "lr":
+    …}``), a JSON string of such a dict, a one-line spec, or a per-step LR array."""
+    if isinstance(obj, Schedule):
+        return obj
+    if isinstance(obj, Mapping):
+        return Schedule.from_dict(obj)
+    if isinstance(obj, str):
+        text = obj.strip()
+        if text.startswith("{"):
+            import json
+
+            try:
+                return Schedule.from_dict(json.loads(text))
+            except json.JSONDecodeError as exc:
+                raise InputError(f"schedule is not valid JSON: {exc.msg}") from None
+        return Schedule.parse(text)
+    return Schedule.from_lr(np.asarray(obj, dtype=np.float64))
+
+
+def _run_history(
+    run_id: str,
+    schedules: Mapping[str, Schedule],
+    parents: Mapping[str, str | None],
+    branch_steps: Mapping[str, int],
+    seen: tuple[str, ...] = (),
+) -> tuple[np.ndarray, float, int, int]:
+    """``(η of ancestors up to the branch + own η, η_0 of the root, root warm-up, n ancestor steps)``."""
+    if run_id in seen:
+        raise InputError(f"parent_run cycle through run '{run_id}'")
+    if run_id not in schedules:
+        raise InputError(f"no schedule for run '{run_id}'", column="schedule")
+    own = schedules[run_id]
+    parent = parents.get(run_id)
+    if parent is None:
+        return own.lrs(), own.eta0, own.warmup_steps, 0
+    p_lr, eta0, w, _ = _run_history(parent, schedules, parents, branch_steps, (*seen, run_id))
+    branch = int(branch_steps.get(run_id, p_lr.size))
+    if not 0 < branch <= p_lr.size:
+        raise InputError(
+            f"run '{run_id}' branches from step {branch} of '{parent}', which has {p_lr.size} steps",
+            column="parent_run",
+        )
+    return np.concatenate([p_lr[:branch], own.lrs()]), eta0, w, branch
+
+
+def add_schedule_features(
+    table: Any,
+    schedules: Mapping[str, Any] | None = None,
+    *,
+    decay: float = DEFAULT_DECAY,
+    warmup: WarmupConvention = "peak",
+    split: Split = "time",
+    steps_from: Literal["run", "root"] = "run",
+    branch_steps: Mapping[str, int] | None = None,
+    replay_column: str | None = None,
+    lr_weight_exponent: float = 0.0,
+    multi_power_bins: int | None = None,
+) -> Any:
+    """Add the canonical LR-area columns to a RunTable, from each run's schedule.
+
+    Columns added: ``s1, s2`` (total areas), ``s1_pt, s1_cpt, s2_pt, s2_cpt`` (PT/CPT split), ``cpt_step``,
+    and with ``replay_column`` the ``replay_ratio`` (= that column, e.g. ``w_general``: the replay share of
+    D_pt data in the CPT mix); with ``multi_power_bins=K`` also the multi-power history columns (``mpl_s1``
+    and :func:`mixlaw.laws.multi_power.mpl_columns`). A run without ``parent_run`` is a PT run (CPT areas
+    are 0). A run with a parent is a CPT run whose history is the parent's schedule up to the branch step,
+    then its own.
+
+    Parameters
+    ----------
+    table
+        RunTable (pandas DataFrame) with ``run_id`` and ``step``; ``parent_run`` optional.
+    schedules
+        ``run_id → schedule`` (a :class:`Schedule`, dict, JSON string, spec or LR array). Default: the table's
+        ``schedule`` column (one value per run).
+    decay, warmup, split, lr_weight_exponent
+        See :func:`cpt_areas`.
+    steps_from
+        ``"run"`` (default): a run's ``step`` counts its own updates (a CPT run starts again at 0);
+        ``"root"``: steps of CPT runs count from the start of pre-training.
+    branch_steps
+        ``run_id → parent step`` a CPT run started from (default: the end of the parent's schedule).
+    replay_column
+        Mixture column whose value is the replay share ``r_pt``.
+    multi_power_bins
+        Also build the multi-power law's compressed-history columns with this many bins.
+    """
+    import pandas as pd
+
+    if not isinstance(table, pd.DataFrame):
+        raise InputError(f"expected a pandas DataFrame RunTable, got {type(table).__name__}")
+    for col in ("run_id", "step"):
+        if col not in table.columns:
+            raise InputError(f"RunTable lacks column '{col}'", column=col)
+    runs = list(dict.fromkeys(table["run_id"].astype(str)))
+    sched: dict[str, Schedule] = {}
+    if schedules is not None:
+        sched = {str(k): as_schedule(v) for k, v in schedules.items()}
+    elif "schedule" in table.columns:
+        for rid, val in table.groupby(table["run_id"].astype(str))["schedule"].first().items():
+            if val is None or (isinstance(val, float) and math.isnan(val)):
+                continue
+            sched[str(rid)] = as_schedule(val)
+    else:
+        raise InputError("no schedules given and the RunTable has no 'schedule' column", column="schedule")
+    parents: dict[str, str | None] = {}
+    if "parent_run" in table.columns:
+        for rid, val in table.groupby(table["run_id"].astype(str))["parent_run"].first().items():
+            ok = isinstance(val, str) and val != ""
+            parents[str(rid)] = val if ok else None
+    branch = {str(k): int(v) for k, v in (branch_steps or {}).items()}
+
+    out = table.copy()
+    n = len(out)
+    new: dict[str, np.ndarray] = {
+        c: np.full(n, np.nan) for c in ("s1", "s2", "s1_pt", "s1_cpt", "s2_pt", "s2_cpt", "cpt_step")
+    }
+    histories = {rid: _run_history(rid, sched, parents, branch) for rid in runs}
+    mpl: dict[str, np.ndarray] = {}
+    if multi_power_bins is not None:
+        from mixlaw.laws.multi_power import mpl_columns, multi_power_features
+
+        longest = max(h[0].size for h in histories.values())
+        mpl = {c: np.full(n, np.nan) for c in ("mpl_s1", *mpl_columns(multi_power_bins))}
+    run_ids = out["run_id"].astype(str).to_numpy()
+    steps_all = out["step"].to_numpy()
+    for rid in runs:
+        lr, eta0, w, n_anc = histories[rid]
+        pos = np.flatnonzero(run_ids == rid)
+        st = np.asarray(steps_all[pos], dtype=np.float64)
+        if np.any(~np.isfinite(st)) or np.any(st != np.round(st)):
+            raise InputError(f"run '{rid}' has non-integer steps", column="step")
+        hist_step = st.astype(np.int64) + (n_anc if steps_from == "run" else 0)
+        if hist_step.min() < 0 or hist_step.max() > lr.size:
+            bad = int(hist_step.max() if hist_step.max() > lr.size else hist_step.min())
+            raise InputError(
+                f"run '{rid}': step {bad - (n_anc if steps_from == 'run' else 0)} is outside its schedule "
+                f"({lr.size - n_anc} steps)",
+                column="step",
+            )
+        a = cpt_areas(
+            lr[:n_anc] if n_anc else lr,
+            lr[n_anc:] if n_anc else None,
+            decay=decay,
+            warmup=warmup,
+            split=split,
+            pt_warmup_steps=min(w, n_anc if n_anc else lr.size),
+            pt_eta0=eta0,
+            lr_weight_exponent=lr_weight_exponent,
+        )
+        cols = a.columns(hist_step)
+        for c in ("s1", "s2", "s1_pt", "s1_cpt", "s2_pt", "s2_cpt", "cpt_step"):
+            new[c][pos] = cols[c]
+        if multi_power_bins is not None:
+            if hist_step.min() < 1:
+                raise InputError(f"run '{rid}': multi-power features need steps >= 1", column="step")
+            f = multi_power_features(lr, hist_step, eta0=eta0, n_bins=multi_power_bins, longest=longest)
+            for c, v in f.items():
+                mpl[c][pos] = v
+    for c, v in new.items():
+        out[c] = v
+    out["cpt_step"] = out["cpt_step"].astype(np.int64)
+    for c, v in mpl.items():
+        out[c] = v
+    if replay_column is not None:
+        if replay_column not in out.columns:
+            raise InputError(f"replay column '{replay_column}' not in the RunTable", column=replay_column)
+        r = pd.to_numeric(out[replay_column], errors="coerce").to_numpy(dtype=np.float64)
+        if np.any(~np.isfinite(r)) or np.any((r < 0) | (r > 1)):
+            bad = int(np.flatnonzero(~np.isfinite(r) | (r < 0) | (r > 1))[0])
+            raise InputError(
+                f"expected a replay share in [0, 1], got {r[bad]!r}", row=bad + 1, column=replay_column
+            )
+        out["replay_ratio"] = r
+    return out

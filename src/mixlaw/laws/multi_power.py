@@ -154,7 +154,7 @@ def multi_power_features(
     Returns
     -------
     dict
-        ``mpl_columns(n_bins)`` → ``(n,)`` arrays, plus ``"s1"`` (with warm-up LRs, the law's forward area).
+        ``mpl_columns(n_bins)`` → ``(n,)`` arrays, plus ``"mpl_s1"`` (S1 with the actual warm-up LRs).
     """
     eta = np.asarray(lr, dtype=np.float64).ravel()
     t = np.asarray(steps)
@@ -185,7 +185,7 @@ def multi_power_features(
     lr_c = np.where(has, np.maximum(lr_c, _LR_FLOOR), 1.0)
     area = np.where(has, np.maximum(area, 0.0), 1.0)
     cols = mpl_columns(n_bins)
-    out: dict[str, np.ndarray] = {"s1": s1[t]}
+    out: dict[str, np.ndarray] = {"mpl_s1": s1[t]}
     K = n_bins
     for j in range(K):
         out[cols[j]] = dlr[:, j]
@@ -226,6 +226,7 @@ class MultiPower(Law):
     """
 
     name = "multi_power"
+    inputs = ("mpl_s1", *mpl_columns(DEFAULT_BINS))
     param_specs = (
         ParamSpec("L0", 0.0, np.inf, description="loss floor (nats/token)"),
         ParamSpec("A", 0.0, np.inf, description="forward-area coefficient"),
@@ -243,7 +244,7 @@ class MultiPower(Law):
         if not isinstance(n_bins, int) or n_bins < 2:
             raise InputError(f"multi_power n_bins must be an integer >= 2, got {n_bins!r}")
         self.options: dict[str, Any] = {"n_bins": n_bins}
-        self.inputs = ("s1", *mpl_columns(n_bins))  # type: ignore[misc]
+        self.inputs = ("mpl_s1", *mpl_columns(n_bins))  # type: ignore[misc]
 
     def _history(self, x: Mapping[str, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
         cols = mpl_columns(self.options["n_bins"])
@@ -264,7 +265,7 @@ class MultiPower(Law):
         z = C * torch.exp(torch.log(area) - gamma * torch.log(lr))
         bracket = -torch.expm1(-beta * torch.log1p(z))
         drop = (dlr * bracket).sum(dim=-1)  # (S, n) or (n,)
-        return p["L0"] + p["A"] * x["s1"] ** (-p["alpha"]) - p["B"] * drop
+        return p["L0"] + p["A"] * x["mpl_s1"] ** (-p["alpha"]) - p["B"] * drop
 
     def log_predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
         return safe_log(self.predict(x, p))
