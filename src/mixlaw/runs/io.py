@@ -456,7 +456,9 @@ def _pivot_evalsets(df: pd.DataFrame, col: str, name: str) -> pd.DataFrame:
             raise InputError(
                 f"expected an eval-set name, got an empty cell in {name}:{int(df[_ROW].iloc[i])}:{col}"
             )
-    names = sets.map(lambda v: "loss_" + re.sub(r"[^A-Za-z0-9_.+\-]", "_", str(v).strip()))
+    names = [
+        "loss_" + re.sub(r"[^A-Za-z0-9_.+\-]", "_", str(v).strip()) for v in sets.to_numpy()
+    ]
     keys = ["run_id"] + (["step"] if "step" in df.columns else [])
     other = [c for c in df.columns if c not in keys and c not in (col, "loss", _ROW)]
     clash = sorted(set(names) & set(df.columns))
@@ -480,12 +482,12 @@ def _pivot_evalsets(df: pd.DataFrame, col: str, name: str) -> pd.DataFrame:
             j = index[k]
         rec = out_rows[j]
         for c, v in zip(other, other_vals[i], strict=True):
-            if not _same_cell(rec[c], v):
+            if rec[c] is not v and not _same_cell(rec[c], v):
                 raise InputError(
                     f"expected {c!r} constant within ({', '.join(map(str, k))}) across eval sets, got "
                     f"{rec[c]!r} and {v!r} in {name}:{int(row_vals[i])}:{c}"
                 )
-        nm = names.iloc[i]
+        nm = names[i]
         if nm in rec:
             raise InputError(
                 f"expected one row per (run_id, step, {col}), got a second {nm[5:]!r} for "
