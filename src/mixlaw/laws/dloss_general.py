@@ -1,0 +1,93 @@
+"""General-loss increment during continual pre-training (CMR paper, Eq. 6, general part).
+
+.. math:: \\Delta L_{gen}(T) = \\alpha_2 T^{s_2} + \\alpha_3 T^{s_3} + \\beta_2
+
+Gu et al., "CMR Scaling Law: Predicting Critical Mixture Ratios for Continual Pre-training of Language
+Models", arXiv:2407.17467 (Eq. 6). Two power terms let the general loss rise, then fall. ``T = tokens /
+token_unit`` CPT tokens (paper unit 0.2B tokens); ``ΔL_gen = L_gen(T) − L_gen(0)`` in nats/token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from mixlaw.laws._base import Law, ParamSpec, Tensor, register
+from mixlaw.laws.dloss_domain import PAPER_TOKEN_UNIT, check_token_unit
+
+_AMPS = np.array([-0.1, -0.01, -1e-3, 1e-3, 0.01, 0.1])
+
+
+@register
+class DLossGeneral(Law):
+    """``ΔL_gen(T) = alpha2 * T**s2 + alpha3 * T**s3 + beta2`` (Gu et al. 2024, arXiv:2407.17467, Eq. 6).
+
+    Options
+    -------
+    token_unit
+        Tokens per unit of ``T`` (default ``2e8``, the paper's 0.2B tokens).
+    pin_zero
+        ``False`` (default, the paper's form): ``beta2`` free, fitted on ``T > 0``. ``True``: ``beta2 = 0``
+        and ``s2, s3 > 0`` so that ``ΔL(0) = 0`` exactly (laws.md §6.7.6).
+
+    The two power terms are interchangeable; :func:`canonical_params` orders them so that ``s2 <= s3``. Signs
+    of the amplitudes and exponents are free (laws.md §13). Fitted in raw increment space.
+    """
+
+    name = "dloss_general"
+    inputs = ("tokens",)
+    param_specs = (
+        ParamSpec("alpha2", description="first amplitude (signed)"),
+        ParamSpec("s2", description="first token exponent (signed)"),
+        ParamSpec("alpha3", description="second amplitude (signed)"),
+        ParamSpec("s3", description="second token exponent (signed)"),
+        ParamSpec("beta2", description="offset (nats/token)"),
+    )
+    example_params = {"alpha2": 0.03, "s2": 0.3, "alpha3": -0.002, "s3": 0.9, "beta2": 0.0}
+    formula = "dL_gen = alpha2 * T^s2 + alpha3 * T^s3 + beta2,  T = tokens / token_unit"
+    citation = "Gu et al. 2024, arXiv:2407.17467"
+    fit_space = "raw"
+    default_delta = 1e-3
+    target = "dloss"
+
+    def __init__(self, *, token_unit: float = PAPER_TOKEN_UNIT, pin_zero: bool = False) -> None:
+        self.token_unit = check_token_unit(self.name, token_unit)
+        self.pin_zero = bool(pin_zero)
+        self.options: dict[str, Any] = {"token_unit": self.token_unit, "pin_zero": self.pin_zero}
+        if self.pin_zero:
+            self.param_specs = (  # type: ignore[misc]
+                ParamSpec("alpha2", description="first amplitude (signed)"),
+                ParamSpec("s2", 0.0, np.inf, description="first token exponent (> 0)"),
+                ParamSpec("alpha3", description="second amplitude (signed)"),
+                ParamSpec("s3", 0.0, np.inf, description="second token exponent (> 0)"),
+            )
+            self.example_params = {"alpha2": 0.03, "s2": 0.3, "alpha3": -0.002, "s3": 0.9}  # type: ignore[misc]
+
+    def predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
+        t = x["tokens"] / self.token_unit
+        out = p["alpha2"] * torch.pow(t, p["s2"]) + p["alpha3"] * torch.pow(t, p["s3"])
+        return out if self.pin_zero else out + p["beta2"]
+
+    def start_grid(self) -> dict[str, np.ndarray]:
+        if self.pin_zero:
+            s = np.array([0.1, 0.3, 0.6, 1.0, 1.5])
+            return {"alpha2": _AMPS, "s2": s, "alpha3": _AMPS, "s3": s}
+        return {
+            "alpha2": _AMPS,
+            "s2": np.array([-0.5, 0.2, 0.5, 1.0]),
+            "alpha3": _AMPS,
+            "s3": np.array([-1.0, 0.1, 0.3, 0.8, 1.5]),
+            "beta2": np.array([-0.05, 0.0, 0.05]),
+        }
+
+
+def canonical_params(params: Mapping[str, float]) -> dict[str, float]:
+    """Order the two interchangeable power terms so that ``s2 <= s3`` (for comparing fits)."""
+    out = dict(params)
+    if out["s2"] > out["s3"]:
+        out["alpha2"], out["alpha3"] = out["alpha3"], out["alpha2"]
+        out["s2"], out["s3"] = out["s3"], out["s2"]
+    return out

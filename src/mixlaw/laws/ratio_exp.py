@@ -1,0 +1,52 @@
+"""Exponential ratio law of Data Mixing Laws (two-domain form).
+
+.. math:: L(R) = c + \\exp(k R + b)
+
+Ye et al., "Data Mixing Laws: Optimizing Data Mixtures by Predicting Language Modeling Performance",
+arXiv:2403.16952 (Sec. 3 and the continual pre-training experiment, Sec. 5; laws.md §7.1, §7.4). ``R`` is the
+share of one domain in a two-domain mix (``ratio``, in ``[0, 1]``), ``L`` a validation loss (nats/token).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+
+from mixlaw.laws._base import Law, ParamSpec, Tensor, register
+
+
+@register
+class RatioExp(Law):
+    """``L(R) = c + exp(k * R + b)`` (Ye et al. 2024, arXiv:2403.16952).
+
+    ``c`` is the loss floor, ``k`` the signed sensitivity to the share, ``b`` the log amplitude. The published
+    two-domain recipe picks ``c`` by scanning ``[0, min L)`` for the largest ``|corr(R, log(L - c))|`` and
+    then fits ``(k, b)``; :func:`mixlaw.decide.cmr.fit_ratio_law` implements it as ``c_method="corr_grid"``. A
+    plain fit of all three parameters is ``c_method="fit"``.
+    """
+
+    name = "ratio_exp"
+    inputs = ("ratio",)
+    param_specs = (
+        ParamSpec("c", description="loss floor (nats/token)"),
+        ParamSpec("k", description="sensitivity to the share (signed)"),
+        ParamSpec("b", description="log amplitude"),
+    )
+    # Pile-side CPT fit of Data Mixing Laws with R = Pile share (laws.md §7.4).
+    example_params = {"c": 2.8103, "k": -3.7397, "b": -1.6938}
+    formula = "L = c + exp(k*R + b)"
+    citation = "Ye et al. 2024, arXiv:2403.16952"
+    fit_space = "raw"
+    default_delta = 1e-3
+
+    def predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
+        return p["c"] + torch.exp(p["k"] * x["ratio"] + p["b"])
+
+    def start_grid(self) -> dict[str, np.ndarray]:
+        return {
+            "c": np.array([0.0, 1.0, 2.0, 3.0, 5.0]),
+            "k": np.linspace(-6.0, 6.0, 13),
+            "b": np.linspace(-5.0, 1.0, 7),
+        }
