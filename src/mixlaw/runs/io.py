@@ -142,6 +142,8 @@ def read_table(
         ) from None
     if allow_missing is None:
         allow_missing = kind in ("tensorboard", "wandb-csv", "wandb")
+    if kind == "wandb-csv" and "run_id" not in raw.columns and run_id is None and not run_id_from_row:
+        run_id = p.stem if p is not None else name  # a one-run history export names its run by the file
     table = _to_runtable(
         raw,
         name,
@@ -456,9 +458,7 @@ def _pivot_evalsets(df: pd.DataFrame, col: str, name: str) -> pd.DataFrame:
             raise InputError(
                 f"expected an eval-set name, got an empty cell in {name}:{int(df[_ROW].iloc[i])}:{col}"
             )
-    names = [
-        "loss_" + re.sub(r"[^A-Za-z0-9_.+\-]", "_", str(v).strip()) for v in sets.to_numpy()
-    ]
+    names = ["loss_" + re.sub(r"[^A-Za-z0-9_.+\-]", "_", str(v).strip()) for v in sets.to_numpy()]
     keys = ["run_id"] + (["step"] if "step" in df.columns else [])
     other = [c for c in df.columns if c not in keys and c not in (col, "loss", _ROW)]
     clash = sorted(set(names) & set(df.columns))
