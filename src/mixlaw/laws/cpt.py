@@ -19,10 +19,12 @@ B, E, β one by one.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any, Literal
 
 import numpy as np
 import torch
 
+from mixlaw.errors import InputError
 from mixlaw.laws._base import Law, ParamSpec, Tensor, register
 from mixlaw.laws.lr_annealing import safe_log
 
@@ -59,6 +61,12 @@ class CPT(Law):
     ``S1_cpt``.
 
     ``example_params`` are the published Fig. 3 D_pt fit (106M, FineWeb → Knowledge-Pile, η_max = 2e-4).
+
+    Option ``base="blackbox"`` (Sec. 6 of the paper, open or unknown base model): the PT history is
+    unknown, so ``S1_pt`` becomes a free parameter ``s1_pt_offset`` inside ``(S1_cpt + s1_pt_offset)``, the
+    ``S2_pt`` term is dropped (absorbed into ``L0``) and only ``s1_cpt, s2_cpt`` are inputs:
+    ``L = L0 + A (S1cpt + s1_pt_offset)^(−α) − C2 S2cpt + B (1 − (1 + E S1cpt)^(−β))``. Fit it on a CPT
+    prefix of a proxy D_pt set; flag non-physical exponents (the paper's own fit has α = 7.1).
     """
 
     name = "cpt"
@@ -82,7 +90,40 @@ class CPT(Law):
     formula = "L = L0 + A*(S1pt+S1cpt)^(-alpha) - C1*S2pt - C2*S2cpt + B*(1-(1+E*S1cpt)^(-beta))"
     citation = "Wang et al. 2025, arXiv:2505.07796 (Eq. 4); Tissue et al. 2024, arXiv:2408.11029"
 
+    def __init__(self, *, base: Literal["known", "blackbox"] = "known") -> None:
+        if base not in ("known", "blackbox"):
+            raise InputError(f"cpt base must be 'known' or 'blackbox', got '{base}'")
+        self.options: dict[str, Any] = {"base": base}
+        if base == "blackbox":
+            self.inputs = ("s1_cpt", "s2_cpt")  # type: ignore[misc]
+            self.param_specs = (  # type: ignore[misc]
+                *base_specs(),
+                ParamSpec("s1_pt_offset", 0.0, np.inf, description="unknown PT forward area (fitted)"),
+                ParamSpec("C2", 0.0, np.inf, description="annealing coefficient of the CPT area"),
+                *shift_specs(),
+            )
+            self.example_params = {  # type: ignore[misc]
+                "L0": 2.742,
+                "A": 0.887,
+                "alpha": 0.414,
+                "s1_pt_offset": 5.157,
+                "C2": 0.279,
+                "B": 3.112,
+                "E": 100.0,
+                "beta": 0.072,
+            }
+            self.formula = (  # type: ignore[misc]
+                "L = L0 + A*(S1cpt+s1_pt_offset)^(-alpha) - C2*S2cpt + B*(1-(1+E*S1cpt)^(-beta))"
+            )
+
     def predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
+        if self.options["base"] == "blackbox":
+            return (
+                p["L0"]
+                + p["A"] * (x["s1_cpt"] + p["s1_pt_offset"]) ** (-p["alpha"])
+                - p["C2"] * x["s2_cpt"]
+                + shift_term(x["s1_cpt"], p["B"], p["E"], p["beta"])
+            )
         s1 = x["s1_pt"] + x["s1_cpt"]
         return (
             p["L0"]
@@ -96,6 +137,17 @@ class CPT(Law):
         return safe_log(self.predict(x, p))
 
     def start_grid(self) -> dict[str, np.ndarray]:
+        if self.options["base"] == "blackbox":
+            return {
+                "L0": np.array([2.0, 3.0]),
+                "A": np.array([0.5]),
+                "alpha": np.array([0.4, 1.0]),
+                "s1_pt_offset": np.array([0.3, 3.0]),
+                "C2": np.array([0.3]),
+                "B": np.array([-0.5, 0.5]),
+                "E": np.array([10.0, 300.0]),
+                "beta": np.array([0.1, 0.5]),
+            }
         return {
             "L0": np.array([2.0, 3.0]),
             "A": np.array([0.5]),
