@@ -68,7 +68,7 @@ __all__ = [
     "load_plan",
 ]
 
-NEAR_ZERO_FRAC = 0.01  # an LR below 1 % of the peak counts as "≈ 0" for the guard
+NEAR_ZERO_FRAC = 1e-3  # an LR below 0.1 % of the peak counts as "≈ 0" for the guard
 LR_TOL = 1.05  # 5 % above the largest fitted LR is still "inside" the fitted range
 _W_GRID = tuple(float(w) for w in np.linspace(0.0, 1.0, 11))
 
@@ -452,12 +452,13 @@ def _guards(fits: CptFits, plan: CptPlan, areas: CptAreas) -> list[str]:
         )
     lr = areas.lr[1:]
     ref = max(peak, 1e-300)
-    near_zero = lr <= NEAR_ZERO_FRAC * ref
+    # flat stretches at LR ≈ 0 (a decay *to* 0 is fine; staying there is what the law mispredicts)
+    flat_zero = (lr <= NEAR_ZERO_FRAC * ref) & (np.abs(np.diff(areas.lr)) <= 1e-9 * ref)
     limit = 0.1 / (1.0 - plan.decay)
-    if int(near_zero.sum()) > limit:
-        first = int(np.flatnonzero(near_zero)[0]) + 1
+    if int(flat_zero.sum()) > limit:
+        first = int(np.flatnonzero(flat_zero)[0]) + 1
         msgs.append(
-            f"plan runs {int(near_zero.sum())} steps with LR ≈ 0 (from step {first}): the annealing area "
+            f"plan stays at LR ≈ 0 for {int(flat_zero.sum())} steps (from step {first}): the annealing area "
             "keeps growing there, so the predicted loss keeps falling although little is learned"
         )
     for m in msgs:
@@ -640,7 +641,10 @@ def optimize(
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ExtrapolationWarning)
             _guards(fits, p, plan_areas(p))
-        msgs.extend(str(c.message) for c in caught if str(c.message) not in msgs)
+        for c in caught:
+            m = str(c.message)
+            if not any(m[:12] == old[:12] for old in msgs):  # one message per guard kind
+                msgs.append(m)
         for n, arr in _final_losses(fits, p).items():
             finals[n].append(arr)
     F = {n: np.stack(v, axis=1) for n, v in finals.items()}  # (S, n_grid)
@@ -810,6 +814,12 @@ def critical_point(
     """
     if plan.pt is None:
         raise InputError("the critical point needs a PT schedule (not available in black-box mode)")
+    note = ""
+    if plan.cpt.lrs()[-1] <= 0:
+        plan = replace(
+            plan, cpt=Schedule(kind="constant", peak_lr=plan.cpt.peak_lr, total_steps=plan.cpt.total_steps)
+        )
+        note = f" (CPT continued at a constant {plan.cpt.peak_lr:g}: the planned schedule ends at LR 0)"
     T = plan.pt.total_steps
     b = np.unique(np.linspace(1, T, n_scan).round().astype(np.int64))
     l_init = np.empty(b.size)
@@ -826,7 +836,7 @@ def critical_point(
         return CriticalPoint(
             None,
             None,
-            "every branch step is pre-critical (no crossing within the PT schedule)",
+            "every branch step is pre-critical (no crossing within the PT schedule)" + note,
             b,
             l_init,
             l_inf,
@@ -835,7 +845,8 @@ def critical_point(
         return CriticalPoint(
             None,
             None,
-            "every branch step is post-critical (the start is already below the asymptote of continued CPT)",
+            "every branch step is post-critical (the start is already below the asymptote of continued CPT)"
+            + note,
             b,
             l_init,
             l_inf,
@@ -865,7 +876,7 @@ def critical_point(
     frac = d_lo / (d_lo - d_hi) if d_lo != d_hi else 0.0
     step = lo + frac
     s1 = float(np.interp(step, np.arange(s1_all.size), s1_all))
-    return CriticalPoint(step, s1, "ok", b, l_init, l_inf)
+    return CriticalPoint(step, s1, "ok" + note, b, l_init, l_inf)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,237 @@
+"""``mixlaw cpt``: continual pre-training predictions and decisions from fitted CPT laws.
+
+Mount in the main CLI with ``app.add_typer(cpt_cli.app, name="cpt")``. Verbs:
+
+* ``predict FIT.json --plan PLAN.toml [--weights W_PT,W_CPT] [--json]`` — final losses (and the trajectory
+  with ``--json``) of every fitted eval set for a plan;
+* ``optimize FIT.json --over replay|peak_lr|loss_potential --weights W_PT,W_CPT [--plan PLAN.toml]
+  [--json]`` — the best value of one schedule-family hyper-parameter;
+* ``critical FIT.json [--plan PLAN.toml] [--weights W_PT,W_CPT] [--json]`` — critical point and turning
+  length.
+
+``FIT.json`` is a CPT fit bundle (:meth:`mixlaw.decide.cpt.CptFits.to_dict`) or a single fit. Without
+``--plan`` the paper's hyper-parameter-study setting is used: PT = WSD 40k steps at 2e-4 with an 8k-step
+decay, CPT = cosine over 10k steps from 2e-4. User errors print one line on stderr and exit 1.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import warnings
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from mixlaw.errors import ExtrapolationWarning, MixlawError
+
+app = typer.Typer(
+    help="Continual pre-training: predict a plan, optimise it, critical point.", no_args_is_help=True
+)
+
+DEFAULT_PT = "wsd:peak=2e-4,steps=40000,decay=8000"
+DEFAULT_CPT = "cosine:peak=2e-4,steps=10000"
+
+
+def _fail(msg: str) -> None:
+    typer.echo(f"error: {msg}".replace("\n", " "), err=True)
+    raise typer.Exit(1)
+
+
+def _weights(text: str | None) -> tuple[float, float] | None:
+    if text is None:
+        return None
+    try:
+        a, b = (float(v) for v in text.split(","))
+    except ValueError:
+        raise MixlawError(f"--weights must be two numbers W_PT,W_CPT, got '{text}'") from None
+    return a, b
+
+
+def _plan(path: Path | None) -> Any:
+    from mixlaw.decide.cpt import CptPlan, load_plan
+    from mixlaw.schedules import Schedule
+
+    if path is None:
+        return CptPlan(pt=Schedule.parse(DEFAULT_PT), cpt=Schedule.parse(DEFAULT_CPT))
+    return load_plan(path)
+
+
+def _num(v: float | None) -> float | None:
+    if v is None or (isinstance(v, float) and (math.isnan(v) or math.isinf(v))):
+        return None
+    return float(v)
+
+
+def _emit_warnings(caught: list[warnings.WarningMessage], as_json: bool) -> list[str]:
+    msgs = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, ExtrapolationWarning)))
+    if not as_json:
+        for m in msgs:
+            typer.echo(f"warning: {m}", err=True)
+    return msgs
+
+
+@app.command()
+def predict(
+    fit: Annotated[Path, typer.Argument(help="FIT.json: a CPT fit bundle or one fit")],
+    plan: Annotated[Path, typer.Option("--plan", help="PLAN.toml (see mixlaw.decide.cpt.load_plan)")],
+    weights: Annotated[str | None, typer.Option(help="W_PT,W_CPT for the composite loss")] = None,
+    level: Annotated[float, typer.Option(help="interval level of the bootstrap bands")] = 0.9,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="machine-readable output with the trajectory")
+    ] = False,
+) -> None:
+    """Predict every fitted eval set along a PT + CPT plan."""
+    from mixlaw.decide.cpt import load_fits, predict_plan
+
+    try:
+        fits = load_fits(fit)
+        p = _plan(plan)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ExtrapolationWarning)
+            pred = predict_plan(fits, p, weights=_weights(weights), level=level)
+        msgs = _emit_warnings(caught, as_json)
+    except MixlawError as exc:
+        _fail(str(exc))
+        return
+    sets = [c[5:] for c in pred.columns if c.startswith("pred_")]
+    last = pred.iloc[-1]
+    if as_json:
+        out = {
+            "final": {s: _num(float(last[f"pred_{s}"])) for s in sets},
+            "interval": {
+                s: [_num(float(last[f"lo_{s}"])), _num(float(last[f"hi_{s}"]))]
+                for s in sets
+                if f"lo_{s}" in pred
+            },
+            "trajectory": json.loads(pred.to_json(orient="records")),
+            "warnings": msgs,
+        }
+        typer.echo(json.dumps(out))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"Predicted losses at the end of the plan (step {int(last['step'])})")
+    t.add_column("eval set")
+    t.add_column("final loss", justify="right")
+    t.add_column(f"{level:.0%} interval", justify="right")
+    for s in sets:
+        iv = f"{last[f'lo_{s}']:.4f} – {last[f'hi_{s}']:.4f}" if f"lo_{s}" in pred else "—"
+        t.add_row(s, f"{last[f'pred_{s}']:.4f}", iv)
+    Console().print(t)
+
+
+@app.command()
+def optimize(
+    fit: Annotated[Path, typer.Argument(help="FIT.json: a CPT fit bundle with D_pt and D_cpt fits")],
+    over: Annotated[str, typer.Option(help="replay | peak_lr | loss_potential")],
+    weights: Annotated[str, typer.Option(help="W_PT,W_CPT objective weights (sum to 1)")],
+    plan: Annotated[
+        Path | None, typer.Option("--plan", help="base PLAN.toml (default: the paper's setting)")
+    ] = None,
+    grid: Annotated[str | None, typer.Option(help="comma-separated grid of values to try")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+) -> None:
+    """Best replay ratio, CPT peak LR or loss potential for the weighted objective w_pt·L_pt + w_cpt·L_cpt."""
+    from mixlaw.decide.cpt import load_fits
+    from mixlaw.decide.cpt import optimize as run_optimize
+
+    try:
+        if over not in ("replay", "peak_lr", "loss_potential"):
+            raise MixlawError(f"--over must be replay, peak_lr or loss_potential, got '{over}'")
+        g = None
+        if grid is not None:
+            try:
+                g = [float(v) for v in grid.split(",") if v.strip()]
+            except ValueError:
+                raise MixlawError(f"--grid must be comma-separated numbers, got '{grid}'") from None
+        fits = load_fits(fit)
+        w = _weights(weights)
+        assert w is not None
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ExtrapolationWarning)
+            res = run_optimize(fits, _plan(plan), over, w, grid=g)  # type: ignore[arg-type]
+        msgs = _emit_warnings(caught, as_json)
+    except MixlawError as exc:
+        _fail(str(exc))
+        return
+    if as_json:
+        d = res.to_dict()
+        d["warnings"] = msgs
+        typer.echo(json.dumps(d))
+        return
+    iv = "—" if res.interval is None else f"{res.interval[0]:.4g} – {res.interval[1]:.4g}"
+    edge = " (at the edge of the grid: widen it)" if res.at_edge else ""
+    typer.echo(
+        f"best {over} = {res.best:.4g}{edge}; objective {res.best_objective:.4f} "
+        f"(w_pt={res.weights[0]:g}, w_cpt={res.weights[1]:g}); bootstrap interval {iv}"
+    )
+
+
+@app.command()
+def critical(
+    fit: Annotated[Path, typer.Argument(help="FIT.json: a CPT fit bundle or one cpt fit")],
+    plan: Annotated[
+        Path | None, typer.Option("--plan", help="PLAN.toml (default: the paper's setting)")
+    ] = None,
+    weights: Annotated[str | None, typer.Option(help="W_PT,W_CPT: also analyse the composite loss")] = None,
+    horizon: Annotated[int | None, typer.Option(help="turning-length horizon in CPT steps")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+) -> None:
+    """Critical point (PT step whose CPT curve converges back to its start) and turning length."""
+    from mixlaw.decide.cpt import critical_point, critical_s1_constant, load_fits, turning_length
+
+    try:
+        fits = load_fits(fit)
+        p = _plan(plan)
+        w = _weights(weights)
+        out: dict[str, Any] = {}
+        try:
+            out["s1_pt_star_constant_lr"] = critical_s1_constant(fits.fits[fits.pt_set].params)
+        except (MixlawError, KeyError) as exc:
+            out["s1_pt_star_constant_lr"] = None
+            out["s1_pt_star_constant_lr_reason"] = str(exc)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ExtrapolationWarning)
+            cp = critical_point(fits, p)
+            out["critical_point"] = {"pt_step": _num(cp.step), "s1_pt": _num(cp.s1_pt), "reason": cp.reason}
+            out["turning_length"] = turning_length(fits, p, horizon=horizon).to_dict()
+            if w is not None:
+                cpc = critical_point(fits, p, weights=w)
+                out["composite"] = {
+                    "weights": list(w),
+                    "critical_point": {
+                        "pt_step": _num(cpc.step),
+                        "s1_pt": _num(cpc.s1_pt),
+                        "reason": cpc.reason,
+                    },
+                    "turning_length": turning_length(fits, p, weights=w, horizon=horizon).to_dict(),
+                }
+        out["warnings"] = _emit_warnings(caught, as_json)
+    except MixlawError as exc:
+        _fail(str(exc))
+        return
+    if as_json:
+        typer.echo(json.dumps(out))
+        return
+    s1 = out["s1_pt_star_constant_lr"]
+    if s1 is not None:
+        typer.echo(f"constant-LR critical forward area S1_pt* = (A/B)^(1/alpha) = {s1:.4f}")
+    else:
+        typer.echo(f"constant-LR critical point: {out.get('s1_pt_star_constant_lr_reason')}")
+    blocks = [("D_pt", out)] + ([("composite", out["composite"])] if "composite" in out else [])
+    for label, b in blocks:
+        c, t = b["critical_point"], b["turning_length"]
+        where = "—" if c["pt_step"] is None else f"PT step {c['pt_step']:.0f} (S1_pt {c['s1_pt']:.4f})"
+        turn = "∞" if t["infinite"] else f"{t['steps']:.0f} CPT steps"
+        typer.echo(f"[{label}] critical point: {where} — {c['reason']}")
+        typer.echo(
+            f"[{label}] turning length: {turn} — {t['reason']}; asymptotic class {t['asymptotic_class']}"
+        )
+
+
+def main() -> None:  # pragma: no cover - convenience entry point
+    app(sys.argv[1:])
