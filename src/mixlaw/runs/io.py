@@ -941,6 +941,7 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
 def _fields(buf: bytes) -> Iterator[tuple[int, int, Any]]:
     """(field number, wire type, value) of a protobuf message; value is int, bytes or a raw 4/8-byte chunk."""
     pos, n = 0, len(buf)
+    v: Any
     while pos < n:
         key, pos = _varint(buf, pos)
         num, wt = key >> 3, key & 7

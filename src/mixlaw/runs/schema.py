@@ -523,7 +523,8 @@ def _numeric_column(
     arr = out.to_numpy()
     bad = ~np.isfinite(arr)
     if bad.any():
-        for i in np.flatnonzero(bad):
+        for j in np.flatnonzero(bad):
+            i = int(j)
             if missing[i]:
                 if not allow_missing and not allow_nan:
                     raise _fail("a value", "an empty cell", source, int(rows[i]), name)
