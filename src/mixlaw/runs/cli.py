@@ -247,7 +247,9 @@ def _print_runs(frame: pd.DataFrame, title: str) -> None:
 
     t = Table(title=f"{len(frame)} runs in {title}")
     for c in ("run_id", "phase", "n_params", "mixture", "parent_run", "status", "n_evals", "last_step"):
-        t.add_column(c, justify="right" if c in ("n_params", "n_evals", "last_step") else "left")
+        t.add_column(
+            c, justify="right" if c in ("n_params", "n_evals", "last_step") else "left", overflow="fold"
+        )
     wcols = [c for c in frame.columns if c.startswith("w_")]
 
     def fmt(v: Any, f: Callable[[Any], str] = str) -> str:
