@@ -6,8 +6,9 @@ of inputs and named parameters in natural units. Decorating it with :func:`regis
 fitter, the CLI and the report; nothing else has to change to add a law.
 
 Broadcasting contract: every input tensor has shape ``(n,)`` (one entry per data row) and every parameter tensor
-has shape ``(S, 1)`` (one entry per start or resample) or is a 0-d tensor; ``predict`` returns ``(S, n)`` (or
-``(n,)`` for 0-d parameters). Laws must use only broadcasting torch operations so that the fitter can evaluate
+has shape ``(S, 1)`` (one entry per start or resample), ``(S, n)`` (one copy per data point, used by the fitter
+for Jacobians) or is a 0-d tensor; ``predict`` returns ``(S, n)`` (or ``(n,)`` for 0-d parameters). Never index
+or reduce over a parameter's trailing dimension. Laws must use only broadcasting torch operations so that the fitter can evaluate
 thousands of starts and resamples in one call and differentiate through them.
 """
 
@@ -194,15 +195,20 @@ class Law:
         return np.array(list(itertools.product(*cols)), dtype=np.float64).reshape(-1, len(cols))
 
     def to_natural(self, u: Tensor) -> dict[str, Tensor]:
-        """``(S, P)`` internal tensor → dict of ``(S, 1)`` natural-unit tensors."""
+        """Internal tensor → dict of natural-unit tensors.
+
+        ``(S, P)`` gives ``(S, 1)`` tensors (one value per start); ``(S, n, P)`` — one copy of the parameters per
+        data point, as the fitter uses to get Jacobians in one reverse pass — gives ``(S, n)`` tensors. Both
+        broadcast against ``(n,)`` inputs to ``(S, n)``.
+        """
+        if u.dim() == 3:
+            return {s.name: s.to_natural(u[..., i]) for i, s in enumerate(self.param_specs)}
         return {s.name: s.to_natural(u[..., i : i + 1]) for i, s in enumerate(self.param_specs)}
 
     def to_internal(self, params: Mapping[str, float]) -> np.ndarray:
         return np.array([float(self.spec(n).to_internal(params[n])) for n in self.param_names])
 
-    def evaluate(
-        self, x: Mapping[str, np.ndarray | float], params: Mapping[str, float]
-    ) -> np.ndarray:
+    def evaluate(self, x: Mapping[str, np.ndarray | float], params: Mapping[str, float]) -> np.ndarray:
         """Convenience: numpy in, numpy out, for one parameter set."""
         missing = [n for n in self.param_names if n not in params]
         if missing:

@@ -1,0 +1,277 @@
+"""The one immutable result of a fit: named parameters in natural units, objective, status, every start."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mixlaw.errors import InputError
+from mixlaw.laws import Law, get_law
+
+SCHEMA = "mixlaw.fit/1"
+
+
+class FitStatus(str, Enum):
+    """Outcome of a fit. ``converged``: the best start met the convergence test; ``max_iter``: the best start ran
+    out of iterations (the parameters are usable but not certified); ``failed``: no start gave a finite
+    objective."""
+
+    CONVERGED = "converged"
+    MAX_ITER = "max_iter"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """Result of :func:`mixlaw.fit.fit_law`.
+
+    Attributes
+    ----------
+    law_name, law_options
+        The fitted law (rebuilt with :func:`mixlaw.laws.get_law`).
+    params
+        Best parameters in natural units.
+    objective
+        Objective at ``params`` (Huber sum with ``delta``, or half the sum of squares, in ``fit_space``).
+    status, message
+        :class:`FitStatus` and a human sentence.
+    starts
+        One row per start: ``start_<p>`` and ``<p>`` (final) values, ``initial_objective``, ``objective``,
+        ``status`` (``converged``, ``max_iter``, ``failed``, ``merged``, or ``screened`` for starts that were only
+        evaluated), ``n_iter``.
+    n_points, target, input_map, loss, delta, fit_space
+        What was fitted and how.
+    fingerprint
+        SHA-256 of the fitted inputs, target and settings: equal fingerprints mean the same fit problem.
+    input_ranges
+        ``{input: [min, max]}`` of the fitted data (for extrapolation checks).
+    bootstrap_params
+        One row per successful bootstrap resample, or ``None``.
+    n_bootstrap, n_failed_resamples, bootstrap_unit
+        Bootstrap bookkeeping; ``bootstrap_unit`` is the column resampled (or ``"row"``).
+    settings
+        Solver settings (grid size, random starts, polish count, tolerances, random_state).
+    metrics
+        Fit quality on the fitted points: ``r2``, ``mse``, ``mae``, ``mre`` (mean relative error), ``rmse_log``.
+    """
+
+    law_name: str
+    law_options: dict[str, Any]
+    params: dict[str, float]
+    objective: float
+    status: FitStatus
+    message: str
+    starts: pd.DataFrame
+    n_points: int
+    target: str
+    input_map: dict[str, str]
+    loss: str
+    delta: float
+    fit_space: str
+    fingerprint: str
+    input_ranges: dict[str, list[float]]
+    settings: dict[str, Any]
+    metrics: dict[str, float] = field(default_factory=dict)
+    bootstrap_params: pd.DataFrame | None = None
+    n_bootstrap: int = 0
+    n_failed_resamples: int = 0
+    bootstrap_unit: str | None = None
+
+    # ------------------------------------------------------------------ derived
+    @property
+    def law(self) -> Law:
+        return get_law(self.law_name, **self.law_options)
+
+    @property
+    def n_starts(self) -> int:
+        return len(self.starts)
+
+    @property
+    def n_converged(self) -> int:
+        return int((self.starts["status"] == "converged").sum()) if len(self.starts) else 0
+
+    @property
+    def converged(self) -> bool:
+        return self.status is FitStatus.CONVERGED
+
+    def ci(self, level: float = 0.95) -> dict[str, tuple[float, float]]:
+        """Percentile bootstrap intervals ``{name: (lo, hi)}`` (empty without a bootstrap)."""
+        if self.bootstrap_params is None or len(self.bootstrap_params) == 0:
+            return {}
+        if not 0 < level < 1:
+            raise InputError(f"expected a level in (0, 1), got {level}")
+        q = [(1 - level) / 2, (1 + level) / 2]
+        out: dict[str, tuple[float, float]] = {}
+        for name in self.params:
+            lo, hi = np.quantile(self.bootstrap_params[name].to_numpy(), q)
+            out[name] = (float(lo), float(hi))
+        return out
+
+    def bootstrap_se(self) -> dict[str, float]:
+        """Bootstrap standard errors (empty without a bootstrap)."""
+        if self.bootstrap_params is None or len(self.bootstrap_params) < 2:
+            return {}
+        return {n: float(self.bootstrap_params[n].std(ddof=1)) for n in self.params}
+
+    def at_bounds(self) -> list[str]:
+        """Names of parameters that sit on a bound of their declared range."""
+        law = self.law
+        return [n for n, v in self.params.items() if law.spec(n).at_bound(v)]
+
+    def predict(self, data: pd.DataFrame | Mapping[str, Any]) -> np.ndarray:
+        """Predicted target at the rows of ``data`` (law inputs looked up through ``input_map``)."""
+        law = self.law
+        x: dict[str, np.ndarray] = {}
+        for name in law.inputs:
+            col = self.input_map.get(name, name)
+            if col not in data and name in data:
+                col = name
+            if col not in data:
+                raise InputError(f"expected input column '{col}' for law '{law.name}', got {sorted(data)}")
+            x[name] = np.asarray(data[col], dtype=np.float64)
+        return np.asarray(law.evaluate(x, self.params), dtype=np.float64).reshape(-1)
+
+    # ------------------------------------------------------------------ reporting
+    def report(self) -> str:
+        """A plain-text report: parameters (with intervals), objective, starts, flags."""
+        law = self.law
+        lines = [
+            f"law        {law.name}: {law.formula}",
+            f"citation   {law.citation}",
+            f"target     {self.target} ({self.n_points} points, {self.loss} loss, delta={self.delta:g}, "
+            f"{self.fit_space} space)",
+            f"status     {self.status.value}: {self.message}",
+            f"objective  {self.objective:.10g}",
+            f"starts     {self.n_starts} ({self.n_converged} converged, "
+            f"{int((self.starts['status'] == 'screened').sum())} screened only, "
+            f"{int((self.starts['status'] == 'failed').sum())} failed)",
+        ]
+        if self.metrics:
+            lines.append("fit        " + ", ".join(f"{k}={v:.4g}" for k, v in self.metrics.items()))
+        ci = self.ci()
+        bounds = set(self.at_bounds())
+        lines.append("parameters")
+        for name, value in self.params.items():
+            s = f"  {name:<12} {value:.6g}"
+            if name in ci:
+                s += f"   95% CI [{ci[name][0]:.6g}, {ci[name][1]:.6g}]"
+            if name in bounds:
+                spec = law.spec(name)
+                s += f"   AT BOUND [{spec.lower:g}, {spec.upper:g}] — widen the bound or check the data"
+            lines.append(s)
+        if self.n_bootstrap:
+            lines.append(
+                f"bootstrap  {self.n_bootstrap} resamples over {self.bootstrap_unit}, "
+                f"{self.n_failed_resamples} failed"
+            )
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------------ serialisation
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "schema": SCHEMA,
+            "law": self.law_name,
+            "law_options": self.law_options,
+            "params": self.params,
+            "objective": self.objective,
+            "status": self.status.value,
+            "message": self.message,
+            "n_points": self.n_points,
+            "n_starts": self.n_starts,
+            "n_converged": self.n_converged,
+            "target": self.target,
+            "input_map": self.input_map,
+            "loss": self.loss,
+            "delta": self.delta,
+            "fit_space": self.fit_space,
+            "fingerprint": self.fingerprint,
+            "input_ranges": self.input_ranges,
+            "settings": self.settings,
+            "metrics": self.metrics,
+            "at_bounds": self.at_bounds(),
+            "starts": _records(self.starts),
+        }
+        if self.bootstrap_params is not None:
+            d["ci"] = {k: list(v) for k, v in self.ci().items()}
+            d["bootstrap"] = {
+                "n_resamples": self.n_bootstrap,
+                "n_failed": self.n_failed_resamples,
+                "unit": self.bootstrap_unit,
+                "params": _records(self.bootstrap_params),
+            }
+        return d
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=True)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], source: str = "fit JSON") -> FitResult:
+        if d.get("schema") != SCHEMA:
+            raise InputError(f"expected a mixlaw fit ({SCHEMA}), got schema {d.get('schema')!r} in {source}")
+        try:
+            boot = d.get("bootstrap")
+            return cls(
+                law_name=d["law"],
+                law_options=dict(d.get("law_options", {})),
+                params={k: float(v) for k, v in d["params"].items()},
+                objective=float(d["objective"]),
+                status=FitStatus(d["status"]),
+                message=d.get("message", ""),
+                starts=pd.DataFrame.from_records(d.get("starts", [])),
+                n_points=int(d["n_points"]),
+                target=d["target"],
+                input_map=dict(d.get("input_map", {})),
+                loss=d["loss"],
+                delta=float(d["delta"]),
+                fit_space=d["fit_space"],
+                fingerprint=d["fingerprint"],
+                input_ranges={k: list(v) for k, v in d.get("input_ranges", {}).items()},
+                settings=dict(d.get("settings", {})),
+                metrics={k: float(v) for k, v in d.get("metrics", {}).items()},
+                bootstrap_params=None if boot is None else pd.DataFrame.from_records(boot["params"]),
+                n_bootstrap=0 if boot is None else int(boot["n_resamples"]),
+                n_failed_resamples=0 if boot is None else int(boot["n_failed"]),
+                bootstrap_unit=None if boot is None else boot["unit"],
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(
+                f"expected a complete fit record, got a malformed one ({exc}) in {source}"
+            ) from None
+
+    @classmethod
+    def from_json(cls, text: str, source: str = "fit JSON") -> FitResult:
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(
+                f"expected JSON, got invalid JSON ({exc.msg}) in {source}:{exc.lineno}"
+            ) from None
+        return cls.from_dict(d, source)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FitResult):
+            return NotImplemented
+        return self.to_json() == other.to_json()
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    out = []
+    for rec in df.to_dict(orient="records"):
+        clean = {}
+        for k, v in rec.items():
+            if isinstance(v, np.generic):
+                v = v.item()
+            if isinstance(v, float) and math.isinf(v):
+                v = None
+            clean[str(k)] = v
+        out.append(clean)
+    return out

@@ -1,0 +1,283 @@
+"""Batched robust Gauss–Newton solver: many independent small fits in one vectorised float64 solve.
+
+Every row of ``U`` (shape ``(K, P)``) is one independent minimisation problem: one start of one data set, or one
+start of one bootstrap resample. Row ``k`` belongs to problem ``pid[k]`` whose per-point weights are
+``W[pid[k]]`` (1 for an ordinary fit, the resampling multiplicities for a bootstrap resample). Its objective is
+
+.. math:: f_k(u) = \\sum_i W_{p(k), i} \\, \\rho(r_i(u)),
+
+with ``ρ`` the Huber function (or ``r²/2``) and ``r_i`` the residual of point ``i`` (``log L̂ − log L`` for log-space
+laws). The residual Jacobian comes from reverse-mode automatic differentiation (one pass, see
+:func:`_residuals_and_jacobian`), never from hand-written derivatives.
+
+The step is iteratively-reweighted Gauss–Newton with Levenberg–Marquardt damping. With IRLS weights
+``ω_i = ψ(r_i)/r_i = min(1, δ/|r_i|)`` the quadratic ``Σ ω_i r_i²/2`` majorises the Huber sum at the current point
+(Huber 1981, §7.8), and its Gauss–Newton model ``(Jᵀ Ω J + μ diag) p = −Jᵀ ψ(r)`` uses curvature from every point,
+including those in the linear (L1) zone where the exact Hessian of the loss vanishes; that is what makes small-δ
+Huber fits (δ = 1e-3) converge in tens of iterations instead of hundreds. A per-row damping ``μ`` shrinks after an
+accepted step and grows after a rejected one, so each row decreases its objective monotonically. Rows that have
+converged leave the active set; rows of the same problem that reach the same point (within ``merge_tol``) are
+merged, since from identical states the method takes identical steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+
+ResidualFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+"""``residuals(U, pid) -> R`` with ``U`` internal parameters of shape (K, P) — or (K, n, P), one copy per point,
+when the solver asks for the Jacobian — ``pid`` (K,) problem ids, and ``R`` (K, n)."""
+
+STATUS_CONVERGED = "converged"
+STATUS_MAX_ITER = "max_iter"
+STATUS_FAILED = "failed"
+STATUS_MERGED = "merged"
+
+
+def rho(r: torch.Tensor, loss: str, delta: float) -> torch.Tensor:
+    """Pointwise loss: Huber_δ(r) = r²/2 if |r| ≤ δ else δ(|r| − δ/2); or r²/2 for ``loss="l2"``."""
+    if loss == "l2":
+        return 0.5 * r * r
+    a = r.abs()
+    return torch.where(a <= delta, 0.5 * r * r, delta * (a - 0.5 * delta))
+
+
+def _psi_and_weight(r: torch.Tensor, loss: str, delta: float) -> tuple[torch.Tensor, torch.Tensor]:
+    if loss == "l2":
+        return r, torch.ones_like(r)
+    a = r.abs()
+    w = torch.where(a <= delta, torch.ones_like(r), delta / torch.clamp(a, min=delta))
+    return w * r, w
+
+
+@dataclass(frozen=True)
+class SolveResult:
+    """Per-row outcome of :func:`solve` (all arrays have a leading dimension K)."""
+
+    x: np.ndarray  # (K, P) internal parameters at the end
+    f: np.ndarray  # (K,) objective at the end (inf when failed)
+    grad_norm: np.ndarray  # (K,) max-abs gradient at the end
+    n_iter: np.ndarray  # (K,) iterations taken by the row
+    status: np.ndarray  # (K,) object array of status strings
+    merged_into: np.ndarray  # (K,) index of the survivor row for merged rows, else -1
+    total_iter: int
+
+
+def objective_values(
+    residuals: ResidualFn,
+    U: np.ndarray | torch.Tensor,
+    pid: np.ndarray | torch.Tensor,
+    W: torch.Tensor,
+    *,
+    loss: str = "huber",
+    delta: float = 1e-3,
+) -> np.ndarray:
+    """Objective of every row at ``U`` (non-finite residuals give ``inf``)."""
+    Ut = torch.as_tensor(np.asarray(U, dtype=np.float64)) if not isinstance(U, torch.Tensor) else U
+    pt = torch.as_tensor(np.asarray(pid, dtype=np.int64)) if not isinstance(pid, torch.Tensor) else pid
+    with torch.no_grad():
+        r = residuals(Ut, pt)
+        f = (W[pt] * rho(r, loss, delta)).sum(-1)
+    f = torch.where(torch.isfinite(f), f, torch.full_like(f, np.inf))
+    return f.numpy()
+
+
+def _residuals_and_jacobian(
+    residuals: ResidualFn, U: torch.Tensor, pid: torch.Tensor, n: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Residuals ``(K, n)`` and their Jacobian ``(K, n, P)`` in ONE reverse-mode pass.
+
+    Every point gets its own copy of its row's parameters (``U`` expanded to ``(K, n, P)``); residual ``(k, i)``
+    then depends on copy ``(k, i)`` only, so the gradient of ``Σ r`` with respect to the copies *is* the Jacobian.
+    This is much cheaper than ``P`` forward-mode passes (forward AD of scalar–tensor ops takes slow
+    decomposition paths in PyTorch) or ``n`` reverse passes.
+    """
+    Ue = U.detach().unsqueeze(1).expand(-1, n, -1).clone().requires_grad_(True)
+    with torch.enable_grad():
+        r = residuals(Ue, pid)
+        (J,) = torch.autograd.grad(r.sum(), Ue, allow_unused=True)
+    if J is None:  # residuals do not depend on the parameters at all
+        J = torch.zeros_like(Ue)
+    return r.detach(), J
+
+
+def solve(
+    residuals: ResidualFn,
+    U0: np.ndarray,
+    pid: np.ndarray,
+    W: torch.Tensor,
+    *,
+    loss: Literal["huber", "l2"] = "huber",
+    delta: float = 1e-3,
+    max_iter: int = 300,
+    ftol: float = 1e-11,
+    xtol: float = 1e-9,
+    merge_tol: float | None = 1e-8,
+    mu0: float = 1e-4,
+    max_step: float = 4.0,
+    callback: Callable[[int, int], None] | None = None,
+) -> SolveResult:
+    """Minimise ``K`` independent robust least-squares problems at once.
+
+    Parameters
+    ----------
+    residuals
+        Vectorised residual function, see :data:`ResidualFn`. Plain differentiable torch ops.
+    U0
+        ``(K, P)`` internal starting points.
+    pid
+        ``(K,)`` problem id of every row: an index into ``W``.
+    W
+        ``(n_problems, n)`` non-negative point weights per problem.
+    loss, delta
+        ``"huber"`` with threshold ``delta`` (in residual units), or ``"l2"``.
+    max_iter
+        Iteration cap per row.
+    ftol, xtol
+        A row converges when an accepted step changes ``f`` by at most ``ftol·f`` and moves every internal
+        parameter by at most ``xtol·(1 + |u|)``, or when its damping saturates (no representable descent left).
+    merge_tol
+        Max-abs distance in internal space under which two active rows of the same problem merge; ``None`` off.
+    max_step
+        Cap on the max-abs change of the internal parameters in one step (a trust region in parameter space:
+        it keeps a step from jumping to where ``exp`` overflows).
+    mu0
+        Initial Levenberg–Marquardt damping, relative to the diagonal of ``Jᵀ Ω J``.
+    callback
+        ``callback(iteration, n_active)`` after each iteration (for progress bars).
+    """
+    U = torch.as_tensor(np.asarray(U0, dtype=np.float64)).clone()
+    K, P = U.shape
+    pid_t = torch.as_tensor(np.asarray(pid, dtype=np.int64))
+    f_out = objective_values(residuals, U, pid_t, W, loss=loss, delta=delta)
+    g_out = np.full(K, np.inf)
+    n_iter = np.zeros(K, dtype=np.int64)
+    status = np.array([STATUS_MAX_ITER] * K, dtype=object)
+    merged_into = np.full(K, -1, dtype=np.int64)
+    mu = torch.full((K,), mu0, dtype=torch.float64)
+
+    bad = ~np.isfinite(f_out)
+    status[bad] = STATUS_FAILED
+    active = np.flatnonzero(~bad)
+
+    it = 0
+    for it in range(1, max_iter + 1):
+        if active.size == 0:
+            break
+        ia = torch.as_tensor(active)
+        Ua, pa = U[ia], pid_t[ia]
+        Wa = W[pa]
+        with torch.no_grad():
+            r, J = _residuals_and_jacobian(residuals, Ua, pa, W.shape[1])
+            psi, omega = _psi_and_weight(r, loss, delta)
+            f = (Wa * rho(r, loss, delta)).sum(-1)
+            g = torch.einsum("kn,knp->kp", Wa * psi, J)
+            Jt = J.transpose(1, 2)
+            A = torch.bmm(Jt * (Wa * omega).unsqueeze(1), J)
+            finite = torch.isfinite(f) & torch.isfinite(g).all(-1) & torch.isfinite(A).flatten(1).all(-1)
+            A = torch.where(finite[:, None, None], A, torch.eye(P, dtype=torch.float64))
+            g = torch.where(finite[:, None], g, torch.zeros_like(g))
+            # Two candidate steps, both damped by the same μ: the IRLS (majoriser) step, robust far from the
+            # optimum, and the Gauss–Newton step with the loss's own curvature ρ'' (1 inside δ, 0 outside),
+            # which converges fast once the set of points inside δ has settled. The better one is taken.
+            if loss == "l2":
+                A2 = A
+            else:
+                inside = (r.abs() <= delta).to(r.dtype)
+                A2 = torch.bmm(Jt * (Wa * inside).unsqueeze(1), J)
+                A2 = torch.where(finite[:, None, None], A2, torch.eye(P, dtype=torch.float64))
+            mua = mu[ia]
+            steps = [_damped_step(A, g, mua, max_step)]
+            if loss != "l2":
+                steps.append(_damped_step(A2, g, mua, max_step))
+            best_f = torch.full_like(f, np.inf)
+            best_step = torch.zeros_like(g)
+            for st in steps:
+                st = torch.where(finite[:, None], st, torch.zeros_like(st))
+                f_try = (Wa * rho(residuals(Ua + st, pa), loss, delta)).sum(-1)
+                f_try = torch.where(torch.isfinite(f_try), f_try, torch.full_like(f_try, np.inf))
+                better = f_try < best_f
+                best_f = torch.where(better, f_try, best_f)
+                best_step = torch.where(better[:, None], st, best_step)
+            step, f_new = best_step, best_f
+        accept = finite & (f_new <= f)
+        U[ia] = torch.where(accept[:, None], Ua + step, Ua)
+        f_cur = torch.where(accept, f_new, f)
+        mu[ia] = torch.where(accept, torch.clamp(mua / 5.0, min=1e-15), torch.clamp(mua * 10.0, max=1e15))
+
+        acc = accept.numpy()
+        f_np = f_cur.numpy()
+        f_out[active] = f_np
+        g_out[active] = g.abs().amax(-1).numpy()
+        n_iter[active] += 1
+        dec = (f - f_cur).numpy()
+        small_dec = dec <= ftol * np.maximum(np.abs(f_np), 1e-300)
+        small_step = (step.abs() <= xtol * (1.0 + Ua.abs())).all(-1).numpy()
+        saturated = (mu[ia].numpy() >= 1e15) & ~acc
+        failed = ~finite.numpy()
+        done = (acc & small_dec & small_step) | saturated
+        status[active[done & ~failed]] = STATUS_CONVERGED
+        status[active[failed]] = STATUS_FAILED
+        f_out[active[failed]] = np.inf
+        active = active[~(done | failed)]
+
+        if merge_tol is not None and active.size > 1:
+            active = _merge(U, pid_t, active, merge_tol, status, merged_into)
+        if callback is not None:
+            callback(it, int(active.size))
+
+    for k in np.flatnonzero(merged_into >= 0):
+        root = int(merged_into[k])
+        while merged_into[root] >= 0:
+            root = int(merged_into[root])
+        merged_into[k] = root
+        U[k] = U[root]
+        f_out[k], g_out[k] = f_out[root], g_out[root]
+    return SolveResult(
+        x=U.numpy().copy(),
+        f=f_out,
+        grad_norm=g_out,
+        n_iter=n_iter,
+        status=status,
+        merged_into=merged_into,
+        total_iter=it,
+    )
+
+
+def _damped_step(A: torch.Tensor, g: torch.Tensor, mu: torch.Tensor, max_step: float) -> torch.Tensor:
+    """Solve ``(A + μ·diag(A)) p = −g`` per row (Marquardt scaling, floored), then cap ``‖p‖∞`` at ``max_step``."""
+    diag = A.diagonal(dim1=-2, dim2=-1)
+    scale = torch.clamp(diag, min=1e-12 * torch.clamp(diag.amax(-1, keepdim=True), min=1e-300))
+    step, info = torch.linalg.solve_ex(A + mu[:, None, None] * torch.diag_embed(scale), -g.unsqueeze(-1))
+    step = step.squeeze(-1)
+    bad = (info != 0) | ~torch.isfinite(step).all(-1)
+    step = torch.where(bad[:, None], -g / (scale * (1.0 + mu[:, None])), step)
+    big = step.abs().amax(-1, keepdim=True)
+    return step * torch.clamp(max_step / torch.clamp(big, min=1e-300), max=1.0)
+
+
+def _merge(
+    U: torch.Tensor,
+    pid: torch.Tensor,
+    active: np.ndarray,
+    tol: float,
+    status: np.ndarray,
+    merged_into: np.ndarray,
+) -> np.ndarray:
+    """Drop active rows that coincide (max-abs distance ≤ tol) with another active row of the same problem."""
+    ia = torch.as_tensor(active)
+    Ua = U[ia].numpy()
+    rows = np.concatenate([pid[ia].numpy()[:, None].astype(np.float64), np.round(Ua / tol)], axis=1)
+    _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+    survivor = first[inverse.reshape(-1)]
+    dup = (survivor != np.arange(active.size)) & (np.abs(Ua - Ua[survivor]).max(axis=1) <= tol)
+    if not dup.any():
+        return active
+    status[active[dup]] = STATUS_MERGED
+    merged_into[active[dup]] = active[survivor[dup]]
+    return active[~dup]
