@@ -6,7 +6,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,7 @@ from mixlaw.laws import Law, get_law
 SCHEMA = "mixlaw.fit/1"
 
 
-class FitStatus(str, Enum):
+class FitStatus(StrEnum):
     """Outcome of a fit. ``converged``: the best start met the convergence test; ``max_iter``: the best start ran
     out of iterations (the parameters are usable but not certified); ``failed``: no start gave a finite
     objective."""

@@ -8,8 +8,8 @@ fitter, the CLI and the report; nothing else has to change to add a law.
 Broadcasting contract: every input tensor has shape ``(n,)`` (one entry per data row) and every parameter tensor
 has shape ``(S, 1)`` (one entry per start or resample), ``(S, n)`` (one copy per data point, used by the fitter
 for Jacobians) or is a 0-d tensor; ``predict`` returns ``(S, n)`` (or ``(n,)`` for 0-d parameters). Never index
-or reduce over a parameter's trailing dimension. Laws must use only broadcasting torch operations so that the fitter can evaluate
-thousands of starts and resamples in one call and differentiate through them.
+or reduce over a parameter's trailing dimension. Laws must use only broadcasting torch operations so that the
+fitter can evaluate thousands of starts and resamples in one call and differentiate through them.
 """
 
 from __future__ import annotations
