@@ -93,9 +93,11 @@ _STRING_COLUMNS = ("run_id", "phase", "parent_run", "schedule")
 _NONNEG_COLUMNS = ("step", "tokens", "lr", "n_params", "n_params_total", "compute_flops")
 _INTEGER_COLUMNS = ("step", "seed")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.+\-]+$")
+# Number-like text: decimal/scientific numbers and the words Python's float() reads as nan / inf.
 _NUMBER_RE = (
     r"^\s*[+-]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|nan|NaN|NAN|inf|Inf|INF|infinity|Infinity)\s*$"
 )
+_NUMBER_MATCH = re.compile(_NUMBER_RE).match
 
 
 def is_loss_column(name: str) -> bool:
@@ -486,6 +488,55 @@ def _fmt(v: Any) -> str:
     return repr(v) if not isinstance(v, np.generic) else repr(v.item())
 
 
+def _all_str(obj: np.ndarray) -> bool:
+    return all(type(v) is str for v in obj)
+
+
+def _parse_numbers(obj: np.ndarray) -> tuple[np.ndarray, np.ndarray, int | None]:
+    """(float values, missing mask, position of the first non-numeric cell or None) of an object array.
+
+    Empty cells (None, '', whitespace, pandas NA) are missing; numbers and number-like text (incl. 'nan',
+    'inf')
+    are values; anything else (other text, booleans, containers) is non-numeric.
+    """
+    n = len(obj)
+    if n and _all_str(obj):  # the CSV path: vectorised, per-cell work only for the few unusual cells
+        stripped = pd.Series(obj, dtype=object).str.strip()
+        missing = (stripped == "").to_numpy(dtype=bool, copy=True)
+        vals = pd.to_numeric(stripped.where(~missing, None), errors="coerce").to_numpy(
+            dtype="float64", na_value=np.nan, copy=True
+        )
+        for j in np.flatnonzero(np.isnan(vals) & ~missing):
+            v = str(stripped.iloc[int(j)])
+            if _NUMBER_MATCH(v):
+                vals[j] = float(v)
+            else:
+                return vals, missing, int(j)
+        return vals, missing, None
+    vals = np.empty(n, dtype="float64")
+    missing = np.zeros(n, dtype=bool)
+    for i, v in enumerate(obj):
+        if isinstance(v, bool | np.bool_):
+            return vals, missing, i
+        if isinstance(v, int | float | np.integer | np.floating):
+            vals[i] = float(v)
+        elif isinstance(v, str):
+            t = v.strip()
+            if t == "":
+                missing[i] = True
+                vals[i] = math.nan
+            elif _NUMBER_MATCH(t):
+                vals[i] = float(t)
+            else:
+                return vals, missing, i
+        elif _is_missing(v):
+            missing[i] = True
+            vals[i] = math.nan
+        else:
+            return vals, missing, i
+    return vals, missing, None
+
+
 def _numeric_column(
     s: pd.Series, name: str, source: str, rows: np.ndarray, *, allow_nan: bool, allow_missing: bool
 ) -> pd.Series:
@@ -498,27 +549,13 @@ def _numeric_column(
         # A typed frame cannot tell an empty cell from NaN: NaN counts as missing only where that is allowed.
         missing = np.isnan(out.to_numpy()) if allow_missing else np.zeros(len(s), dtype=bool)
     else:
-        obj = s.astype(object)
-        vals = np.empty(len(obj), dtype="float64")
-        missing = np.zeros(len(obj), dtype=bool)
-        for i, v in enumerate(obj.to_numpy()):
-            if _is_missing(v) and not isinstance(v, float | np.floating):
-                missing[i] = True
-                vals[i] = math.nan
-            elif isinstance(v, bool | np.bool_):
-                raise _fail("a number", _fmt(bool(v)), source, int(rows[i]), name)
-            elif isinstance(v, int | float | np.integer | np.floating):
-                vals[i] = float(v)
-            elif isinstance(v, str):
-                if v.strip() == "":
-                    missing[i] = True
-                    vals[i] = math.nan
-                elif re.match(_NUMBER_RE, v):
-                    vals[i] = float(v.strip())
-                else:
-                    raise _fail("a number", _fmt(v), source, int(rows[i]), name)
-            else:
-                raise _fail("a number", _fmt(v), source, int(rows[i]), name)
+        obj = s.astype(object).to_numpy()
+        vals, missing, bad_at = _parse_numbers(obj)
+        if bad_at is not None:
+            v = obj[bad_at]
+            raise _fail(
+                "a number", _fmt(bool(v) if isinstance(v, np.bool_) else v), source, int(rows[bad_at]), name
+            )
         out = pd.Series(vals, index=s.index, name=name)
     arr = out.to_numpy()
     bad = ~np.isfinite(arr)
@@ -534,8 +571,18 @@ def _numeric_column(
 
 
 def _string_column(s: pd.Series, name: str, source: str, rows: np.ndarray, *, required: bool) -> pd.Series:
+    obj = s.astype(object).to_numpy()
+    if len(obj) and _all_str(obj):
+        stripped = pd.Series(obj, dtype=object).str.strip()
+        empty = (stripped == "").to_numpy(dtype=bool)
+        if required and empty.any():
+            i = int(np.flatnonzero(empty)[0])
+            raise _fail("a non-empty value", "an empty cell", source, int(rows[i]), name)
+        res = stripped.to_numpy(dtype=object, copy=True)
+        res[empty] = None
+        return pd.Series(res, index=s.index, name=name, dtype=object)
     out: list[str | None] = []
-    for i, v in enumerate(s.astype(object).to_numpy()):
+    for i, v in enumerate(obj):
         if _is_missing(v) or (isinstance(v, str) and v.strip() == ""):
             if required:
                 raise _fail("a non-empty value", "an empty cell", source, int(rows[i]), name)
@@ -555,20 +602,23 @@ def _looks_numeric(s: pd.Series) -> tuple[bool, int | None]:
     """(any numeric cell?, position of the first non-empty non-numeric cell or None)."""
     if pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype):
         return True, None
-    any_num = False
-    first_bad: int | None = None
-    for i, v in enumerate(s.astype(object).to_numpy()):
-        if _is_missing(v) or (isinstance(v, str) and v.strip() == ""):
-            continue
-        if isinstance(v, bool | np.bool_):
-            first_bad = i if first_bad is None else first_bad
-        elif isinstance(v, int | float | np.integer | np.floating):
-            any_num = True
-        elif isinstance(v, str) and re.match(_NUMBER_RE, v):
-            any_num = True
-        else:
-            first_bad = i if first_bad is None else first_bad
-    return any_num, first_bad
+    obj = s.astype(object).to_numpy()
+    _, missing, bad_at = _parse_numbers(obj)
+    if bad_at is None:
+        return bool((~missing).any()), None
+    if _all_str(obj):
+        any_num = bool(pd.Series(obj, dtype=object).str.match(_NUMBER_RE).any())
+    else:
+        any_num = any(_is_number_cell(v) for v in obj)
+    return any_num, bad_at
+
+
+def _is_number_cell(v: Any) -> bool:
+    if isinstance(v, bool | np.bool_):
+        return False
+    if isinstance(v, int | float | np.integer | np.floating):
+        return True
+    return isinstance(v, str) and bool(_NUMBER_MATCH(v.strip()))
 
 
 def validate_table(

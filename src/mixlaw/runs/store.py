@@ -18,6 +18,7 @@ NaN.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -373,25 +374,35 @@ class RunStore:
             con.executemany("INSERT OR IGNORE INTO steps (run_id, step) VALUES (?, ?)", step_rows)
         else:
             # Check first so that the message names the clash; the PRIMARY KEY is the real guard.
-            for i, (r, s) in enumerate(step_rows):
-                if con.execute("SELECT 1 FROM steps WHERE run_id = ? AND step = ?", (r, s)).fetchone():
-                    raise InputError(
-                        f"expected a new (run_id, step), got ({r!r}, {s}) already in the store {self.path} "
-                        f"in {source}:{i + 1}:step"
-                    )
+            for rid in dict.fromkeys(r for r, _ in step_rows):
+                stored = {int(x[0]) for x in con.execute("SELECT step FROM steps WHERE run_id = ?", (rid,))}
+                if not stored:
+                    continue
+                for i, (r, st) in enumerate(step_rows):
+                    if r == rid and st in stored:
+                        rows = table.attrs.get("rows")
+                        row = int(rows[i]) if rows is not None and len(rows) == len(table) else i + 1
+                        raise InputError(
+                            f"expected a new (run_id, step), got ({r!r}, {st}) already in the store "
+                            f"{self.path} in {source}:{row}:step"
+                        )
             try:
                 con.executemany("INSERT INTO steps (run_id, step) VALUES (?, ?)", step_rows)
             except sqlite3.IntegrityError as exc:
                 raise InputError(f"expected new (run_id, step) rows, got '{exc}' in {source}") from None
         verb = "INSERT OR REPLACE" if replace else "INSERT"
         sql = f'{verb} INTO evals (run_id, step, "column", value) VALUES (?, ?, ?, ?)'
+        rid_list = [r for r, _ in step_rows]
+        step_list = [st for _, st in step_rows]
         for c in value_cols:
             vals = table[c].to_numpy(dtype="float64")
             ok = np.isfinite(vals)
-            con.executemany(
-                sql,
-                [(step_rows[i][0], step_rows[i][1], c, float(vals[i])) for i in np.flatnonzero(ok)],
-            )
+            if ok.all():
+                con.executemany(sql, zip(rid_list, step_list, itertools.repeat(c), vals.tolist()))
+            else:
+                idx = np.flatnonzero(ok).tolist()
+                vl = vals.tolist()
+                con.executemany(sql, ((rid_list[i], step_list[i], c, vl[i]) for i in idx))
 
     # ------------------------------------------------------------------------------------------------ ingest
 
