@@ -850,11 +850,9 @@ def add_schedule_features(
             f = multi_power_features(lr, hist_step, eta0=eta0, n_bins=multi_power_bins, longest=longest)
             for c, v in f.items():
                 mpl[c][pos] = v
-    for c, v in new.items():
-        out[c] = v
-    out["cpt_step"] = out["cpt_step"].astype(np.int64)
-    for c, v in mpl.items():
-        out[c] = v
+    new["cpt_step"] = new["cpt_step"].astype(np.int64)
+    added = pd.DataFrame({**new, **mpl}, index=out.index)
+    out = pd.concat([out.drop(columns=[c for c in added.columns if c in out.columns]), added], axis=1)
     if replay_column is not None:
         if replay_column not in out.columns:
             raise InputError(f"replay column '{replay_column}' not in the RunTable", column=replay_column)

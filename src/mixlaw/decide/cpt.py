@@ -155,7 +155,7 @@ class LawFit:
         missing = [c for c in self.law.inputs if c not in x]
         if missing:
             raise InputError(f"law '{self.law.name}' needs inputs {missing}")
-        xt = {k: torch.as_tensor(np.asarray(x[k], dtype=np.float64)) for k in self.law.inputs}
+        xt = {k: torch.from_numpy(np.array(x[k], dtype=np.float64)) for k in self.law.inputs}
         pt = {n: torch.as_tensor(ps[:, i : i + 1]) for i, n in enumerate(self.law.param_names)}
         with torch.no_grad():
             return self.law.predict(xt, pt).numpy()
@@ -1145,7 +1145,7 @@ def identifiability(
     missing = [v for v in cols.values() if v not in table.columns]
     if missing:
         raise InputError(f"identifiability needs columns {missing}")
-    x = {c: torch.as_tensor(table[v].to_numpy(dtype=np.float64)) for c, v in cols.items()}
+    x = {c: torch.from_numpy(np.array(table[v], dtype=np.float64)) for c, v in cols.items()}
     u0 = torch.as_tensor(law.to_internal(lf.params)).reshape(1, -1)
 
     def f(u: torch.Tensor) -> torch.Tensor:

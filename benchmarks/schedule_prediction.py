@@ -1,0 +1,100 @@
+"""Prediction across LR schedules on the MultiPowerLaw loss curves (Luo et al., arXiv:2503.12811).
+
+For each model size (25M, 100M, 400M) fit ``lr_annealing`` (Tissue et al., arXiv:2408.11029; warm-up
+counted at the peak LR) and ``multi_power`` (warm-up LRs as logged) through :func:`mixlaw.fit.fit_law` on the
+``constant_24000`` and ``cosine_24000`` curves, then predict that size's other seven schedules (WSD with
+exponential and linear decay, the three two-stage ``wsdcon`` schedules, and the 72k-step constant and
+cosine curves — a 3x longer horizon). Prints MAE and max absolute error per schedule, size and law; the
+last line is ``mae_max=<worst per-schedule MAE over sizes, laws and predicted schedules>``.
+
+Run: ``python benchmarks/schedule_prediction.py [--data DIR]`` (default:
+``../shared/data/external/MultiPowerLaw`` next to the checkout). Not asserted in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from mixlaw.fit import fit_law
+from mixlaw.laws import get_law
+from mixlaw.schedules import Schedule, add_schedule_features
+
+DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "external" / "MultiPowerLaw"
+FIT_ON = ("constant_24000", "cosine_24000")
+WARMUP = 2160
+
+
+def mpl_schedule(name: str) -> Schedule:
+    """The schedules of the MultiPowerLaw curves (data README): warm-up 2160 steps 0 → 3e-4."""
+    if name.startswith("cosine_"):
+        return Schedule.parse(f"cosine:peak=3e-4,steps={name.split('_')[1]},warmup={WARMUP},final=3e-5")
+    if name.startswith("constant_"):
+        return Schedule.parse(f"constant:peak=3e-4,steps={name.split('_')[1]},warmup={WARMUP}")
+    if name.startswith("wsdld_"):
+        return Schedule.parse(f"wsd:peak=3e-4,steps=24000,warmup={WARMUP},final=3e-5,decay=4000")
+    if name.startswith("wsd_"):
+        return Schedule.parse(f"wsd:peak=3e-4,steps=24000,warmup={WARMUP},final=3e-5,decay=4000,shape=exp")
+    if name.startswith("wsdcon_"):
+        gamma = int(name.split("_")[1]) * 1e-5 / 3e-4
+        return Schedule.parse(
+            f"multistep:peak=3e-4,steps=16000,warmup={WARMUP},milestones=8000,gamma={gamma}"
+        )
+    raise ValueError(f"unknown schedule {name}")
+
+
+def load_size(data: Path, size: str) -> tuple[pd.DataFrame, dict[str, Schedule]]:
+    frames, scheds = [], {}
+    for f in sorted((data / "loss_curve_repo" / f"csv_{size}").glob("*.csv")):
+        df = pd.read_csv(f)
+        df.insert(0, "run_id", f.stem)
+        frames.append(df)
+        scheds[f.stem] = mpl_schedule(f.stem)
+    table = pd.concat(frames, ignore_index=True)
+    table = add_schedule_features(table, scheds, warmup="peak", multi_power_bins=48)
+    return table, scheds
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    worst = 0.0
+    rows = []
+    for size in ("25", "100", "400"):
+        table, _ = load_size(args.data, size)
+        train = table[table["run_id"].isin(FIT_ON)].reset_index(drop=True)
+        for law in (get_law("lr_annealing"), get_law("multi_power", n_bins=48)):
+            t0 = time.perf_counter()
+            res = fit_law(law, train, target="loss", random_state=0)
+            secs = time.perf_counter() - t0
+            pred = np.asarray(res.predict(table), dtype=np.float64)
+            err = pred - table["loss"].to_numpy()
+            params = ", ".join(f"{k}={v:.4g}" for k, v in res.params.items())
+            print(f"[{size}M] {law.name}: fitted on {'+'.join(FIT_ON)} in {secs:.1f}s; {params}")
+            for run in dict.fromkeys(table["run_id"]):
+                m = (table["run_id"] == run).to_numpy()
+                mae, mx = float(np.mean(np.abs(err[m]))), float(np.max(np.abs(err[m])))
+                role = "fit" if run in FIT_ON else "pred"
+                rows.append((size, law.name, run, role, mae, mx))
+                print(f"  {run:<18} {role:<4}  MAE {mae:.4f}  max {mx:.4f}")
+                if role == "pred":
+                    worst = max(worst, mae)
+    df = pd.DataFrame(rows, columns=["size", "law", "schedule", "role", "mae", "max"])
+    summary = df[df["role"] == "pred"].groupby(["law", "size"])["mae"].agg(["mean", "max"])
+    print("predicted schedules, MAE mean / worst per law and size:")
+    for (law_name, size), r in summary.iterrows():
+        print(f"  {law_name:<13} {size:>4}M  mean {r['mean']:.4f}  worst {r['max']:.4f}")
+    for law_name, g in df[df["role"] == "pred"].groupby("law"):
+        print(f"mae_max[{law_name}]={g['mae'].max():.4f}")
+    print(f"mae_max={worst:.4f}")
+
+
+if __name__ == "__main__":
+    main()
