@@ -173,11 +173,15 @@ class RunStore:
             raise InputError(f"expected a writable store, got '{exc}' in {self.path}") from None
         try:
             yield con
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-        else:
             con.execute("COMMIT")
+        except BaseException as exc:
+            try:
+                con.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass  # the transaction is already gone (e.g. the COMMIT failed and SQLite rolled back)
+            if isinstance(exc, sqlite3.Error):
+                raise InputError(f"expected a writable store, got '{exc}' in {self.path}") from None
+            raise
 
     def close(self) -> None:
         """Close the connection (the store object is unusable afterwards)."""
