@@ -87,9 +87,7 @@ def _numeric_column(df: pd.DataFrame, col: str, source: str, what: str) -> np.nd
     bad = np.flatnonzero(~np.isfinite(values))
     if bad.size:
         raw = df[col].iloc[bad[0]]
-        raise InputError(
-            f"expected a finite number, got {raw!r}", file=source, row=int(bad[0]) + 1, column=col
-        )
+        raise InputError(f"expected a finite number, got {raw!r}", file=source, row=int(bad[0]) + 1, column=col)
     return values
 
 
@@ -103,9 +101,7 @@ def prepare_data(
     source: str = "table",
 ) -> FitData:
     """Validate and convert the data of one fit (see :class:`FitData`)."""
-    return FitData(
-        get_law(law), table, target=target, input_map=input_map, group_column=group_column, source=source
-    )
+    return FitData(get_law(law), table, target=target, input_map=input_map, group_column=group_column, source=source)
 
 
 def _make_residuals(law: Law, data: FitData) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
@@ -223,9 +219,7 @@ class Fitter:
     ) -> Fitter:
         law = get_law(self.law)
         self._check_settings()
-        data = FitData(
-            law, table, target=target, input_map=input_map, group_column=self.group_column, source=source
-        )
+        data = FitData(law, table, target=target, input_map=input_map, group_column=self.group_column, source=source)
         delta = float(self.delta if self.delta is not None else law.default_delta)
         rng = np.random.default_rng(self.random_state)
         residuals = _make_residuals(law, data)
@@ -235,9 +229,7 @@ class Fitter:
         S = U_all.shape[0]
         f_init = np.concatenate(
             [
-                objective_values(
-                    residuals, chunk, np.zeros(len(chunk), dtype=np.int64), W, loss=self.loss, delta=delta
-                )
+                objective_values(residuals, chunk, np.zeros(len(chunk), dtype=np.int64), W, loss=self.loss, delta=delta)
                 for chunk in np.array_split(U_all, max(1, S // 512))
             ]
         )
@@ -544,9 +536,7 @@ def _distinct(U: np.ndarray, k: int, tol: float = 1e-4) -> np.ndarray:
     return np.array(chosen)
 
 
-def _worst_parameter(
-    law: Law, residuals: Any, u: np.ndarray, W: torch.Tensor, loss: str, delta: float
-) -> str:
+def _worst_parameter(law: Law, residuals: Any, u: np.ndarray, W: torch.Tensor, loss: str, delta: float) -> str:
     for i, s in enumerate(law.param_specs):
         if abs(u[i]) > 50:
             return s.name
@@ -578,9 +568,7 @@ def _metrics(y: np.ndarray, pred: np.ndarray, fit_space: str) -> dict[str, float
 
 def _fingerprint(law: Law, data: FitData, loss: str, delta: float) -> str:
     h = hashlib.sha256()
-    h.update(
-        json.dumps([law.name, law.options, loss, delta, data.target], sort_keys=True, default=str).encode()
-    )
+    h.update(json.dumps([law.name, law.options, loss, delta, data.target], sort_keys=True, default=str).encode())
     for name in sorted(data.x_np):
         h.update(name.encode())
         h.update(np.ascontiguousarray(data.x_np[name]).tobytes())

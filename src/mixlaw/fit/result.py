@@ -168,8 +168,7 @@ class FitResult:
             lines.append(s)
         if self.n_bootstrap:
             lines.append(
-                f"bootstrap  {self.n_bootstrap} resamples over {self.bootstrap_unit}, "
-                f"{self.n_failed_resamples} failed"
+                f"bootstrap  {self.n_bootstrap} resamples over {self.bootstrap_unit}, {self.n_failed_resamples} failed"
             )
         return "\n".join(lines)
 
@@ -241,18 +240,14 @@ class FitResult:
                 bootstrap_unit=None if boot is None else boot["unit"],
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(
-                f"expected a complete fit record, got a malformed one ({exc}) in {source}"
-            ) from None
+            raise InputError(f"expected a complete fit record, got a malformed one ({exc}) in {source}") from None
 
     @classmethod
     def from_json(cls, text: str, source: str = "fit JSON") -> FitResult:
         try:
             d = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise InputError(
-                f"expected JSON, got invalid JSON ({exc.msg}) in {source}:{exc.lineno}"
-            ) from None
+            raise InputError(f"expected JSON, got invalid JSON ({exc.msg}) in {source}:{exc.lineno}") from None
         return cls.from_dict(d, source)
 
     def __eq__(self, other: object) -> bool:

@@ -173,6 +173,14 @@ class Law:
         span = np.where(hi > lo, hi - lo, 1.0)
         return rng.uniform(lo - 0.25 * span, hi + 0.25 * span, size=(n, len(self.param_specs)))
 
+    def example_inputs(self, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """``n`` plausible input rows (canonical units) for simulations and the law-recovery tests.
+
+        Every law overrides this so that the engine's tests can check, for each registered law, that the fitter
+        recovers ``example_params`` from simulated noisy data.
+        """
+        raise NotImplementedError(f"law '{self.name}' does not define example_inputs()")
+
     # ------------------------------------------------------------------ helpers
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -213,7 +221,7 @@ class Law:
         missing = [n for n in self.param_names if n not in params]
         if missing:
             raise InputError(f"law '{self.name}' needs parameters {missing}")
-        xt = {k: torch.as_tensor(np.asarray(v, dtype=np.float64)) for k, v in x.items()}
+        xt = {k: torch.tensor(np.array(v, dtype=np.float64)) for k, v in x.items()}
         pt = {k: torch.tensor(float(params[k]), dtype=torch.float64) for k in self.param_names}
         with torch.no_grad():
             out = self.predict(xt, pt)

@@ -61,3 +61,8 @@ class Chinchilla(Law):
             "alpha": np.arange(0.0, 2.01, 0.5),
             "beta": np.arange(0.0, 2.01, 0.5),
         }
+
+    def example_inputs(self, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        n_params = np.exp(rng.uniform(np.log(7e7), np.log(1.6e10), n))
+        tokens = n_params * np.exp(rng.uniform(np.log(2.0), np.log(200.0), n))
+        return {"n_params": n_params, "tokens": tokens}

@@ -1,0 +1,174 @@
+"""Held-out extrapolation checks for any registered law.
+
+A scaling law is only useful where it extrapolates, so every fit can be checked the way it will be used: fit on
+the smaller (or earlier) runs, predict the rest, and report per-point relative errors and their mean (MRE).
+
+- ``leave-largest-out``: hold out every row whose ``size_column`` equals its largest value.
+- ``rollout``: hold out the rows whose ``order_column`` (default ``tokens``) lies beyond the given quantile of that
+  column, i.e. fit on the earlier part of every curve and predict the later part.
+- ``leave-group-out``: hold out one value of ``group_column`` at a time (e.g. one mixture) and predict it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from mixlaw.errors import FitError, InputError
+from mixlaw.fit.fitter import fit_law
+from mixlaw.fit.result import FitResult
+from mixlaw.laws import get_law
+
+Scheme = Literal["leave-largest-out", "rollout", "leave-group-out"]
+
+
+@dataclass(frozen=True)
+class ValidationResult:
+    """Per-point held-out predictions of one or more folds.
+
+    ``points`` has columns ``fold``, ``row`` (index in the input table), ``observed``, ``predicted``, ``rel_error``
+    (signed, (pred − obs)/obs) and the grouping columns present in the input. ``folds`` has one row per fold with
+    its fitted parameters, status, ``n_fit``, ``n_held_out``, ``mre`` and ``max_abs_rel_error``.
+    """
+
+    scheme: str
+    law: str
+    target: str
+    points: pd.DataFrame
+    folds: pd.DataFrame
+
+    @property
+    def mre(self) -> float:
+        """Mean absolute relative error over every held-out point."""
+        return float(np.mean(np.abs(self.points["rel_error"]))) if len(self.points) else float("nan")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scheme": self.scheme,
+            "law": self.law,
+            "target": self.target,
+            "mre": self.mre,
+            "folds": self.folds.to_dict(orient="records"),
+            "points": self.points.to_dict(orient="records"),
+        }
+
+
+def _folds(
+    table: pd.DataFrame,
+    scheme: Scheme,
+    size_column: str,
+    order_column: str,
+    group_column: str | None,
+    quantile: float,
+) -> list[tuple[str, np.ndarray]]:
+    """``(label, held_out_mask)`` per fold."""
+    if scheme == "leave-largest-out":
+        if size_column not in table:
+            raise InputError(f"expected a size column '{size_column}' for leave-largest-out", column=size_column)
+        sizes = pd.to_numeric(table[size_column], errors="coerce").to_numpy()
+        largest = np.nanmax(sizes)
+        return [(f"{size_column}={largest:g}", sizes == largest)]
+    if scheme == "rollout":
+        if order_column not in table:
+            raise InputError(f"expected an order column '{order_column}' for rollout", column=order_column)
+        if not 0 < quantile < 1:
+            raise InputError(f"expected a rollout quantile in (0, 1), got {quantile}")
+        order = pd.to_numeric(table[order_column], errors="coerce").to_numpy()
+        cut = np.nanquantile(order, quantile)
+        return [(f"{order_column}>{cut:g}", order > cut)]
+    if scheme == "leave-group-out":
+        if not group_column or group_column not in table:
+            raise InputError(f"expected a group column '{group_column}' for leave-group-out", column=group_column)
+        values = table[group_column].to_numpy()
+        return [(f"{group_column}={v}", values == v) for v in pd.unique(values)]
+    raise InputError(f"expected scheme leave-largest-out, rollout or leave-group-out, got {scheme!r}")
+
+
+def validate_law(
+    law: str,
+    table: pd.DataFrame,
+    *,
+    scheme: Scheme = "leave-largest-out",
+    target: str = "loss",
+    input_map: Mapping[str, str] | None = None,
+    size_column: str = "n_params",
+    order_column: str = "tokens",
+    group_column: str | None = None,
+    quantile: float = 0.75,
+    law_options: Mapping[str, Any] | None = None,
+    **fit_settings: Any,
+) -> ValidationResult:
+    """Fit on the kept rows of every fold and predict the held-out rows.
+
+    Parameters
+    ----------
+    law
+        Registered law name.
+    table
+        The RunTable (or any table with the law's inputs and the target).
+    scheme
+        ``leave-largest-out`` (default), ``rollout`` or ``leave-group-out`` (see the module docstring).
+    target, input_map
+        As in :func:`mixlaw.fit.fit_law`.
+    size_column, order_column, group_column, quantile
+        Which column defines the held-out part of each scheme.
+    law_options
+        Options of the law (e.g. ``{"input": "n_params"}`` for ``power_law``).
+    fit_settings
+        Passed to :func:`mixlaw.fit.fit_law` (``n_polish``, ``random_state``, ...).
+    """
+    law_obj = get_law(law, **dict(law_options or {}))
+    table = table.reset_index(drop=True)
+    points, folds = [], []
+    for label, held in _folds(table, scheme, size_column, order_column, group_column, quantile):
+        n_held, n_fit = int(held.sum()), int((~held).sum())
+        if n_held == 0 or n_fit == 0:
+            raise InputError(f"fold {label}: expected rows both to fit and to hold out, got {n_fit} and {n_held}")
+        fit_rows = table[~held]
+        try:
+            res: FitResult = fit_law(law_obj, fit_rows, target=target, input_map=input_map, **fit_settings)
+        except FitError as exc:
+            folds.append(
+                {
+                    "fold": label,
+                    "status": "failed",
+                    "message": str(exc),
+                    "n_fit": n_fit,
+                    "n_held_out": n_held,
+                    "mre": np.nan,
+                    "max_abs_rel_error": np.nan,
+                }
+            )
+            continue
+        held_rows = table[held]
+        pred = res.predict(held_rows)
+        obs = pd.to_numeric(held_rows[target], errors="coerce").to_numpy(dtype=np.float64)
+        rel = (pred - obs) / obs
+        block = pd.DataFrame(
+            {"fold": label, "row": held_rows.index.to_numpy(), "observed": obs, "predicted": pred, "rel_error": rel}
+        )
+        for col in (size_column, order_column, group_column, "run_id"):
+            if col and col in held_rows and col not in block:
+                block[col] = held_rows[col].to_numpy()
+        points.append(block)
+        folds.append(
+            {
+                "fold": label,
+                "status": res.status.value,
+                "n_fit": n_fit,
+                "n_held_out": n_held,
+                "mre": float(np.mean(np.abs(rel))),
+                "max_abs_rel_error": float(np.max(np.abs(rel))),
+                **{f"param_{k}": v for k, v in res.params.items()},
+            }
+        )
+    pts = (
+        pd.concat(points, ignore_index=True)
+        if points
+        else pd.DataFrame(columns=["fold", "row", "observed", "predicted", "rel_error"])
+    )
+    return ValidationResult(scheme=scheme, law=law_obj.name, target=target, points=pts, folds=pd.DataFrame(folds))
