@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -384,3 +385,25 @@ def test_kill_minus_9_chunk_is_all_or_nothing(tmp_path: Path) -> None:
     assert last == n_steps - 1
     s.append_evals("k", [{"step": last + 1, "loss": 1.0}])
     s.close()
+
+
+def test_ingest_replace_overwrites(store: RunStore) -> None:
+    t = _table(2)
+    store.ingest_table(t, "t.csv")
+    t2 = t.assign(loss_web=t["loss_web"] + 1.0, n_params=t["n_params"] * 2)
+    with pytest.raises(InputError, match="--replace"):
+        store.ingest_table(t2, "t2.csv")
+    store.ingest_table(t2, "t2.csv", replace=True)
+    f = store.to_frame()
+    np.testing.assert_allclose(f["loss_web"], t2["loss_web"])
+    assert store.get_run("run0").n_params == 2_000_000
+
+
+def test_schedule_column_from_jsonl(tmp_path: Path, store: RunStore) -> None:
+    sched = {"kind": "cosine", "peak_lr": 1e-3, "total_steps": 100}
+    recs = [{"run_id": "a", "step": s, "loss": 3.0 - s / 100, "schedule": sched} for s in (0, 50)]
+    p = tmp_path / "s.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in recs))
+    store.ingest_table(read_table(p), p.name, validated=True)
+    assert store.get_run("a").schedule == sched
+    assert store.runs()["schedule_kind"].tolist() == ["cosine"]

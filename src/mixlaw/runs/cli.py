@@ -68,9 +68,7 @@ def read_lr_table(path: Path, table: pd.DataFrame | None = None) -> dict[str, di
     rows = raw.pop("__mixlaw_row__").to_numpy()
     missing = [c for c in ("run_id", "step", "lr") if c not in raw.columns]
     if missing:
-        raise InputError(
-            f"expected columns run_id, step, lr, got {list(raw.columns)} in {path.name}:1:{missing[0]}"
-        )
+        raise InputError(f"expected columns run_id, step, lr, got {list(raw.columns)} in {path.name}:1:{missing[0]}")
     df = validate_table(raw[["run_id", "step", "lr"]], path.name, rows=rows, require_loss=False)
     row_of = dict(zip(zip(df["run_id"], df["step"], strict=True), rows, strict=True))
     last_steps: dict[str, int] = {}
@@ -78,9 +76,7 @@ def read_lr_table(path: Path, table: pd.DataFrame | None = None) -> dict[str, di
         last_steps = {str(k): int(v) for k, v in table.groupby("run_id")["step"].max().items()}
         unknown = sorted(set(df["run_id"]) - set(last_steps))
         if unknown:
-            raise InputError(
-                f"expected runs of the ingested file, got unknown run {unknown[0]!r} in {path.name}"
-            )
+            raise InputError(f"expected runs of the ingested file, got unknown run {unknown[0]!r} in {path.name}")
     out: dict[str, dict[str, Any]] = {}
     for rid, g in df.sort_values(["run_id", "step"]).groupby("run_id", sort=False):
         steps = g["step"].to_numpy()
@@ -115,21 +111,15 @@ def read_lr_table(path: Path, table: pd.DataFrame | None = None) -> dict[str, di
 
 
 def ingest(
-    file: Annotated[
-        Path, typer.Argument(help="CSV, TSV, JSONL, JSON, Parquet, TensorBoard file/dir or W&B CSV.")
-    ],
+    file: Annotated[Path, typer.Argument(help="CSV, TSV, JSONL, JSON, Parquet, TensorBoard file/dir or W&B CSV.")],
     map: Annotated[
         Optional[list[str]],  # noqa: UP045 (typer needs Optional)
-        typer.Option(
-            "--map", help="canonical=foreign column rename, e.g. n_params='Model Size' (repeatable)."
-        ),
+        typer.Option("--map", help="canonical=foreign column rename, e.g. n_params='Model Size' (repeatable)."),
     ] = None,
     store: Annotated[Path, typer.Option("--store", help="RunStore database.")] = Path(DEFAULT_STORE),
     lr_table: Annotated[
         Optional[Path],  # noqa: UP045
-        typer.Option(
-            "--lr-table", help="Dense per-step LR table (run_id, step, lr) stored as each run's schedule."
-        ),
+        typer.Option("--lr-table", help="Dense per-step LR table (run_id, step, lr) stored as each run's schedule."),
     ] = None,
     run_id: Annotated[
         Optional[str],  # noqa: UP045
@@ -141,9 +131,7 @@ def ingest(
     ] = False,
     evalset_column: Annotated[
         Optional[str],  # noqa: UP045
-        typer.Option(
-            "--evalset-column", help="Long format: column naming each row's eval set; pivots to loss_<set>."
-        ),
+        typer.Option("--evalset-column", help="Long format: column naming each row's eval set; pivots to loss_<set>."),
     ] = None,
     set_: Annotated[
         Optional[list[str]],  # noqa: UP045
@@ -155,9 +143,7 @@ def ingest(
     ] = None,
     fmt: Annotated[
         Optional[str],  # noqa: UP045
-        typer.Option(
-            "--format", help="csv|tsv|jsonl|json|parquet|tensorboard|wandb-csv|wandb (default: detect)."
-        ),
+        typer.Option("--format", help="csv|tsv|jsonl|json|parquet|tensorboard|wandb-csv|wandb (default: detect)."),
     ] = None,
     allow_nan: Annotated[bool, typer.Option("--allow-nan", help="Accept NaN/inf and empty cells.")] = False,
     allow_missing: Annotated[
@@ -190,9 +176,7 @@ def ingest(
     loss_cols = [c for c in table.columns if c == "loss" or c.startswith("loss_")]
     if json:
         typer.echo(
-            _json.dumps(
-                {"file": str(file), "store": str(store), **summary, "loss_columns": loss_cols}, sort_keys=True
-            )
+            _json.dumps({"file": str(file), "store": str(store), **summary, "loss_columns": loss_cols}, sort_keys=True)
         )
     else:
         typer.echo(
@@ -217,9 +201,7 @@ def runs(
     ] = None,
     export: Annotated[
         Optional[Path],  # noqa: UP045
-        typer.Option(
-            "--export", help="Write the RunTable (rows filtered by --where) to .csv/.jsonl/.parquet."
-        ),
+        typer.Option("--export", help="Write the RunTable (rows filtered by --where) to .csv/.jsonl/.parquet."),
     ] = None,
     json: Annotated[bool, typer.Option("--json", help="Print the run list as JSON.")] = False,
 ) -> None:
@@ -247,9 +229,7 @@ def _print_runs(frame: pd.DataFrame, title: str) -> None:
 
     t = Table(title=f"{len(frame)} runs in {title}")
     for c in ("run_id", "phase", "n_params", "mixture", "parent_run", "status", "n_evals", "last_step"):
-        t.add_column(
-            c, justify="right" if c in ("n_params", "n_evals", "last_step") else "left", overflow="fold"
-        )
+        t.add_column(c, justify="right" if c in ("n_params", "n_evals", "last_step") else "left", overflow="fold")
     wcols = [c for c in frame.columns if c.startswith("w_")]
 
     def fmt(v: Any, f: Callable[[Any], str] = str) -> str:
@@ -257,9 +237,7 @@ def _print_runs(frame: pd.DataFrame, title: str) -> None:
         return "" if v is None else f(v)
 
     for r in frame.to_dict("records"):
-        mix = " ".join(
-            f"{c[2:]}={float(r[c]):.3g}" for c in wcols if _jsonable(r[c]) is not None and float(r[c]) > 0
-        )
+        mix = " ".join(f"{c[2:]}={float(r[c]):.3g}" for c in wcols if _jsonable(r[c]) is not None and float(r[c]) > 0)
         t.add_row(
             str(r["run_id"]),
             fmt(r["phase"]),

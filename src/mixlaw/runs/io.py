@@ -137,9 +137,7 @@ def read_table(
     except MemoryError:
         raise
     except Exception as exc:  # last line of defence: a parser failing in an unforeseen way
-        raise InputError(
-            f"expected a readable {kind} file, got {type(exc).__name__}: {exc} in {name}"
-        ) from None
+        raise InputError(f"expected a readable {kind} file, got {type(exc).__name__}: {exc} in {name}") from None
     if allow_missing is None:
         allow_missing = kind in ("tensorboard", "wandb-csv", "wandb")
     if kind == "wandb-csv" and "run_id" not in raw.columns and run_id is None and not run_id_from_row:
@@ -188,9 +186,7 @@ def _detect_format(path: str | Path, fmt: str | None) -> str:
     if p.is_dir():
         if any(_event_files(p)):
             return "tensorboard"
-        raise InputError(
-            f"expected a file (or a directory of TensorBoard event files), got a directory in {s}"
-        )
+        raise InputError(f"expected a file (or a directory of TensorBoard event files), got a directory in {s}")
     low = p.name.lower()
     if "tfevents" in low:
         return "tensorboard"
@@ -270,9 +266,7 @@ def _check_header(header: Sequence[str], name: str) -> None:
     seen: set[str] = set()
     for i, h in enumerate(header):
         if not h:
-            raise InputError(
-                f"expected a name for every column, got an empty header cell (column {i + 1}) in {name}:1"
-            )
+            raise InputError(f"expected a name for every column, got an empty header cell (column {i + 1}) in {name}:1")
         if h in seen:
             raise InputError(f"expected unique column names, got {h!r} twice in {name}:1:{h}")
         if h == _ROW:
@@ -334,9 +328,7 @@ def _read_json(path: Path) -> pd.DataFrame:
         obj = json.loads(text)
     except (ValueError, RecursionError) as exc:
         line = exc.lineno if isinstance(exc, json.JSONDecodeError) else 1
-        raise InputError(
-            f"expected a JSON array of records, got invalid JSON in {path.name}:{line}"
-        ) from None
+        raise InputError(f"expected a JSON array of records, got invalid JSON in {path.name}:{line}") from None
     if isinstance(obj, dict) and obj and all(isinstance(v, list) for v in obj.values()):
         # column-oriented {"col": [..], ...}
         lens = {len(v) for v in obj.values()}
@@ -345,9 +337,7 @@ def _read_json(path: Path) -> pd.DataFrame:
         n = lens.pop()
         obj = [{k: v[i] for k, v in obj.items()} for i in range(n)]
     if not isinstance(obj, list) or not obj:
-        raise InputError(
-            f"expected a non-empty JSON array of records, got {type(obj).__name__} in {path.name}"
-        )
+        raise InputError(f"expected a non-empty JSON array of records, got {type(obj).__name__} in {path.name}")
     records = [_check_record(o, path.name, i + 1) for i, o in enumerate(obj)]
     return _records_frame(records, list(range(1, len(records) + 1)), path.name)
 
@@ -357,8 +347,7 @@ def _read_parquet(path: Path) -> pd.DataFrame:
         import pyarrow.parquet as pq
     except ImportError:
         raise InputError(
-            "expected pyarrow to read Parquet (pip install mixlaw[parquet]), "
-            f"got it not installed in {path.name}"
+            f"expected pyarrow to read Parquet (pip install mixlaw[parquet]), got it not installed in {path.name}"
         ) from None
     try:
         tbl = pq.read_table(path)
@@ -413,9 +402,7 @@ def _to_runtable(
         if "run_id" in df.columns:
             raise InputError(f"expected no run_id column with --run-id-from-row, got one in {name}:1:run_id")
         df["run_id"] = [f"{stem}-{i}" for i in range(1, len(df) + 1)]
-    cols = (
-        ["run_id"] + [c for c in df.columns if c != "run_id"] if "run_id" in df.columns else list(df.columns)
-    )
+    cols = ["run_id"] + [c for c in df.columns if c != "run_id"] if "run_id" in df.columns else list(df.columns)
     return df[cols]
 
 
@@ -427,8 +414,7 @@ def _apply_map(df: pd.DataFrame, column_map: Mapping[str, str], name: str) -> pd
         if foreign not in df.columns:
             visible = [c for c in df.columns if c != _ROW]
             raise InputError(
-                f"expected column {foreign!r} (from --map {canon}={foreign}), "
-                f"got columns {visible[:20]} in {name}"
+                f"expected column {foreign!r} (from --map {canon}={foreign}), got columns {visible[:20]} in {name}"
             )
         if foreign in rename:
             raise InputError(f"expected each foreign column mapped once, got {foreign!r} twice in {name}")
@@ -445,9 +431,7 @@ def _apply_map(df: pd.DataFrame, column_map: Mapping[str, str], name: str) -> pd
 
 def _pivot_evalsets(df: pd.DataFrame, col: str, name: str) -> pd.DataFrame:
     if col not in df.columns:
-        raise InputError(
-            f"expected the eval-set column {col!r}, got columns {list(df.columns)[:20]} in {name}"
-        )
+        raise InputError(f"expected the eval-set column {col!r}, got columns {list(df.columns)[:20]} in {name}")
     if "loss" not in df.columns:
         raise InputError(f"expected a 'loss' column holding the value of each eval set, got none in {name}")
     if "run_id" not in df.columns:
@@ -455,9 +439,7 @@ def _pivot_evalsets(df: pd.DataFrame, col: str, name: str) -> pd.DataFrame:
     sets = df[col].astype(object)
     for i, v in enumerate(sets.to_numpy()):
         if v is None or (isinstance(v, float) and math.isnan(v)) or not str(v).strip():
-            raise InputError(
-                f"expected an eval-set name, got an empty cell in {name}:{int(df[_ROW].iloc[i])}:{col}"
-            )
+            raise InputError(f"expected an eval-set name, got an empty cell in {name}:{int(df[_ROW].iloc[i])}:{col}")
     names = ["loss_" + re.sub(r"[^A-Za-z0-9_.+\-]", "_", str(v).strip()) for v in sets.to_numpy()]
     keys = ["run_id"] + (["step"] if "step" in df.columns else [])
     other = [c for c in df.columns if c not in keys and c not in (col, "loss", _ROW)]
@@ -573,16 +555,12 @@ def _sanitize(s: str) -> str:
     return out or "_"
 
 
-def _canonical_columns(
-    foreign: Sequence[str], column_map: Mapping[str, str], name: str
-) -> dict[str, str | None]:
+def _canonical_columns(foreign: Sequence[str], column_map: Mapping[str, str], name: str) -> dict[str, str | None]:
     """``{foreign: canonical or None}`` using explicit ``--map`` entries first, then the rules."""
     inv = {v: k for k, v in column_map.items()}
     missing = [f for f in column_map.values() if f not in foreign]
     if missing:
-        raise InputError(
-            f"expected metric {missing[0]!r} (from --map), got metrics {list(foreign)[:20]} in {name}"
-        )
+        raise InputError(f"expected metric {missing[0]!r} (from --map), got metrics {list(foreign)[:20]} in {name}")
     out: dict[str, str | None] = {}
     owner: dict[str, str] = {}
     for f in foreign:
@@ -633,9 +611,7 @@ def _wandb_csv_to_long(raw: pd.DataFrame, path: Path, column_map: Mapping[str, s
                 continue
             m = _WANDB_PANEL_RE.match(c)
             if m is None:
-                raise InputError(
-                    f"expected '<run> - <metric>' columns in a W&B panel export, got {c!r} in {name}:1"
-                )
+                raise InputError(f"expected '<run> - <metric>' columns in a W&B panel export, got {c!r} in {name}:1")
             if m.group("agg"):
                 continue
             if m.group("metric") not in metrics:
@@ -658,9 +634,7 @@ def _wandb_csv_to_long(raw: pd.DataFrame, path: Path, column_map: Mapping[str, s
                 rec[canon] = v
         if not recs:
             raise InputError(f"expected values in the W&B panel export, got only empty cells in {name}")
-        out_cols = ["run_id", "step"] + sorted(
-            {k for r in recs.values() for k in r} - {"run_id", "step", _ROW}
-        )
+        out_cols = ["run_id", "step"] + sorted({k for r in recs.values() for k in r} - {"run_id", "step", _ROW})
         out = pd.DataFrame({c: pd.Series([r.get(c) for r in recs.values()], dtype=object) for c in out_cols})
         out[_ROW] = [r[_ROW] for r in recs.values()]
         return out
@@ -672,9 +646,7 @@ def _wandb_csv_to_long(raw: pd.DataFrame, path: Path, column_map: Mapping[str, s
     data: dict[str, Any] = {}
     if explicit_run is not None:
         if explicit_run not in cols:
-            raise InputError(
-                f"expected column {explicit_run!r} (from --map run_id=...), got {cols[:20]} in {name}"
-            )
+            raise InputError(f"expected column {explicit_run!r} (from --map run_id=...), got {cols[:20]} in {name}")
         data["run_id"] = raw[explicit_run]
     elif run_col is not None:
         data["run_id"] = raw[run_col]
@@ -837,9 +809,7 @@ def _tensorboard_frame(path: Path, *, allow_nan: bool, column_map: Mapping[str, 
             run = f.parent.name or f.stem
         for step, tag, value in _scalars_from_event_file(f):
             if not allow_nan and not math.isfinite(value):
-                raise InputError(
-                    f"expected a finite number, got {value!r} at step {step} in {f.name}:{step}:{tag}"
-                )
+                raise InputError(f"expected a finite number, got {value!r} at step {step} in {f.name}:{step}:{tag}")
             values[(run, step, tag)] = value
             if tag not in tags:
                 tags.append(tag)
@@ -904,8 +874,7 @@ def _tfrecords(path: Path) -> Iterator[tuple[int, bytes]]:
         (len_crc,) = struct.unpack_from("<I", data, pos + 8)
         if _masked_crc(data[pos : pos + 8]) != len_crc:
             raise InputError(
-                "expected a TensorBoard event file (TFRecord), "
-                f"got a bad checksum at byte {pos} in {path.name}"
+                f"expected a TensorBoard event file (TFRecord), got a bad checksum at byte {pos} in {path.name}"
             )
         start = pos + 12
         end = start + length
@@ -914,9 +883,7 @@ def _tfrecords(path: Path) -> Iterator[tuple[int, bytes]]:
         payload = data[start:end]
         (data_crc,) = struct.unpack_from("<I", data, end)
         if length <= (1 << 20) and _masked_crc(payload) != data_crc:
-            raise InputError(
-                f"expected an intact TensorBoard record, got a bad checksum at byte {pos} in {path.name}"
-            )
+            raise InputError(f"expected an intact TensorBoard record, got a bad checksum at byte {pos} in {path.name}")
         yield pos, payload
         pos = end + 4
 

@@ -94,9 +94,7 @@ _NONNEG_COLUMNS = ("step", "tokens", "lr", "n_params", "n_params_total", "comput
 _INTEGER_COLUMNS = ("step", "seed")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.+\-]+$")
 # Number-like text: decimal/scientific numbers and the words Python's float() reads as nan / inf.
-_NUMBER_RE = (
-    r"^\s*[+-]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|nan|NaN|NAN|inf|Inf|INF|infinity|Infinity)\s*$"
-)
+_NUMBER_RE = r"^\s*[+-]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|nan|NaN|NAN|inf|Inf|INF|infinity|Infinity)\s*$"
 _NUMBER_MATCH = re.compile(_NUMBER_RE).match
 
 
@@ -271,9 +269,7 @@ def validate_schedule(schedule: Any) -> dict[str, Any] | None:
             raise InputError(f"expected a non-empty list 'lr' in a table schedule, got {lr!r:.100}")
         for i, v in enumerate(lr):
             if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
-                raise InputError(
-                    f"expected a finite non-negative lr at step {i} of the table schedule, got {v!r}"
-                )
+                raise InputError(f"expected a finite non-negative lr at step {i} of the table schedule, got {v!r}")
         clone["lr"] = [float(v) for v in lr]
     return clone
 
@@ -396,9 +392,7 @@ class RunMeta:
         """
         conflicts = self.conflicts(other)
         if conflicts:
-            raise InputError(
-                f"expected consistent metadata for run {self.run_id!r}, got conflicting {conflicts[0]}"
-            )
+            raise InputError(f"expected consistent metadata for run {self.run_id!r}, got conflicting {conflicts[0]}")
         a, b = self.to_dict(), other.to_dict()
         merged = {k: (a[k] if a[k] is not None else b[k]) for k in a}
         if a["phase"] == "pt" and b["phase"] == "cpt":
@@ -459,8 +453,7 @@ def _as_count(v: Any, name: str, run_id: str, *, nonneg: bool) -> int | None:
 
 def _reserved_column(key: str) -> bool:
     return (
-        key
-        in ("run_id", "step", "tokens", "lr", "status", "message", "n_evals", "last_step", "schedule_kind")
+        key in ("run_id", "step", "tokens", "lr", "status", "message", "n_evals", "last_step", "schedule_kind")
         or key in RUN_LEVEL_COLUMNS
         or is_loss_column(key)
         or is_weight_column(key)
@@ -553,9 +546,7 @@ def _numeric_column(
         vals, missing, bad_at = _parse_numbers(obj)
         if bad_at is not None:
             v = obj[bad_at]
-            raise _fail(
-                "a number", _fmt(bool(v) if isinstance(v, np.bool_) else v), source, int(rows[bad_at]), name
-            )
+            raise _fail("a number", _fmt(bool(v) if isinstance(v, np.bool_) else v), source, int(rows[bad_at]), name)
         out = pd.Series(vals, index=s.index, name=name)
     arr = out.to_numpy()
     bad = ~np.isfinite(arr)
@@ -742,9 +733,7 @@ def validate_table(
                     sched = validate_schedule(parsed)
                 except (ValueError, InputError) as exc:
                     msg = str(exc) if isinstance(exc, InputError) else "unparsable JSON"
-                    raise _fail(
-                        "a JSON schedule object", f"{_fmt(v)} ({msg})", source, int(row_nums[i]), c
-                    ) from None
+                    raise _fail("a JSON schedule object", f"{_fmt(v)} ({msg})", source, int(row_nums[i]), c) from None
                 vals.append(json.dumps(sched, sort_keys=True))
             out[c] = pd.Series(vals, index=df.index, dtype=object)
             continue

@@ -132,9 +132,7 @@ class RunStore:
         if self.path != ":memory:":
             mode = con.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
-                raise InputError(
-                    f"expected a store that supports WAL mode, got journal_mode={mode} in {self.path}"
-                )
+                raise InputError(f"expected a store that supports WAL mode, got journal_mode={mode} in {self.path}")
         version = con.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise InputError(
@@ -239,9 +237,7 @@ class RunStore:
         old = RunMeta.from_json(row[0])
         new = meta if replace else old.merge(meta)
         if new != old:
-            con.execute(
-                "UPDATE runs SET meta = ?, updated = ? WHERE run_id = ?", (new.to_json(), now, meta.run_id)
-            )
+            con.execute("UPDATE runs SET meta = ?, updated = ? WHERE run_id = ?", (new.to_json(), now, meta.run_id))
         return new
 
     def get_run(self, run_id: str) -> RunMeta:
@@ -340,9 +336,7 @@ class RunStore:
             try:
                 df = pd.DataFrame(list(rows))
             except (TypeError, ValueError) as exc:
-                raise InputError(
-                    f"expected rows as a DataFrame or a list of dicts, got {exc} in {src}"
-                ) from None
+                raise InputError(f"expected rows as a DataFrame or a list of dicts, got {exc} in {src}") from None
         if "run_id" in df.columns:
             other = [v for v in df["run_id"].astype(object) if str(v) != run_id]
             if other:
@@ -353,24 +347,17 @@ class RunStore:
         bad = [c for c in df.columns if c in RUN_LEVEL_COLUMNS or is_weight_column(str(c))]
         if bad:
             raise InputError(
-                f"expected evaluation columns (run-level ones go in RunMeta), "
-                f"got {bad[0]!r} in {src}:{bad[0]}"
+                f"expected evaluation columns (run-level ones go in RunMeta), got {bad[0]!r} in {src}:{bad[0]}"
             )
         table = validate_table(df, src, allow_nan=False, allow_missing=allow_nan, require_loss=False)
         with self._tx() as con:
             if con.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is None:
-                raise InputError(
-                    f"expected a run in the store (put_run first), got unknown run_id {run_id!r}"
-                )
+                raise InputError(f"expected a run in the store (put_run first), got unknown run_id {run_id!r}")
             self._write_evals(con, table, src, replace=replace)
         return len(table)
 
-    def _write_evals(
-        self, con: sqlite3.Connection, table: pd.DataFrame, source: str, *, replace: bool
-    ) -> None:
-        value_cols = [
-            c for c in table.columns if c not in ("run_id", "step") and table[c].dtype.kind in "fiu"
-        ]
+    def _write_evals(self, con: sqlite3.Connection, table: pd.DataFrame, source: str, *, replace: bool) -> None:
+        value_cols = [c for c in table.columns if c not in ("run_id", "step") and table[c].dtype.kind in "fiu"]
         rids = table["run_id"].to_numpy()
         steps = table["step"].to_numpy()
         step_rows = [(str(r), int(s)) for r, s in zip(rids, steps, strict=True)]
@@ -451,9 +438,7 @@ class RunStore:
             ``{"runs": number of runs, "rows": number of (run, step) rows, "new_runs": runs not stored
             before}``.
         """
-        table = (
-            df if validated else validate_table(df, source, allow_nan=allow_nan, allow_missing=allow_missing)
-        )
+        table = df if validated else validate_table(df, source, allow_nan=allow_nan, allow_missing=allow_missing)
         metas = _infer_run_metas(table, source)
         if schedules:
             unknown = sorted(set(schedules) - set(metas))
@@ -464,9 +449,7 @@ class RunStore:
             for rid, sched in schedules.items():
                 m = metas[rid]
                 if m.schedule is not None and validate_schedule(sched) != m.schedule:
-                    raise InputError(
-                        f"expected one schedule for run {rid!r}, got two (table and lr table) in {source}"
-                    )
+                    raise InputError(f"expected one schedule for run {rid!r}, got two (table and lr table) in {source}")
                 metas[rid] = RunMeta.from_dict({**m.to_dict(), "schedule": dict(sched)})
         eval_cols = ["run_id", "step"] + [
             c
@@ -540,9 +523,7 @@ class RunStore:
         for m in metas.values():
             if m.mixture is not None:
                 domains += [d for d in m.mixture.domains if d not in domains]
-            meta_keys += [
-                k for k, v in m.meta.items() if _scalar(v) and k not in meta_keys and k not in value_cols
-            ]
+            meta_keys += [k for k, v in m.meta.items() if _scalar(v) and k not in meta_keys and k not in value_cols]
         per_run: dict[str, dict[str, Any]] = {}
         for rid, m in metas.items():
             d: dict[str, Any] = {
@@ -573,14 +554,10 @@ class RunStore:
         for c in ("tokens", "lr"):
             if c not in frame.columns:
                 frame[c] = np.nan
-        order = ["run_id", "step", "tokens", "lr"] + [
-            c for c in order if c not in ("run_id", "step", "tokens", "lr")
-        ]
+        order = ["run_id", "step", "tokens", "lr"] + [c for c in order if c not in ("run_id", "step", "tokens", "lr")]
         rank = {rid: i for i, rid in enumerate(metas)}
         frame = frame[order]
-        key = np.lexsort(
-            (frame["step"].to_numpy(), np.array([rank[r] for r in frame["run_id"]], dtype=np.int64))
-        )
+        key = np.lexsort((frame["step"].to_numpy(), np.array([rank[r] for r in frame["run_id"]], dtype=np.int64)))
         frame = frame.iloc[key].reset_index(drop=True)
         if where is not None and str(where).strip():
             frame = query_frame(frame, where, source=self.path)
@@ -637,9 +614,7 @@ class RunStore:
             frame = query_frame(frame, where, source=self.path)
         return frame
 
-    def export(
-        self, path: str | os.PathLike[str], where: str | None = None, *, include_schedule: bool = True
-    ) -> Path:
+    def export(self, path: str | os.PathLike[str], where: str | None = None, *, include_schedule: bool = True) -> Path:
         """Write the RunTable (optionally filtered) to ``.csv``, ``.jsonl`` or ``.parquet``; returns the path.
 
         The export reads back with :func:`mixlaw.runs.io.read_table` and ingests into another store unchanged
@@ -664,9 +639,7 @@ class RunStore:
                     ) from None
                 frame.to_parquet(p, index=False)
             else:
-                raise InputError(
-                    f"expected an export path ending in .csv, .jsonl or .parquet, got '{p.suffix}' in {p}"
-                )
+                raise InputError(f"expected an export path ending in .csv, .jsonl or .parquet, got '{p.suffix}' in {p}")
         except OSError as exc:
             raise InputError(f"expected a writable export path, got '{exc.strerror or exc}' in {p}") from None
         return p
@@ -731,10 +704,7 @@ def _infer_run_metas(table: pd.DataFrame, source: str) -> dict[str, RunMeta]:
     run_cols = [
         c
         for c in table.columns
-        if c in RUN_LEVEL_COLUMNS
-        or is_weight_column(c)
-        or c.startswith("unique_tokens_")
-        or table[c].dtype == object
+        if c in RUN_LEVEL_COLUMNS or is_weight_column(c) or c.startswith("unique_tokens_") or table[c].dtype == object
     ]
     run_cols = [c for c in run_cols if c != "run_id"]
     rids = table["run_id"].to_numpy()
