@@ -98,6 +98,7 @@ class LawFit:
     bootstrap: np.ndarray | None = None
     target: str = "loss"
     max_lr: float | None = None
+    record: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_any(cls, obj: Any, *, target: str | None = None, max_lr: float | None = None) -> LawFit:
@@ -123,16 +124,20 @@ class LawFit:
             law = obj.law if isinstance(obj.law, Law) else get_law(obj.law)
             boot = _boot_array(law, getattr(obj, "bootstrap_params", None))
             meta = getattr(obj, "meta", None) or {}
+            to_dict = getattr(obj, "to_dict", None)
             return cls(
                 law=law,
                 params=_check_params(law, {k: float(v) for k, v in dict(obj.params).items()}),
                 bootstrap=boot,
                 target=str(target or getattr(obj, "target", None) or "loss"),
                 max_lr=_num_or_none(max_lr if max_lr is not None else meta.get("max_lr")),
+                record=to_dict() if callable(to_dict) else None,
             )
         raise InputError(f"cannot read a fit from {type(obj).__name__}")
 
     def to_dict(self) -> dict[str, Any]:
+        if self.record is not None:  # keep the engine's full record (schema, starts, metrics, bootstrap)
+            return {**self.record, "max_lr": self.max_lr}
         d: dict[str, Any] = {
             "law": self.law.name,
             "options": dict(self.law.options),
@@ -219,6 +224,10 @@ class CptFits:
         vals = [f.max_lr for f in self.fits.values() if f.max_lr is not None]
         return max(vals) if vals else None
 
+    def save(self, path: str | Path) -> None:
+        """Write the bundle as JSON (the ``FIT.json`` the ``mixlaw cpt`` verbs read)."""
+        Path(path).write_text(json.dumps(self.to_dict(), allow_nan=True))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "kind": "cpt_fits",
@@ -232,27 +241,46 @@ class CptFits:
     def from_dict(cls, d: Mapping[str, Any]) -> CptFits:
         if "fits" not in d or "pt_set" not in d:
             raise InputError("a CPT fit bundle needs 'fits' and 'pt_set'")
+        top = _num_or_none(d.get("max_lr"))
         return cls(
-            fits={k: _load_one(v, k) for k, v in d["fits"].items()},
+            fits={k: _load_one(v, k, top) for k, v in d["fits"].items()},
             pt_set=str(d["pt_set"]),
             cpt_set=None if d.get("cpt_set") is None else str(d["cpt_set"]),
-            ood={k: _load_one(v, k) for k, v in (d.get("ood") or {}).items()},
+            ood={k: _load_one(v, k, top) for k, v in (d.get("ood") or {}).items()},
+        )
+
+    @classmethod
+    def from_results(
+        cls,
+        results: Mapping[str, Any],
+        *,
+        pt_set: str,
+        cpt_set: str | None = None,
+        ood: Mapping[str, Any] | None = None,
+        max_lr: float | None = None,
+    ) -> CptFits:
+        """Bundle engine ``FitResult`` objects (or :class:`LawFit`) keyed by eval set; ``max_lr`` = the
+        largest LR in the fitted runs (enables the peak-LR extrapolation guard)."""
+        return cls(
+            fits={k: _load_one(v, k, max_lr) for k, v in results.items()},
+            pt_set=pt_set,
+            cpt_set=cpt_set,
+            ood={k: _load_one(v, k, max_lr) for k, v in (ood or {}).items()},
         )
 
 
-def _load_one(obj: Any, target: str) -> LawFit:
-    if isinstance(obj, Mapping) and "law" not in obj:
-        try:  # the engine's FitResult JSON
-            from mixlaw.fit import FitResult  # type: ignore[attr-defined]
+def _load_one(obj: Any, target: str, max_lr: float | None = None) -> LawFit:
+    """One fit from a FitResult, its JSON dict (``"schema"`` key), or the plain dict of
+    :meth:`LawFit.to_dict`."""
+    if isinstance(obj, Mapping) and "schema" in obj:
+        from mixlaw.fit import FitResult
 
-            return LawFit.from_any(FitResult.from_json(json.dumps(obj)), target=target)
-        except ImportError:
-            pass
-    if isinstance(obj, str):
-        from mixlaw.fit import FitResult  # type: ignore[attr-defined]
-
-        return LawFit.from_any(FitResult.from_json(obj), target=target)
-    return LawFit.from_any(obj, target=target)
+        rec = dict(obj)
+        lf = LawFit.from_any(FitResult.from_dict(rec), target=target, max_lr=_num_or_none(obj.get("max_lr", max_lr)))
+        return replace(lf, record=rec)
+    if isinstance(obj, Mapping):
+        return LawFit.from_any({**dict(obj), "max_lr": obj.get("max_lr", max_lr)}, target=target)
+    return LawFit.from_any(obj, target=target, max_lr=max_lr)
 
 
 def load_fits(path: str | Path) -> CptFits:
@@ -310,9 +338,7 @@ class CptPlan:
             raise InputError(f"eval_every must be >= 1, got {self.eval_every}")
         if self.pt is not None and self.branch_step is not None:
             if not 0 < self.branch_step <= self.pt.total_steps:
-                raise InputError(
-                    f"branch_step {self.branch_step} outside the PT schedule (1..{self.pt.total_steps})"
-                )
+                raise InputError(f"branch_step {self.branch_step} outside the PT schedule (1..{self.pt.total_steps})")
 
     @property
     def pt_steps(self) -> int:
@@ -327,9 +353,7 @@ class CptPlan:
         if not 0.0 <= lp <= 1.0:
             raise InputError(f"loss potential must be in [0, 1], got {lp}")
         if self.pt.kind not in ("wsd", "cosine", "linear"):
-            raise InputError(
-                f"loss potential needs a decaying PT schedule (wsd/cosine/linear), got '{self.pt.kind}'"
-            )
+            raise InputError(f"loss potential needs a decaying PT schedule (wsd/cosine/linear), got '{self.pt.kind}'")
         return replace(self, pt=self.pt.replace(final_lr=lp * self.pt.peak_lr))
 
     def with_cpt_peak(self, peak: float) -> CptPlan:
@@ -472,9 +496,7 @@ def _law_needs(fit: LawFit, plan: CptPlan) -> None:
     if "n_params" in fit.law.inputs and plan.n_params is None:
         raise InputError(f"law '{fit.law.name}' needs n_params in the plan ([areas] n_params = ...)")
     if any(c.startswith("mpl_") for c in fit.law.inputs):
-        raise InputError(
-            "multi_power fits predict single-phase runs; use lr_annealing/cpt laws for CPT plans"
-        )
+        raise InputError("multi_power fits predict single-phase runs; use lr_annealing/cpt laws for CPT plans")
 
 
 def predict_plan(
@@ -699,9 +721,7 @@ def critical_s1_constant(params: Mapping[str, float]) -> float:
     """
     A, B, alpha = float(params["A"]), float(params["B"]), float(params["alpha"])
     if B <= 0:
-        raise InputError(
-            f"no critical point: the shift amplitude B = {B:.4g} is not positive (the set improves)"
-        )
+        raise InputError(f"no critical point: the shift amplitude B = {B:.4g} is not positive (the set improves)")
     return (A / B) ** (1.0 / alpha)
 
 
@@ -735,9 +755,7 @@ def _composite_eval(
     return w_pt * a.evaluate(x, a.param_sets()[:1])[0] + w_cpt * b.evaluate(x, b.param_sets()[:1])[0]
 
 
-def _asymptote(
-    fits: CptFits, plan: CptPlan, weights: tuple[float, float] | None, set_name: str | None
-) -> float:
+def _asymptote(fits: CptFits, plan: CptPlan, weights: tuple[float, float] | None, set_name: str | None) -> float:
     """``L_∞`` of continued CPT at the CPT schedule's final LR: the A-term vanishes, the shift saturates,
     S2 at its limit."""
 
@@ -752,13 +770,9 @@ def _asymptote(
         if plan.split == "time":
             s2_cpt += pending
         else:
-            s2_cpt += (
-                pending  # approximation: pending momentum attributed to CPT (exact when PT momentum ≈ 0)
-            )
+            s2_cpt += pending  # approximation: pending momentum attributed to CPT (exact when PT momentum ≈ 0)
         if final <= 0:
-            raise InputError(
-                "the asymptote of continued CPT needs a final CPT LR > 0 (the curve stops at LR 0)"
-            )
+            raise InputError("the asymptote of continued CPT needs a final CPT LR > 0 (the curve stops at LR 0)")
         n = f.law.name
         B = p.get("B", 0.0)
         if n == "cpt_replay":
@@ -816,9 +830,7 @@ def critical_point(
         raise InputError("the critical point needs a PT schedule (not available in black-box mode)")
     note = ""
     if plan.cpt.lrs()[-1] <= 0:
-        plan = replace(
-            plan, cpt=Schedule(kind="constant", peak_lr=plan.cpt.peak_lr, total_steps=plan.cpt.total_steps)
-        )
+        plan = replace(plan, cpt=Schedule(kind="constant", peak_lr=plan.cpt.peak_lr, total_steps=plan.cpt.total_steps))
         note = f" (CPT continued at a constant {plan.cpt.peak_lr:g}: the planned schedule ends at LR 0)"
     T = plan.pt.total_steps
     b = np.unique(np.linspace(1, T, n_scan).round().astype(np.int64))
@@ -845,8 +857,7 @@ def critical_point(
         return CriticalPoint(
             None,
             None,
-            "every branch step is post-critical (the start is already below the asymptote of continued CPT)"
-            + note,
+            "every branch step is post-critical (the start is already below the asymptote of continued CPT)" + note,
             b,
             l_init,
             l_inf,
@@ -1050,11 +1061,7 @@ def schedule_aware_cmr(
         if pt_schedule is None
         else (pt_schedule if isinstance(pt_schedule, Schedule) else Schedule.parse(pt_schedule))
     )
-    if (
-        pt is None
-        and fit.law.options.get("base") != "blackbox"
-        and any(c in fit.law.inputs for c in ("s1_pt",))
-    ):
+    if pt is None and fit.law.options.get("base") != "blackbox" and any(c in fit.law.inputs for c in ("s1_pt",)):
         raise InputError("schedule-aware CMR needs the PT schedule (pt_schedule) for the s1_pt/s2_pt areas")
 
     def cpt_to_budget(s: Schedule) -> Schedule:
@@ -1095,9 +1102,7 @@ def schedule_aware_cmr(
             q = (1 - level) / 2
             interval = (float(np.quantile(num, q)), float(np.quantile(num, 1 - q)))
     status = (
-        "ok"
-        if cmr is not None
-        else "no feasible share: the general loss rises by more than epsilon at every share"
+        "ok" if cmr is not None else "no feasible share: the general loss rises by more than epsilon at every share"
     )
     if cmr is not None and cmr >= 1.0:
         status = "all shares feasible: CMR = 1 (pure domain data stays within epsilon)"
