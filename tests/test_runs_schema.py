@@ -280,3 +280,12 @@ def test_validate_messages_are_one_line_format() -> None:
         with pytest.raises(InputError) as ei:
             validate_table(df, "f.csv")
         assert MSG.match(str(ei.value)) or str(ei.value).startswith("expected "), str(ei.value)
+
+
+def test_input_error_attributes() -> None:
+    with pytest.raises(InputError) as ei:
+        validate_table(_good().assign(tokens=[0.0, -1.0, 0.0]), "x.csv", rows=[2, 3, 4])
+    assert (ei.value.file, ei.value.row, ei.value.column) == ("x.csv", 3, "tokens")
+    with pytest.raises(InputError) as ei:
+        validate_table(_good().drop(columns="run_id"), "x.csv")
+    assert (ei.value.file, ei.value.row, ei.value.column) == ("x.csv", None, "run_id")

@@ -469,7 +469,8 @@ def _where(source: str, row: int | None, column: str | None) -> str:
 
 
 def _fail(expected: str, got: str, source: str, row: int | None, column: str | None) -> InputError:
-    return InputError(f"expected {expected}, got {got} in {_where(source, row, column)}")
+    # InputError formats "... in FILE:ROW:COLUMN" itself and keeps file/row/column as attributes for callers.
+    return InputError(f"expected {expected}, got {got}", file=source, row=row, column=column)
 
 
 def _fmt(v: Any) -> str:
