@@ -448,15 +448,17 @@ def _read_lr_csv(path: Path) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- areas
-def _as_lr(schedule_or_lr: Schedule | np.ndarray | Sequence[float]) -> tuple[np.ndarray, float, int]:
+def _as_lr(
+    schedule_or_lr: Schedule | np.ndarray | Sequence[float], allow_empty: bool = False
+) -> tuple[np.ndarray, float, int]:
     """``(η_1..η_T, η_0, warmup_steps)``."""
     if isinstance(schedule_or_lr, Schedule):
         s = schedule_or_lr
         return s.lrs(), s.eta0, s.warmup_steps
     arr = np.asarray(schedule_or_lr, dtype=np.float64).ravel()
-    if arr.size == 0 or not np.all(np.isfinite(arr)):
+    if (arr.size == 0 and not allow_empty) or not np.all(np.isfinite(arr)):
         raise InputError("lr array must be non-empty and finite")
-    return arr, float(arr[0]), 0
+    return arr, float(arr[0]) if arr.size else math.nan, 0
 
 
 def forward_area(lr: np.ndarray | Sequence[float]) -> np.ndarray:
@@ -645,13 +647,17 @@ def cpt_areas(
     """
     if split not in ("time", "origin"):
         raise InputError(f"S2 split must be 'time' or 'origin', got '{split}'")
-    lr_pt, eta0, w = _as_lr(pt)
+    lr_pt, eta0, w = _as_lr(pt, allow_empty=True)
     if pt_warmup_steps is not None:
         w = int(pt_warmup_steps)
     if pt_eta0 is not None:
         eta0 = float(pt_eta0)
     lr_cpt = np.zeros(0) if cpt is None else concat_lr(np.zeros(0), cpt)
     T_pt, T = lr_pt.size, lr_pt.size + lr_cpt.size
+    if T == 0:
+        raise InputError("empty PT and CPT schedules")
+    if math.isnan(eta0):  # no PT (black-box base model): η_0 of the CPT schedule
+        eta0 = float(cpt.eta0) if isinstance(cpt, Schedule) else float(lr_cpt[0])
     pt_s1, pt_s2, eta0_s2 = _warmup_views(lr_pt, eta0, w, warmup)
     lr_s1 = np.concatenate([pt_s1, lr_cpt])
     lr_s2 = np.concatenate([pt_s2, lr_cpt])

@@ -518,15 +518,9 @@ def predict_plan(
     areas = plan_areas(plan)
     T = areas.step.size - 1
     if steps is None:
-        idx = np.unique(
-            np.concatenate(
-                [
-                    np.arange(max(plan.pt_steps % plan.eval_every, 1), T + 1, plan.eval_every),
-                    [plan.pt_steps] if plan.pt_steps else [],
-                    [T],
-                ]
-            )
-        ).astype(np.int64)
+        e, Tp = plan.eval_every, plan.pt_steps
+        # every e steps of PT, then every e CPT steps counted from the branch (so CPT curves align across plans)
+        idx = np.unique(np.concatenate([np.arange(e, Tp, e), Tp + np.arange(0, T - Tp + 1, e), [T]])).astype(np.int64)
         idx = idx[idx >= 1]
     else:
         idx = np.asarray(steps, dtype=np.int64)
