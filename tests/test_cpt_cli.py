@@ -1,0 +1,138 @@
+"""``mixlaw cpt`` sub-app (typer CliRunner), plots and the HTML report section."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from mixlaw.decide.cpt import CptFits, CptPlan, LawFit, optimum_vs_weight, predict_plan, schedule_aware_cmr
+from mixlaw.decide.cpt_cli import app
+from mixlaw.laws import get_law
+from mixlaw.report.cpt_plots import (
+    cpt_section,
+    plot_optimum_vs_weight,
+    plot_plan_trajectory,
+    plot_predicted_vs_observed,
+)
+from mixlaw.schedules import Schedule
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+DPT = {"L0": 3.057, "A": 0.490, "alpha": 0.497, "C1": 0.299, "C2": 0.298, "B": 0.366, "E": 28.0, "beta": 0.189}
+DCPT = {"L0": 3.024, "A": 0.412, "alpha": 0.677, "C1": 0.278, "C2": 0.324, "B": -0.666, "E": 5662.0, "beta": 0.146}
+
+
+def _bundle(replay: bool = False) -> CptFits:
+    rng = np.random.default_rng(0)
+    name = "cpt_replay" if replay else "cpt"
+    law = get_law(name)
+    out = {}
+    for set_name, p in (("loss_fineweb", DPT), ("loss_kp", DCPT)):
+        q = {**p, "a1": 0.0, "a2": 1.0} if replay else dict(p)
+        point = np.array([q[k] for k in law.param_names])
+        out[set_name] = LawFit(law, q, point * (1 + 0.01 * rng.standard_normal((12, point.size))), max_lr=2e-4)
+    return CptFits(fits=out, pt_set="loss_fineweb", cpt_set="loss_kp")
+
+
+@pytest.fixture()
+def files(tmp_path):
+    fit = tmp_path / "fit.json"
+    _bundle().save(fit)
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        '[pt]\nschedule = "wsd:peak=2e-4,steps=8000,decay=1600,final=2e-5"\n'
+        '[cpt]\nschedule = "cosine:peak=2e-4,steps=3000,warmup=100,start=2e-5,final=2e-5"\n[areas]\neval_every = 500\n'
+    )
+    return fit, plan
+
+
+runner = CliRunner()
+
+
+def test_predict_json_and_table(files) -> None:
+    fit, plan = files
+    r = runner.invoke(app, ["predict", str(fit), "--plan", str(plan), "--json", "--weights", "0.5,0.5"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert set(d["final"]) == {"loss_fineweb", "loss_kp", "composite"}
+    assert d["trajectory"][-1]["step"] == 11000 and d["warnings"] == []
+    r = runner.invoke(app, ["predict", str(fit), "--plan", str(plan)])
+    assert r.exit_code == 0 and "loss_kp" in r.stdout
+
+
+def test_optimize_and_critical(files) -> None:
+    fit, plan = files
+    r = runner.invoke(
+        app, ["optimize", str(fit), "--over", "peak_lr", "--weights", "0.8,0.2", "--plan", str(plan), "--json"]
+    )
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["over"] == "peak_lr" and d["best"] > 0
+    r = runner.invoke(
+        app, ["optimize", str(fit), "--over", "loss_potential", "--weights", "0.5,0.5", "--plan", str(plan)]
+    )
+    assert r.exit_code == 0 and "best loss_potential" in r.stdout
+    r = runner.invoke(app, ["critical", str(fit), "--plan", str(plan), "--json", "--horizon", "20000"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["s1_pt_star_constant_lr"] == pytest.approx(1.7987, abs=1e-4)
+    # the constant-LR critical point (≈ 8,994 steps) lies beyond this 8000-step PT: every branch is pre-critical
+    assert d["critical_point"]["pt_step"] is None and "pre-critical" in d["critical_point"]["reason"]
+    r = runner.invoke(app, ["critical", str(fit), "--plan", str(plan), "--horizon", "5000"])
+    assert r.exit_code == 0 and "turning length" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["predict", "missing.json", "--plan", "missing.toml"],
+        ["optimize", "{fit}", "--over", "colour", "--weights", "0.5,0.5"],
+        ["optimize", "{fit}", "--over", "replay", "--weights", "0.5,0.5"],
+        ["optimize", "{fit}", "--over", "peak_lr", "--weights", "0.5"],
+        ["optimize", "{fit}", "--over", "peak_lr", "--weights", "0.9,0.9"],
+    ],
+)
+def test_user_errors_one_line_exit_1(files, args) -> None:
+    fit, _ = files
+    r = runner.invoke(app, [a.format(fit=fit) for a in args])
+    assert r.exit_code == 1
+    err = r.stderr.strip()
+    assert err.startswith("error:") and "\n" not in err and "Traceback" not in r.output
+
+
+def test_plots_and_report_section() -> None:
+    import matplotlib.pyplot as plt
+
+    fits = _bundle(replay=True)
+    plan = CptPlan(
+        pt=Schedule.parse("wsd:peak=2e-4,steps=8000,decay=1600,final=2e-5"),
+        cpt=Schedule.parse("cosine:peak=2e-4,steps=3000,warmup=100,start=2e-5,final=2e-5"),
+        replay_ratio=0.25,
+        eval_every=500,
+    )
+    pred = predict_plan(fits, plan, weights=(0.5, 0.5))
+    ax = plot_plan_trajectory(pred)
+    assert len(ax.lines) >= 3
+    tab = optimum_vs_weight(fits, plan, "replay", [0.0, 0.5, 1.0], grid=np.linspace(0, 1, 11))
+    assert plot_optimum_vs_weight(tab, over="replay").get_xlabel().startswith("weight")
+    curves = pd.DataFrame(
+        {"schedule": ["a"] * 5 + ["b"] * 5, "step": list(range(5)) * 2, "observed": np.arange(10.0)}
+    ).assign(predicted=lambda d: d["observed"] + 0.01)
+    assert len(plot_predicted_vs_observed(curves, fitted=["a"]).lines) == 4
+    cmr = schedule_aware_cmr(
+        fits.fits["loss_fineweb"],
+        "cosine:peak=2e-4,steps=3000",
+        0.03,
+        budget_steps=3000,
+        pt_schedule=plan.pt,
+        n_grid=51,
+    )
+    html = cpt_section(fits, plan, weights=(0.5, 0.5), over=["replay"], observed=curves, schedule_cmr=cmr)
+    assert html.startswith("<section") and html.rstrip().endswith("</section>")
+    assert html.count("data:image/png;base64,") == 3 and "turning length" in html and "CMR" in html
+    plt.close("all")
