@@ -129,7 +129,7 @@ def multi_power_features(
     eta0: float | None = None,
     exclude_warmup: int = 0,
     n_bins: int = DEFAULT_BINS,
-    n_exact: int = DEFAULT_EXACT,
+    n_exact: int | None = None,
     longest: int | None = None,
 ) -> dict[str, np.ndarray]:
     """History columns of the multi-power law for one run.
@@ -146,7 +146,7 @@ def multi_power_features(
         Number of leading warm-up steps whose LR changes are left out of the decrement sum (0, the default,
         keeps them, as the published fits do).
     n_bins, n_exact
-        ``K`` bins, the first ``n_exact`` of one step each.
+        ``K`` bins, the first ``n_exact`` of one step each (default ``min(12, K // 4)``).
     longest
         Longest history the bins must cover (default ``T``); pass the longest run of a table so that every run
         uses the same bin edges.
@@ -170,6 +170,8 @@ def multi_power_features(
     cum_kad = np.concatenate([[0.0], np.cumsum(ad * k_idx)])
     s1 = np.concatenate([[0.0], np.cumsum(eta)])  # S1 with the actual (warm-up) LRs
 
+    if n_exact is None:
+        n_exact = min(DEFAULT_EXACT, max(1, n_bins // 4))
     edges = _edges(n_bins, n_exact, T if longest is None else max(int(longest), T))
     # bin j of row t covers k in (t − e_{j+1}, t − e_j]  →  cumulative index range (lo, hi]
     hi = np.clip(t[:, None] - edges[None, :-1], 0, T)  # (n, K)
