@@ -27,6 +27,7 @@ from mixlaw.schedules import Schedule, add_schedule_features
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "external" / "MultiPowerLaw"
 FIT_ON = ("constant_24000", "cosine_24000")
+PAPER_SPLIT = ("constant_24000", "cosine_24000", "wsdcon_9")
 WARMUP = 2160
 
 
@@ -42,9 +43,7 @@ def mpl_schedule(name: str) -> Schedule:
         return Schedule.parse(f"wsd:peak=3e-4,steps=24000,warmup={WARMUP},final=3e-5,decay=4000,shape=exp")
     if name.startswith("wsdcon_"):
         gamma = int(name.split("_")[1]) * 1e-5 / 3e-4
-        return Schedule.parse(
-            f"multistep:peak=3e-4,steps=16000,warmup={WARMUP},milestones=8000,gamma={gamma}"
-        )
+        return Schedule.parse(f"multistep:peak=3e-4,steps=16000,warmup={WARMUP},milestones=8000,gamma={gamma}")
     raise ValueError(f"unknown schedule {name}")
 
 
@@ -60,39 +59,63 @@ def load_size(data: Path, size: str) -> tuple[pd.DataFrame, dict[str, Schedule]]
     return table, scheds
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    args = ap.parse_args()
-    torch.set_num_threads(1)
-    worst = 0.0
+def _report(table: pd.DataFrame, pred: np.ndarray, fit_on: tuple[str, ...]) -> list[tuple[str, str, float, float]]:
+    err = pred - table["loss"].to_numpy()
     rows = []
-    for size in ("25", "100", "400"):
-        table, _ = load_size(args.data, size)
-        train = table[table["run_id"].isin(FIT_ON)].reset_index(drop=True)
+    for run in dict.fromkeys(table["run_id"]):
+        m = (table["run_id"] == run).to_numpy()
+        mae, mx = float(np.mean(np.abs(err[m]))), float(np.max(np.abs(err[m])))
+        role = "fit" if run in fit_on else "pred"
+        rows.append((run, role, mae, mx))
+        print(f"  {run:<18} {role:<4}  MAE {mae:.4f}  max {mx:.4f}")
+    return rows
+
+
+def run_split(tables: dict[str, pd.DataFrame], fit_on: tuple[str, ...]) -> pd.DataFrame:
+    rows = []
+    for size, table in tables.items():
+        train = table[table["run_id"].isin(fit_on)].reset_index(drop=True)
         for law in (get_law("lr_annealing"), get_law("multi_power", n_bins=48)):
             t0 = time.perf_counter()
             res = fit_law(law, train, target="loss", random_state=0)
             secs = time.perf_counter() - t0
             pred = np.asarray(res.predict(table), dtype=np.float64)
-            err = pred - table["loss"].to_numpy()
             params = ", ".join(f"{k}={v:.4g}" for k, v in res.params.items())
-            print(f"[{size}M] {law.name}: fitted on {'+'.join(FIT_ON)} in {secs:.1f}s; {params}")
-            for run in dict.fromkeys(table["run_id"]):
-                m = (table["run_id"] == run).to_numpy()
-                mae, mx = float(np.mean(np.abs(err[m]))), float(np.max(np.abs(err[m])))
-                role = "fit" if run in FIT_ON else "pred"
-                rows.append((size, law.name, run, role, mae, mx))
-                print(f"  {run:<18} {role:<4}  MAE {mae:.4f}  max {mx:.4f}")
-                if role == "pred":
-                    worst = max(worst, mae)
-    df = pd.DataFrame(rows, columns=["size", "law", "schedule", "role", "mae", "max"])
-    summary = df[df["role"] == "pred"].groupby(["law", "size"])["mae"].agg(["mean", "max"])
-    print("predicted schedules, MAE mean / worst per law and size:")
-    for (law_name, size), r in summary.iterrows():
+            print(f"[{size}M] {law.name}: fitted on {'+'.join(fit_on)} in {secs:.1f}s ({res.status.value}); {params}")
+            rows += [(size, law.name, *r) for r in _report(table, pred, fit_on)]
+    return pd.DataFrame(rows, columns=["size", "law", "schedule", "role", "mae", "max"])
+
+
+def summarise(df: pd.DataFrame, label: str) -> float:
+    pred = df[df["role"] == "pred"]
+    print(f"{label}: predicted schedules, MAE mean / worst per law and size:")
+    for (law_name, size), r in pred.groupby(["law", "size"])["mae"].agg(["mean", "max"]).iterrows():
         print(f"  {law_name:<13} {size:>4}M  mean {r['mean']:.4f}  worst {r['max']:.4f}")
-    for law_name, g in df[df["role"] == "pred"].groupby("law"):
-        print(f"mae_max[{law_name}]={g['mae'].max():.4f}")
+    for law_name, g in pred.groupby("law"):
+        print(f"{label}: mae_max[{law_name}]={g['mae'].max():.4f}")
+    return float(pred["mae"].max())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--quick", action="store_true", help="only the constant+cosine split")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    tables = {size: load_size(args.data, size)[0] for size in ("25", "100", "400")}
+    if not args.quick:
+        from mixlaw.laws.multi_power import PUBLISHED_MPL
+
+        print("== published multi-power parameters (README of the MultiPowerLaw repository), no fitting ==")
+        law = get_law("multi_power", n_bins=48)
+        for size, table in tables.items():
+            print(f"[{size}M] multi_power published")
+            x = {c: table[c].to_numpy(copy=True) for c in law.inputs}
+            _report(table, law.evaluate(x, PUBLISHED_MPL[f"{size}M"]), PAPER_SPLIT)
+        print(f"== fitted on the multi-power paper's split {'+'.join(PAPER_SPLIT)} (context) ==")
+        summarise(run_split(tables, PAPER_SPLIT), "paper split")
+    print(f"== fitted on {'+'.join(FIT_ON)}, predicting the other schedules ==")
+    worst = summarise(run_split(tables, FIT_ON), "constant+cosine")
     print(f"mae_max={worst:.4f}")
 
 

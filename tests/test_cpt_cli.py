@@ -132,7 +132,9 @@ def test_plots_and_report_section() -> None:
         pt_schedule=plan.pt,
         n_grid=51,
     )
-    html = cpt_section(fits, plan, weights=(0.5, 0.5), over=["replay"], observed=curves, schedule_cmr=cmr)
+    table = pred.assign(replay_ratio=0.25)
+    html = cpt_section(fits, plan, weights=(0.5, 0.5), over=["replay"], observed=curves, schedule_cmr=cmr, table=table)
+    assert "not identifiable" in html  # one replay ratio only: a1, a2 are not determined
     assert html.startswith("<section") and html.rstrip().endswith("</section>")
     assert html.count("data:image/png;base64,") == 3 and "turning length" in html and "CMR" in html
     plt.close("all")

@@ -84,9 +84,7 @@ def plot_predicted_vs_observed(
     return ax
 
 
-def plot_optimum_vs_weight(
-    table: pd.DataFrame, *, over: str, ax: Any = None, title: str | None = None
-) -> Any:
+def plot_optimum_vs_weight(table: pd.DataFrame, *, over: str, ax: Any = None, title: str | None = None) -> Any:
     """Best value of ``over`` (replay ratio, CPT peak LR or loss potential) against the D_pt weight ``w_pt``.
 
     ``table`` is :func:`mixlaw.decide.cpt.optimum_vs_weight` output (``w_pt, best, lo, hi, at_edge``).
@@ -135,9 +133,7 @@ def plot_plan_trajectory(
             raise InputError(f"no predictions for set '{name}'", column=col)
         (line,) = ax.plot(pred[x], pred[col], lw=1.3, label=name)
         if f"lo_{name}" in pred.columns:
-            ax.fill_between(
-                pred[x], pred[f"lo_{name}"], pred[f"hi_{name}"], color=line.get_color(), alpha=0.2
-            )
+            ax.fill_between(pred[x], pred[f"lo_{name}"], pred[f"hi_{name}"], color=line.get_color(), alpha=0.2)
     if "cpt_step" in pred.columns and x == "step":
         started = pred[pred["cpt_step"] > 0]
         if len(started):
@@ -183,6 +179,7 @@ def cpt_section(
     observed: pd.DataFrame | None = None,
     fitted_schedules: Sequence[str] = (),
     schedule_cmr: Any = None,
+    table: pd.DataFrame | None = None,
     title: str = "Continual pre-training",
 ) -> str:
     """HTML fragment (``<section>``) with the CPT analysis of a plan.
@@ -191,7 +188,8 @@ def cpt_section(
     point of the D_pt loss (and of the composite with ``weights``), one optimum-vs-weight figure per entry of
     ``over``, the predicted-vs-observed figure when ``observed`` (``schedule, step, observed, predicted``) is
     given, the schedule-aware CMR beside the constant-LR CMR when ``schedule_cmr`` (a
-    :class:`mixlaw.decide.cpt.ScheduleCMR`) is given, and every extrapolation warning raised on the way.
+    :class:`mixlaw.decide.cpt.ScheduleCMR`) is given, the identifiability flags of every fit on ``table`` (the
+    fitted RunTable with its schedule features) when given, and every extrapolation warning raised on the way.
     """
     import matplotlib.pyplot as plt
 
@@ -259,9 +257,7 @@ def cpt_section(
             parts.append(_img(fig, f"optimal {o} vs weight"))
         if observed is not None:
             fig, ax = plt.subplots(figsize=(6.4, 4.2))
-            plot_predicted_vs_observed(
-                observed, ax=ax, fitted=fitted_schedules, title="Predicted vs observed"
-            )
+            plot_predicted_vs_observed(observed, ax=ax, fitted=fitted_schedules, title="Predicted vs observed")
             parts.append(_img(fig, "predicted vs observed"))
         if schedule_cmr is not None:
             c = schedule_cmr
@@ -273,6 +269,23 @@ def cpt_section(
                 "<tr><td>constant LR (CMR paper setting)</td>"
                 f"<td>{_fmt(c.constant_lr_cmr)}</td><td>—</td><td></td></tr>"
                 f"</table><p>ε = {c.epsilon:g} nats/token at {c.budget_steps} CPT steps.</p>"
+            )
+    if table is not None:
+        irows = []
+        for name, f in fits.fits.items():
+            try:
+                r = d.identifiability(f, table)
+            except InputError as exc:
+                notes.append(f"identifiability ({name}): {exc}")
+                continue
+            irows.append(
+                f"<tr><td>{html.escape(name)}</td><td>{html.escape(f.law.name)}</td>"
+                f"<td>{html.escape(', '.join(r['flagged']) or 'none')}</td><td>{r['condition']:.3g}</td></tr>"
+            )
+        if irows:
+            parts.append(
+                "<table><tr><th>set</th><th>law</th><th>not identifiable (interpret only jointly)</th>"
+                "<th>condition number</th></tr>" + "".join(irows) + "</table>"
             )
     msgs = list(dict.fromkeys(str(c.message) for c in caught)) + notes
     if msgs:
