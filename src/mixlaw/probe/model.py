@@ -1,0 +1,199 @@
+"""A small GPT in the nanoGPT register: read it top to bottom.
+
+Pre-LayerNorm decoder-only transformer with learned absolute positions, multi-head causal self-attention
+(``scaled_dot_product_attention``), a 4x GELU MLP and an LM head tied to the token embedding (Press & Wolf 2017,
+arXiv 1608.05859). Parameter counts follow Kaplan et al. (arXiv 2001.08361): ``n_params`` is the *non-embedding*
+count (everything except the token and position embeddings; the tied head adds nothing), ``n_params_total``
+everything.
+
+Named sizes go from ``debug`` (a forward/backward in milliseconds on CPU, used by CI) to ``25m``
+(≈ 25M non-embedding parameters). Per layer the non-embedding count is ≈ 12·d² (4·d² attention, 8·d² MLP).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from mixlaw.errors import InputError
+
+__all__ = ["GPT", "GPTConfig", "SIZES", "gpt_config"]
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """Shape of a GPT.
+
+    Parameters
+    ----------
+    vocab_size
+        Tokenizer vocabulary (256 for plain bytes, 4096 for the default BPE).
+    block_size
+        Context length in tokens.
+    n_layer, n_head, d_model
+        Depth, attention heads, width (``d_model % n_head == 0``).
+    dropout
+        Dropout probability (0 for the probe: single-epoch-ish training on small models).
+    """
+
+    vocab_size: int = 4096
+    block_size: int = 256
+    n_layer: int = 4
+    n_head: int = 4
+    d_model: int = 64
+    dropout: float = 0.0
+
+    def to_dict(self) -> dict[str, int | float]:
+        return asdict(self)
+
+
+# name -> (d_model, n_layer, n_head). Non-embedding params ≈ 12·d²·n_layer (+ LayerNorm/bias terms).
+SIZES: dict[str, tuple[int, int, int]] = {
+    "debug": (16, 1, 2),  # ≈ 3.4k: the real loop in CI, milliseconds per step
+    "25k": (24, 3, 2),  # ≈ 21k
+    "50k": (32, 4, 4),  # ≈ 50k
+    "100k": (48, 4, 4),  # ≈ 111k
+    "200k": (64, 4, 4),  # ≈ 199k
+    "450k": (96, 4, 4),  # ≈ 445k
+    "1m": (128, 5, 4),  # ≈ 0.99M
+    "3m": (192, 7, 6),  # ≈ 3.1M
+    "10m": (320, 8, 8),  # ≈ 9.9M
+    "25m": (512, 8, 8),  # ≈ 25.2M
+}
+
+
+def gpt_config(size: str, *, vocab_size: int, block_size: int) -> GPTConfig:
+    """The :class:`GPTConfig` of a named size (see :data:`SIZES`)."""
+    if size not in SIZES:
+        raise InputError(f"unknown model size {size!r}; expected one of {', '.join(SIZES)}")
+    d_model, n_layer, n_head = SIZES[size]
+    return GPTConfig(vocab_size=vocab_size, block_size=block_size, n_layer=n_layer, n_head=n_head, d_model=d_model)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        if cfg.d_model % cfg.n_head:
+            raise InputError(f"d_model={cfg.d_model} is not divisible by n_head={cfg.n_head}")
+        self.n_head = cfg.n_head
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model)
+        self.dropout = cfg.dropout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape  # batch, time, channels
+        q, k, v = self.qkv(x).split(C, dim=2)  # 3 x (B, T, C)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        y = F.scaled_dot_product_attention(
+            q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
+        )  # (B, nh, T, hs)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
+        return self.proj(y)
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.fc = nn.Linear(cfg.d_model, 4 * cfg.d_model)
+        self.proj = nn.Linear(4 * cfg.d_model, cfg.d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(F.gelu(self.fc(x), approximate="tanh"))  # (B, T, C)
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(cfg.d_model)
+        self.attn = CausalSelfAttention(cfg)
+        self.ln2 = nn.LayerNorm(cfg.d_model)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x))  # (B, T, C)
+        x = x + self.mlp(self.ln2(x))  # (B, T, C)
+        return x
+
+
+class GPT(nn.Module):
+    """Decoder-only transformer; ``forward(idx, targets)`` returns ``(logits, loss)``.
+
+    The loss is the mean next-token cross-entropy in nats/token.
+    """
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.wpe = nn.Embedding(cfg.block_size, cfg.d_model)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.lm_head.weight = self.wte.weight  # tied: the head counts as embedding
+        self.apply(self._init_weights)
+        # GPT-2 scaled init of the residual projections: keeps the residual stream's variance flat with depth
+        for name, p in self.named_parameters():
+            if name.endswith("proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    @property
+    def n_params_total(self) -> int:
+        """All distinct parameters (the tied head counted once)."""
+        return sum(p.numel() for p in self.parameters())
+
+    @property
+    def n_params(self) -> int:
+        """Non-embedding parameters: total minus token and position embeddings."""
+        return self.n_params_total - self.wte.weight.numel() - self.wpe.weight.numel()
+
+    def forward(
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        B, T = idx.shape  # batch, time
+        if T > self.cfg.block_size:
+            raise InputError(f"sequence of {T} tokens exceeds block_size={self.cfg.block_size}")
+        pos = torch.arange(T, device=idx.device)  # (T,)
+        x = self.wte(idx) + self.wpe(pos)  # (B, T, C)
+        for block in self.blocks:
+            x = block(x)  # (B, T, C)
+        x = self.ln_f(x)  # (B, T, C)
+        logits = self.lm_head(x)  # (B, T, V)
+        if targets is None:
+            return logits, None
+        loss = F.cross_entropy(logits.float().view(B * T, -1), targets.reshape(B * T))
+        return logits, loss
+
+    def configure_optimizer(
+        self, *, lr: float, weight_decay: float, betas: tuple[float, float], fused: bool | None = None
+    ) -> torch.optim.AdamW:
+        """AdamW with decay on matrices only (biases, LayerNorm gains and nothing else are not decayed).
+
+        ``fused=None`` picks the fused CPU/GPU kernel when this torch has it (faster than foreach here).
+        """
+        decay = [p for p in self.parameters() if p.dim() >= 2]
+        no_decay = [p for p in self.parameters() if p.dim() < 2]
+        groups = [
+            {"params": decay, "weight_decay": weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ]
+        if fused is None:
+            fused = True
+        try:
+            return torch.optim.AdamW(groups, lr=lr, betas=betas, fused=fused)
+        except (RuntimeError, TypeError):  # a build without the fused kernel for this device
+            return torch.optim.AdamW(groups, lr=lr, betas=betas, foreach=True)

@@ -1,0 +1,410 @@
+"""Train one probe run (pre-training or continual pre-training): read it top to bottom.
+
+A run is a :class:`RunConfig`. :func:`train_run` builds the model (or loads the parent's checkpoint for CPT),
+then loops over *chunks*: train up to the next evaluation step, evaluate every eval set on fixed batches, write
+a checkpoint (model, optimizer, sampler and RNG state — all tensors or plain containers, loadable with
+``weights_only=True``), then append the chunk's evaluation row to the RunStore in its own transaction. A kill at
+any point loses at most the unfinished chunk; calling :func:`train_run` again resumes from the last checkpoint
+and reproduces the uninterrupted run exactly (same seed, same batches, same losses).
+
+Pre-training runs can also save checkpoints at *loss potentials*: the first steps at which the decaying LR has
+fallen to given fractions of its peak (``save_at_lr_fractions``), so CPT can start from a partly annealed base.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from mixlaw.errors import InputError, MixlawError
+from mixlaw.probe.data import MixtureSampler, TokenData, eval_batches
+from mixlaw.probe.model import GPT, gpt_config
+from mixlaw.runs.schema import Mixture, RunMeta
+from mixlaw.runs.store import RunStore
+from mixlaw.schedules import Schedule
+
+__all__ = ["RunConfig", "TrainingDiverged", "checkpoint_path", "eval_steps", "lr_fraction_steps", "train_run"]
+
+
+class TrainingDiverged(MixlawError, FloatingPointError):
+    """The training loss became NaN or infinite."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that defines one probe run.
+
+    Parameters
+    ----------
+    run_id
+        Unique id in the store; also the checkpoint directory name under ``work_dir``.
+    data_dir
+        Prepared corpora (``mixlaw corpora prepare``).
+    work_dir
+        Checkpoints go to ``work_dir/<run_id>/``.
+    size
+        Named model size (:data:`mixlaw.probe.model.SIZES`).
+    mixture
+        Corpus -> weight for the training data.
+    schedule
+        LR schedule (``Schedule``, its dict, or a spec string such as ``"wsd:peak=3e-3,steps=4000,decay=800"``);
+        ``total_steps`` is the run length in optimizer steps.
+    phase
+        ``"pt"`` or ``"cpt"``.
+    parent_run, parent_checkpoint
+        For CPT: the parent's run id and checkpoint file (model and optimizer state are loaded from it).
+    seed
+        Seeds the model init (PT), the sampler and torch's RNG.
+    block_size, batch_size
+        Context length and sequences per step (tokens per step = their product).
+    eval_every
+        Evaluate every this many steps (and at step 0 and the last step).
+    eval_log_points
+        Extra evaluation steps spaced geometrically over the run (resolves early dynamics such as the CPT bump).
+    eval_tokens
+        Tokens per eval set (fixed batches: the first tokens of each validation split).
+    eval_sets
+        Corpora evaluated (default: every corpus in the data) → columns ``loss_<corpus>``.
+    weight_decay, betas, grad_clip
+        AdamW and gradient clipping settings.
+    threads
+        ``torch.set_num_threads`` for this run (1 is best on shared 2-core machines: run two in parallel).
+    compile, bf16
+        ``torch.compile`` the model; bf16 autocast (CPU and CUDA).
+    device
+        ``"cpu"`` or ``"cuda"``.
+    save_at_lr_fractions
+        PT only: keep checkpoints where the LR first falls to these fractions of its peak (``lrfrac<f>.pt``).
+    meta
+        Extra JSON metadata stored with the run (e.g. ``domain``, ``size``).
+    """
+
+    run_id: str
+    data_dir: str
+    work_dir: str
+    size: str
+    mixture: Mapping[str, float]
+    schedule: Any
+    phase: str = "pt"
+    parent_run: str | None = None
+    parent_checkpoint: str | None = None
+    seed: int = 0
+    block_size: int = 256
+    batch_size: int = 8
+    eval_every: int = 100
+    eval_log_points: int = 0
+    eval_tokens: int = 16384
+    eval_sets: tuple[str, ...] | None = None
+    weight_decay: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.95)
+    grad_clip: float = 1.0
+    threads: int = 1
+    compile: bool = False
+    bf16: bool = False
+    device: str = "cpu"
+    save_at_lr_fractions: tuple[float, ...] = ()
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def get_schedule(self) -> Schedule:
+        s = self.schedule
+        if isinstance(s, Schedule):
+            return s
+        if isinstance(s, str):
+            return Schedule.parse(s)
+        if isinstance(s, Mapping):
+            return Schedule.from_dict(s)
+        raise InputError(f"schedule of run {self.run_id} must be a Schedule, dict or spec string, got {s!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["schedule"] = self.get_schedule().to_dict()
+        d["mixture"] = dict(self.mixture)
+        d["meta"] = dict(self.meta)
+        return d
+
+
+def checkpoint_path(work_dir: str | Path, run_id: str, name: str = "last") -> Path:
+    """``work_dir/<run_id>/<name>.pt`` (``last``: resume point; ``final``: end of run; ``lrfrac<f>``)."""
+    return Path(work_dir) / run_id / f"{name}.pt"
+
+
+def eval_steps(total_steps: int, every: int, log_points: int = 0) -> list[int]:
+    """Evaluation steps: 0, every ``every`` steps, the last step, plus ``log_points`` geometric ones."""
+    steps = set(range(0, total_steps + 1, max(1, every))) | {0, total_steps}
+    if log_points > 0 and total_steps > 1:
+        steps |= {int(round(v)) for v in np.geomspace(1, total_steps, log_points)}
+    return sorted(steps)
+
+
+def lr_fraction_steps(schedule: Schedule, fractions: tuple[float, ...]) -> dict[float, int]:
+    """For each fraction f: the first step after the LR peak where ``lr <= f * peak`` (last step if never)."""
+    lrs = schedule.lr(np.arange(1, schedule.total_steps + 1))  # (T,) LR of updates 1..T
+    peak_at = int(np.argmax(lrs))
+    out: dict[float, int] = {}
+    for f in fractions:
+        hit = np.flatnonzero(lrs[peak_at:] <= f * lrs[peak_at] * (1 + 1e-9))
+        out[float(f)] = int(peak_at + hit[0] + 1) if hit.size else schedule.total_steps
+    return out
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, batches: Mapping[str, list[torch.Tensor]], autocast: Any) -> dict[str, float]:
+    """Mean next-token loss (nats/token) of ``model`` on each eval set's fixed batches."""
+    model.eval()
+    out: dict[str, float] = {}
+    for name, bs in batches.items():
+        total, n = 0.0, 0
+        for b in bs:
+            with autocast():
+                _, loss = model(b[:, :-1], b[:, 1:])  # inputs (b, T), targets (b, T)
+            total += float(loss) * b.shape[0]
+            n += b.shape[0]
+        out[f"loss_{name}"] = total / n
+    model.train()
+    return out
+
+
+def _atomic_save(obj: Any, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def _load(path: str | Path) -> dict[str, Any]:
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise InputError(f"checkpoint not found: {path}") from None
+
+
+def train_run(
+    cfg: RunConfig,
+    store: RunStore,
+    *,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+    stop_after_step: int | None = None,
+) -> str:
+    """Run (or resume, or skip if finished) one probe run and record it in ``store``.
+
+    Parameters
+    ----------
+    cfg
+        The run.
+    store
+        RunStore receiving the run's metadata and one transaction per evaluation chunk.
+    progress
+        Called after every chunk with ``{"run_id", "step", "total_steps", "tokens", "tokens_per_s", ...losses}``.
+    stop_after_step
+        Testing hook: return after the chunk ending at this step, as if the process had been killed there.
+
+    Returns
+    -------
+    str
+        The run's status afterwards: ``"finished"`` or ``"stopped"`` (``stop_after_step``).
+
+    Raises
+    ------
+    TrainingDiverged
+        Non-finite training loss (the run is marked failed with the step and mixture).
+    """
+    if store.run_status(cfg.run_id) == "finished":
+        return "finished"
+    torch.set_num_threads(cfg.threads)
+    schedule = cfg.get_schedule()
+    mixture = Mixture(dict(cfg.mixture))
+    data = TokenData(cfg.data_dir)
+    eval_sets = tuple(cfg.eval_sets) if cfg.eval_sets is not None else data.corpora
+    T_total = schedule.total_steps
+    tokens_per_step = cfg.block_size * cfg.batch_size
+    ckpt_dir = Path(cfg.work_dir) / cfg.run_id
+
+    # --- model, optimizer, sampler
+    torch.manual_seed(cfg.seed)
+    mcfg = gpt_config(cfg.size, vocab_size=data.vocab_size, block_size=cfg.block_size)
+    model = GPT(mcfg).to(cfg.device)
+    optim = model.configure_optimizer(lr=schedule.eta0, weight_decay=cfg.weight_decay, betas=cfg.betas)
+    sampler = MixtureSampler(
+        data.train, mixture.to_dict(), block_size=cfg.block_size, batch_size=cfg.batch_size, seed=cfg.seed
+    )
+    batches = {
+        c: eval_batches(data.val[c], block_size=cfg.block_size, n_tokens=cfg.eval_tokens, batch_size=16)
+        for c in eval_sets
+    }
+
+    # --- start: resume from our own checkpoint, else (CPT) from the parent's, else from scratch
+    step = 0
+    last = checkpoint_path(cfg.work_dir, cfg.run_id)
+    final = checkpoint_path(cfg.work_dir, cfg.run_id, "final")
+    resume_from = last if last.exists() else final if final.exists() else None
+    if resume_from is not None:
+        ck = _load(resume_from)
+        model.load_state_dict(ck["model"])
+        optim.load_state_dict(ck["optim"])
+        sampler.load_state_dict(ck["sampler"])
+        torch.set_rng_state(ck["torch_rng"])
+        step = int(ck["step"])
+    elif cfg.phase == "cpt":
+        if cfg.parent_checkpoint is None:
+            raise InputError(f"CPT run {cfg.run_id} needs parent_checkpoint")
+        ck = _load(cfg.parent_checkpoint)
+        if ck["model_config"] != mcfg.to_dict():
+            raise InputError(
+                f"parent checkpoint {cfg.parent_checkpoint} has shape {ck['model_config']}, run wants {mcfg}"
+            )
+        model.load_state_dict(ck["model"])
+        optim.load_state_dict(ck["optim"])  # Adam moments carry over, as when a lab continues training
+    for g in optim.param_groups:
+        g["lr"] = float(schedule.lr([step])[0]) if step > 0 else schedule.eta0
+
+    meta = {
+        "size": cfg.size,
+        "tokenizer": data.manifest["tokenizer"]["kind"],
+        "vocab_size": data.vocab_size,
+        "data_hash": data.hash,
+        "block_size": cfg.block_size,
+        "batch_size": cfg.batch_size,
+        "tokens_per_step": tokens_per_step,
+        "threads": cfg.threads,
+        "compile": cfg.compile,
+        "bf16": cfg.bf16,
+        **{f"pool_tokens_{c}": int(len(data.train[c])) for c in mixture.domains},
+        **dict(cfg.meta),
+    }
+    if not store.has_run(cfg.run_id):
+        store.put_run(
+            RunMeta(
+                run_id=cfg.run_id,
+                phase=cfg.phase,
+                n_params=model.n_params,
+                n_params_total=model.n_params_total,
+                mixture=mixture,
+                parent_run=cfg.parent_run,
+                seed=cfg.seed,
+                schedule=schedule.to_dict(),
+                meta=meta,
+            )
+        )
+    store.set_status(cfg.run_id, "running")
+
+    fwd: Callable[..., Any] = torch.compile(model, dynamic=False) if cfg.compile else model
+    device_type = "cuda" if cfg.device.startswith("cuda") else "cpu"
+
+    def autocast() -> Any:
+        return torch.autocast(device_type, dtype=torch.bfloat16, enabled=cfg.bf16)
+
+    keep = lr_fraction_steps(schedule, cfg.save_at_lr_fractions) if cfg.phase == "pt" else {}
+    stops = sorted(set(eval_steps(T_total, cfg.eval_every, cfg.eval_log_points)) | set(keep.values()))
+    evals_to_write = set(eval_steps(T_total, cfg.eval_every, cfg.eval_log_points))
+
+    def checkpoint(at: int) -> dict[str, Any]:
+        return {
+            "step": at,
+            "model": model.state_dict(),
+            "optim": optim.state_dict(),
+            "sampler": sampler.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "model_config": mcfg.to_dict(),
+            "run_config": {k: v for k, v in cfg.to_dict().items() if k != "meta"},
+        }
+
+    def record(at: int, extra: Mapping[str, float]) -> dict[str, Any]:
+        row: dict[str, Any] = {
+            "step": at,
+            "tokens": at * tokens_per_step,
+            "lr": float(schedule.lr([at])[0]),
+            **evaluate(model, batches, autocast),  # eager model: no recompiles for eval mode and shapes
+            **sampler.accounting(),
+            **extra,
+        }
+        last_stored = store.last_step(cfg.run_id)
+        if last_stored is None or last_stored < at:
+            store.append_evals(cfg.run_id, [row])
+        return row
+
+    # an eval row may be missing after a kill between checkpoint and store write: redo it (same weights)
+    if step in evals_to_write and (store.last_step(cfg.run_id) is None or store.last_step(cfg.run_id) < step):
+        record(step, {})
+
+    # --- the loop: chunk = train up to the next stop, then checkpoint, then one store transaction
+    t0, tok0 = time.perf_counter(), step * tokens_per_step
+    model.train()
+    for stop in stops:
+        if stop <= step:
+            continue
+        chunk_loss, n = 0.0, 0
+        while step < stop:
+            step += 1
+            lr = float(schedule.lr([step])[0])
+            for g in optim.param_groups:
+                g["lr"] = lr
+            x, y = sampler.next_batch()  # (B, T), (B, T)
+            x, y = x.to(cfg.device), y.to(cfg.device)
+            with autocast():
+                _, loss = fwd(x, y)
+            loss_v = float(loss.detach())
+            if not math.isfinite(loss_v):
+                msg = f"non-finite training loss {loss_v} at step {step} with mixture {mixture.to_dict()}"
+                store.set_status(cfg.run_id, "failed", message=msg)
+                raise TrainingDiverged(f"run {cfg.run_id}: {msg}")
+            optim.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            optim.step()
+            chunk_loss += loss_v
+            n += 1
+        for f, s in keep.items():
+            if s == step:
+                _atomic_save(checkpoint(step), ckpt_dir / f"lrfrac{f:g}.pt")
+        if step in evals_to_write:
+            ck = checkpoint(step)
+            _atomic_save(ck, last)
+            row = record(step, {"train_loss": chunk_loss / max(n, 1)})
+            if progress is not None:
+                dt = time.perf_counter() - t0
+                progress(
+                    {
+                        "run_id": cfg.run_id,
+                        "total_steps": T_total,
+                        "tokens_per_s": (step * tokens_per_step - tok0) / max(dt, 1e-9),
+                        **row,
+                    }
+                )
+        if stop_after_step is not None and step >= stop_after_step and step < T_total:
+            return "stopped"
+
+    # --- finish: final checkpoint for children, accounting into the run's metadata
+    if last.exists():
+        os.replace(last, final)
+    acct = sampler.accounting()
+    final_meta = dict(meta)
+    for c in mixture.domains:
+        if f"unique_{c}" in acct:
+            final_meta[f"unique_tokens_{c}"] = int(acct[f"unique_{c}"])
+        final_meta[f"seen_tokens_{c}"] = int(acct[f"tokens_{c}"])
+    old = store.get_run(cfg.run_id)
+    store.put_run(
+        RunMeta(
+            run_id=old.run_id,
+            phase=old.phase,
+            n_params=old.n_params,
+            n_params_total=old.n_params_total,
+            mixture=old.mixture,
+            parent_run=old.parent_run,
+            seed=old.seed,
+            schedule=old.schedule,
+            meta=final_meta,
+        ),
+        replace=True,
+    )
+    store.set_status(cfg.run_id, "finished")
+    return "finished"
