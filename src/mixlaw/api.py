@@ -82,7 +82,7 @@ def load_table(
             try:
                 df = read_table(path, column_map=column_map)
             except InputError as exc:
-                if "run_id" not in str(exc):
+                if not (getattr(exc, "column", None) == "run_id" and getattr(exc, "row", None) is None):
                     raise
                 # A table of one row per run without ids (e.g. published fits' data): every row is its own run.
                 df = read_table(path, column_map=column_map, run_id_from_row=True)

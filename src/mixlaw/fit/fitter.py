@@ -28,7 +28,7 @@ Strategy = Literal["screen", "full"]
 Progress = Callable[[str, int, int], None]
 """``progress(stage, done, total)`` — called by long fits (the CLI draws a progress bar with it)."""
 
-__all__ = ["Fitter", "fit_law", "prepare_data", "FitData"]
+__all__ = ["Fitter", "fit_law", "objective_at", "prepare_data", "FitData"]
 
 
 class FitData:
@@ -594,3 +594,23 @@ def fit_law(
     """
     law_obj = get_law(law)
     return Fitter(law_obj, **settings).fit(table, target=target, input_map=input_map, source=source).result
+
+
+def objective_at(
+    law: Law | str,
+    table: pd.DataFrame | Mapping[str, Any],
+    params: Mapping[str, float],
+    *,
+    target: str = "loss",
+    input_map: Mapping[str, str] | None = None,
+    loss: Literal["huber", "l2"] = "huber",
+    delta: float | None = None,
+) -> float:
+    """The fit objective of ``params`` on ``table`` — e.g. to compare published parameters with a fit."""
+    law_obj = get_law(law)
+    data = FitData(law_obj, table, target=target, input_map=input_map, group_column=None)
+    u = law_obj.to_internal(params)[None, :]
+    W = torch.ones(1, data.n, dtype=torch.float64)
+    d = float(delta if delta is not None else law_obj.default_delta)
+    return float(objective_values(_make_residuals(law_obj, data), u, np.zeros(1, dtype=np.int64), W, loss=loss,
+                                  delta=d)[0])

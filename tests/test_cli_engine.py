@@ -1,0 +1,101 @@
+"""CLI contract of the engine verbs: laws, fit, predict, validate (other tools script against these)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from mixlaw.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture()
+def runs_csv(tmp_path):
+    rng = np.random.default_rng(0)
+    n = np.repeat([1e7, 3e7, 1e8, 3e8, 1e9], 6)
+    d = n * np.tile([5, 10, 20, 40, 80, 160], 5)
+    loss = (1.8 + 400 / n**0.34 + 2000 / d**0.36) * np.exp(2e-3 * rng.standard_normal(len(n)))
+    df = pd.DataFrame({"run_id": [f"r{i}" for i in range(len(n))], "step": 0, "n_params": n, "tokens": d,
+                       "loss": loss})
+    path = tmp_path / "runs.csv"
+    df.to_csv(path, index=False)
+    return path
+
+
+def test_laws_lists_registered_laws_with_formula_and_inputs() -> None:
+    res = runner.invoke(app, ["laws", "--json"])
+    assert res.exit_code == 0, res.output
+    laws = {r["name"]: r for r in json.loads(res.stdout)["laws"]}
+    assert {"chinchilla", "data_constrained", "power_law"} <= set(laws)
+    assert laws["chinchilla"]["inputs"] == ["n_params", "tokens"]
+    assert "A/N^alpha" in laws["chinchilla"]["formula"]
+
+
+def test_fit_json_contract_and_round_trip(runs_csv, tmp_path) -> None:
+    out = tmp_path / "fit.json"
+    res = runner.invoke(app, ["fit", str(runs_csv), "--law", "chinchilla", "--bootstrap", "40", "--random-state",
+                              "3", "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    for key in ("law", "params", "objective", "status", "n_starts", "n_converged", "ci"):
+        assert key in d
+    assert d["law"] == "chinchilla" and d["status"] == "converged"
+    assert d["params"]["alpha"] == pytest.approx(0.34, abs=0.05)
+    lo, hi = d["ci"]["alpha"]
+    assert lo <= d["params"]["alpha"] <= hi
+    saved = json.loads(out.read_text())
+    assert saved["params"] == d["params"]
+
+    pred = runner.invoke(app, ["predict", str(out), "--table", str(runs_csv), "--json"])
+    assert pred.exit_code == 0, pred.output
+    p = json.loads(pred.stdout)
+    assert len(p["rows"]) == 30 and {"run_id", "step", "predicted", "observed"} <= set(p["rows"][0])
+    assert {"run_id", "mae", "mre"} <= set(p["per_run"][0])
+    assert p["mre"] < 0.01
+
+    at = runner.invoke(app, ["predict", str(out), "--at", "n_params=1e9,tokens=2e10", "--json"])
+    assert at.exit_code == 0, at.output
+    assert json.loads(at.stdout)["predicted"] > 1.8
+
+
+def test_fit_with_store_selection(runs_csv, tmp_path) -> None:
+    store = tmp_path / "m.db"
+    ing = runner.invoke(app, ["ingest", str(runs_csv), "--store", str(store)])
+    assert ing.exit_code == 0, ing.output
+    res = runner.invoke(app, ["fit", "--store", str(store), "--law", "power_law", "--law-option", "input=tokens",
+                              "--where", "n_params == 1e9", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["n_points"] == 6
+
+
+def test_validate_reports_held_out_errors(runs_csv) -> None:
+    res = runner.invoke(app, ["validate", str(runs_csv), "--law", "chinchilla", "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert d["scheme"] == "leave-largest-out"
+    assert len(d["points"]) == 6 and all(pt["n_params"] == 1e9 for pt in d["points"])
+    assert 0 < d["mre"] < 0.02
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["fit", "missing.csv"], "no such path"),
+        (["fit", "{csv}", "--law", "nope"], "unknown law"),
+        (["fit", "{csv}", "--loss-column", "zzz"], "zzz"),
+        (["fit", "{csv}", "--where", "n_params >"], "--where"),
+        (["predict", "{csv}", "--at", "x=1"], "JSON"),
+    ],
+)
+def test_user_errors_are_one_line_without_traceback(runs_csv, args, needle) -> None:
+    args = [a.replace("{csv}", str(runs_csv)) for a in args]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 1
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and needle in lines[0]
+    assert "Traceback" not in res.output
