@@ -103,7 +103,8 @@ def main() -> None:
     t_ref, x_ref, f_ref = run_reference(df, starts)
     print(f"reference scipy L-BFGS-B loop: {t_ref:.2f} s for {len(starts)} starts "
           f"({1e3 * t_ref / len(starts):.2f} ms/start), objective {f_ref:.10f}")
-    print(f"  params A={np.exp(x_ref[0]):.2f} B={np.exp(x_ref[1]):.2f} E={np.exp(x_ref[2]):.4f} alpha={x_ref[3]:.5f} beta={x_ref[4]:.5f}")
+    a, b, e, alpha, beta = x_ref
+    print(f"  params A={np.exp(a):.2f} B={np.exp(b):.2f} E={np.exp(e):.4f} alpha={alpha:.5f} beta={beta:.5f}")
 
     t0 = time.perf_counter()
     res = fit_law("chinchilla", df)
