@@ -47,7 +47,7 @@ def mpl_schedule(name: str) -> Schedule:
     raise ValueError(f"unknown schedule {name}")
 
 
-def load_size(data: Path, size: str) -> tuple[pd.DataFrame, dict[str, Schedule]]:
+def load_size(data: Path, size: str, warmup: str = "peak") -> tuple[pd.DataFrame, dict[str, Schedule]]:
     frames, scheds = [], {}
     for f in sorted((data / "loss_curve_repo" / f"csv_{size}").glob("*.csv")):
         df = pd.read_csv(f)
@@ -55,7 +55,7 @@ def load_size(data: Path, size: str) -> tuple[pd.DataFrame, dict[str, Schedule]]
         frames.append(df)
         scheds[f.stem] = mpl_schedule(f.stem)
     table = pd.concat(frames, ignore_index=True)
-    table = add_schedule_features(table, scheds, warmup="peak", multi_power_bins=48)
+    table = add_schedule_features(table, scheds, warmup=warmup, multi_power_bins=48)  # type: ignore[arg-type]
     return table, scheds
 
 
@@ -71,11 +71,13 @@ def _report(table: pd.DataFrame, pred: np.ndarray, fit_on: tuple[str, ...]) -> l
     return rows
 
 
-def run_split(tables: dict[str, pd.DataFrame], fit_on: tuple[str, ...]) -> pd.DataFrame:
+def run_split(
+    tables: dict[str, pd.DataFrame], fit_on: tuple[str, ...], laws: tuple[str, ...] = ("lr_annealing", "multi_power")
+) -> pd.DataFrame:
     rows = []
     for size, table in tables.items():
         train = table[table["run_id"].isin(fit_on)].reset_index(drop=True)
-        for law in (get_law("lr_annealing"), get_law("multi_power", n_bins=48)):
+        for law in (get_law(n) for n in laws):
             t0 = time.perf_counter()
             res = fit_law(law, train, target="loss", random_state=0)
             secs = time.perf_counter() - t0
@@ -114,6 +116,9 @@ def main() -> None:
             _report(table, law.evaluate(x, PUBLISHED_MPL[f"{size}M"]), PAPER_SPLIT)
         print(f"== fitted on the multi-power paper's split {'+'.join(PAPER_SPLIT)} (context) ==")
         summarise(run_split(tables, PAPER_SPLIT), "paper split")
+        print("== lr_annealing with the warm-up LRs as logged in S1 (context; default: counted at the peak) ==")
+        logged = {size: load_size(args.data, size, warmup="logged")[0] for size in tables}
+        summarise(run_split(logged, FIT_ON, laws=("lr_annealing",)), "warm-up as logged")
     print(f"== fitted on {'+'.join(FIT_ON)}, predicting the other schedules ==")
     worst = summarise(run_split(tables, FIT_ON), "constant+cosine")
     print(f"mae_max={worst:.4f}")

@@ -822,11 +822,12 @@ def critical_point(
     """
     if plan.pt is None:
         raise InputError("the critical point needs a PT schedule (not available in black-box mode)")
+    pt_sched: Schedule = plan.pt
     note = ""
     if plan.cpt.lrs()[-1] <= 0:
         plan = replace(plan, cpt=Schedule(kind="constant", peak_lr=plan.cpt.peak_lr, total_steps=plan.cpt.total_steps))
         note = f" (CPT continued at a constant {plan.cpt.peak_lr:g}: the planned schedule ends at LR 0)"
-    T = plan.pt.total_steps
+    T = pt_sched.total_steps
     b = np.unique(np.linspace(1, T, n_scan).round().astype(np.int64))
     l_init = np.empty(b.size)
     l_inf = np.empty(b.size)

@@ -95,7 +95,7 @@ class CPT(Law):
             raise InputError(f"cpt base must be 'known' or 'blackbox', got '{base}'")
         self.options: dict[str, Any] = {"base": base}
         if base == "blackbox":
-            self.inputs = ("s1_cpt", "s2_cpt")  # type: ignore[misc]
+            self.inputs = ("s1_cpt", "s2_cpt")  # type: ignore[misc,assignment]
             self.param_specs = (  # type: ignore[misc]
                 *base_specs(),
                 ParamSpec("s1_pt_offset", 0.0, np.inf, description="unknown PT forward area (fitted)"),

@@ -89,7 +89,7 @@ class CPTReplay(Law):
         if form == "literal":
             side_txt = "exp(a1*r_pt)" if side == "pt" else "exp(a1*r_cpt)"
             fac = "(1-exp(-a2*r_cpt))" if side == "pt" else "(exp(a2*r_cpt)-1)"
-            self.formula = (
+            self.formula = (  # type: ignore[misc]
                 f"L = L0 + A*(S1pt+S1cpt)^(-alpha) - C1*S2pt - C2*S2cpt*{side_txt}"
                 f" + B*(1-(1+E*S1cpt)^(-beta))*{fac}  (Eq. 8 as printed, {side} side)"
             )
