@@ -205,3 +205,24 @@ def test_multi_power_bins_option_and_columns() -> None:
     np.testing.assert_allclose(law.evaluate(x, p), multi_power_exact(s.lrs(), steps, p, eta0=s.eta0), atol=5e-4)
     with pytest.raises(Exception, match="n_bins"):
         get_law("multi_power", n_bins=1)
+
+
+@pytest.mark.parametrize("name", ["cpt", "cpt_size", "cpt_replay"])
+def test_fixed_shift_rate_option(name: str) -> None:
+    free, fixed = get_law(name), get_law(name, fixed_E=100.0)
+    assert "E" in free.param_names and "E" not in fixed.param_names
+    x = _inputs(name, 6, np.random.default_rng(2))
+    p = dict(free.example_params)
+    p["E"] = 100.0
+    np.testing.assert_allclose(fixed.evaluate(x, {k: v for k, v in p.items() if k != "E"}), free.evaluate(x, p))
+    with pytest.raises(Exception, match="fixed_E"):
+        get_law(name, fixed_E=-1.0)
+
+
+def test_fixed_shift_rate_fits_through_engine() -> None:
+    rng = np.random.default_rng(11)
+    truth = {**get_law("cpt").example_params, "E": 100.0}
+    table = _sim_runs(truth, rng)
+    res = fit_law(get_law("cpt", fixed_E=100.0), table, target="loss", random_state=0)
+    assert "E" not in res.params and res.law_options["fixed_E"] == 100.0
+    assert res.params["B"] == pytest.approx(truth["B"], rel=0.3)

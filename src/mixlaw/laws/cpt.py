@@ -38,6 +38,26 @@ def shift_term(s1_cpt: Tensor, B: Tensor, E: Tensor, beta: Tensor) -> Tensor:
     return -B * torch.expm1(-beta * torch.log1p(E * torch.clamp(s1_cpt, min=0.0)))
 
 
+def fix_shift_rate(law: Law, fixed_E: float | None) -> None:
+    """Apply the ``fixed_E`` option: drop ``E`` from the fitted parameters and use the given rate instead
+    (laws.md §5.7 item 5: "fix E and fit B·β"; the paper pins E = 100 in several fits)."""
+    law.options["fixed_E"] = fixed_E
+    if fixed_E is None:
+        return
+    if not isinstance(fixed_E, int | float) or not np.isfinite(fixed_E) or fixed_E <= 0:
+        raise InputError(f"fixed_E must be a positive number, got {fixed_E!r}")
+    law.param_specs = tuple(s for s in law.param_specs if s.name != "E")  # type: ignore[misc]
+    law.example_params = {k: v for k, v in law.example_params.items() if k != "E"}  # type: ignore[misc]
+
+
+def shift_rate(law: Law, p: Mapping[str, Tensor]) -> Tensor:
+    """``E`` as fitted, or the ``fixed_E`` option as a 0-d tensor."""
+    fixed = law.options.get("fixed_E")
+    if fixed is None:
+        return p["E"]
+    return torch.tensor(float(fixed), dtype=torch.float64)
+
+
 def base_specs() -> tuple[ParamSpec, ...]:
     return (
         ParamSpec("L0", 0.0, np.inf, description="loss floor (nats/token)"),
@@ -61,6 +81,8 @@ class CPT(Law):
     ``S1_cpt``.
 
     ``example_params`` are the published Fig. 3 D_pt fit (106M, FineWeb → Knowledge-Pile, η_max = 2e-4).
+
+    Option ``fixed_E=<rate>`` removes ``E`` from the fitted parameters (laws.md §5.7 item 5).
 
     Option ``base="blackbox"`` (Sec. 6 of the paper, open or unknown base model): the PT history is
     unknown, so ``S1_pt`` becomes a free parameter ``s1_pt_offset`` inside ``(S1_cpt + s1_pt_offset)``, the
@@ -90,7 +112,7 @@ class CPT(Law):
     formula = "L = L0 + A*(S1pt+S1cpt)^(-alpha) - C1*S2pt - C2*S2cpt + B*(1-(1+E*S1cpt)^(-beta))"
     citation = "Wang et al. 2025, arXiv:2505.07796 (Eq. 4); Tissue et al. 2024, arXiv:2408.11029"
 
-    def __init__(self, *, base: Literal["known", "blackbox"] = "known") -> None:
+    def __init__(self, *, base: Literal["known", "blackbox"] = "known", fixed_E: float | None = None) -> None:
         if base not in ("known", "blackbox"):
             raise InputError(f"cpt base must be 'known' or 'blackbox', got '{base}'")
         self.options: dict[str, Any] = {"base": base}
@@ -116,13 +138,15 @@ class CPT(Law):
                 "L = L0 + A*(S1cpt+s1_pt_offset)^(-alpha) - C2*S2cpt + B*(1-(1+E*S1cpt)^(-beta))"
             )
 
+        fix_shift_rate(self, fixed_E)
+
     def predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
         if self.options["base"] == "blackbox":
             return (
                 p["L0"]
                 + p["A"] * (x["s1_cpt"] + p["s1_pt_offset"]) ** (-p["alpha"])
                 - p["C2"] * x["s2_cpt"]
-                + shift_term(x["s1_cpt"], p["B"], p["E"], p["beta"])
+                + shift_term(x["s1_cpt"], p["B"], shift_rate(self, p), p["beta"])
             )
         s1 = x["s1_pt"] + x["s1_cpt"]
         return (
@@ -130,7 +154,7 @@ class CPT(Law):
             + p["A"] * s1 ** (-p["alpha"])
             - p["C1"] * x["s2_pt"]
             - p["C2"] * x["s2_cpt"]
-            + shift_term(x["s1_cpt"], p["B"], p["E"], p["beta"])
+            + shift_term(x["s1_cpt"], p["B"], shift_rate(self, p), p["beta"])
         )
 
     def log_predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:

@@ -32,7 +32,7 @@ import torch
 
 from mixlaw.errors import InputError
 from mixlaw.laws._base import Law, ParamSpec, Tensor, register
-from mixlaw.laws.cpt import base_specs, shift_specs, shift_term
+from mixlaw.laws.cpt import base_specs, fix_shift_rate, shift_rate, shift_specs, shift_term
 from mixlaw.laws.lr_annealing import safe_log
 
 __all__ = ["CPTReplay", "replay_factor"]
@@ -79,7 +79,11 @@ class CPTReplay(Law):
     citation = "Wang et al. 2025, arXiv:2505.07796 (Eq. 8; normalised replay factor per laws.md §5.7)"
 
     def __init__(
-        self, *, form: Literal["normalised", "literal"] = "normalised", side: Literal["pt", "cpt"] = "pt"
+        self,
+        *,
+        form: Literal["normalised", "literal"] = "normalised",
+        side: Literal["pt", "cpt"] = "pt",
+        fixed_E: float | None = None,
     ) -> None:
         if form not in ("normalised", "literal"):
             raise InputError(f"cpt_replay form must be 'normalised' or 'literal', got '{form}'")
@@ -94,11 +98,13 @@ class CPTReplay(Law):
                 f" + B*(1-(1+E*S1cpt)^(-beta))*{fac}  (Eq. 8 as printed, {side} side)"
             )
 
+        fix_shift_rate(self, fixed_E)
+
     def predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
         r_pt = x["replay_ratio"]
         r_cpt = 1.0 - r_pt
         s1 = x["s1_pt"] + x["s1_cpt"]
-        shift = shift_term(x["s1_cpt"], p["B"], p["E"], p["beta"])
+        shift = shift_term(x["s1_cpt"], p["B"], shift_rate(self, p), p["beta"])
         if self.options["form"] == "normalised":
             anneal = torch.exp(p["a1"] * r_cpt)
             factor = replay_factor(r_cpt, p["a2"])

@@ -12,11 +12,12 @@ input column is ``n_params`` (raw count); the law divides by 1e6. The shift term
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
 from mixlaw.laws._base import Law, ParamSpec, Tensor, register
-from mixlaw.laws.cpt import base_specs, shift_specs, shift_term
+from mixlaw.laws.cpt import base_specs, fix_shift_rate, shift_rate, shift_specs, shift_term
 from mixlaw.laws.lr_annealing import safe_log
 
 __all__ = ["CPTSize", "N_UNIT", "effective_single_size"]
@@ -61,6 +62,10 @@ class CPTSize(Law):
     )
     citation = "Wang et al. 2025, arXiv:2505.07796 (Eq. 7)"
 
+    def __init__(self, *, fixed_E: float | None = None) -> None:
+        self.options: dict[str, Any] = {}
+        fix_shift_rate(self, fixed_E)
+
     def predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
         n = x["n_params"] / N_UNIT
         s1 = x["s1_pt"] + x["s1_cpt"]
@@ -69,7 +74,7 @@ class CPTSize(Law):
             + p["A"] * s1 ** (-p["alpha"])
             - p["C1"] * x["s2_pt"] * n ** p["gamma1"]
             - p["C2"] * x["s2_cpt"] * n ** p["gamma2"]
-            + shift_term(x["s1_cpt"], p["B"], p["E"], p["beta"])
+            + shift_term(x["s1_cpt"], p["B"], shift_rate(self, p), p["beta"])
             + p["F"] * n ** (-p["gamma3"])
         )
 
