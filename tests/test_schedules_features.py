@@ -60,3 +60,17 @@ def test_branch_step_and_multi_power_columns() -> None:
 def test_errors(schedules, kwargs, match) -> None:
     with pytest.raises(InputError, match=match):
         add_schedule_features(_table(), schedules, **kwargs)
+
+
+def test_features_for_law() -> None:
+    from mixlaw.laws import get_law
+    from mixlaw.schedules import features_for_law
+
+    t = _table()
+    t["schedule"] = np.where(t["run_id"] == "pt", PT.spec(), CPT.spec())
+    out = features_for_law(t, get_law("cpt"))
+    assert {"s1_pt", "s2_cpt"} <= set(out.columns)
+    assert features_for_law(out, get_law("cpt")) is out  # already there: unchanged
+    assert features_for_law(t, get_law("chinchilla")) is t
+    mp = features_for_law(t[t["step"] > 0], get_law("multi_power", n_bins=8))
+    assert set(get_law("multi_power", n_bins=8).inputs) <= set(mp.columns)

@@ -59,6 +59,9 @@ __all__ = [
     "concat_lr",
     "as_schedule",
     "add_schedule_features",
+    "features_for_law",
+    "needs_schedule_features",
+    "SCHEDULE_FEATURES",
 ]
 
 Kind = Literal["constant", "cosine", "wsd", "linear", "multistep", "rewarmup", "table"]
@@ -178,20 +181,15 @@ class Schedule:
         if self.warmup_steps > self.total_steps:
             raise InputError(f"warmup_steps {self.warmup_steps} > total_steps {self.total_steps}")
         if self.decay_shape not in DECAY_SHAPES:
-            raise InputError(
-                f"unknown decay shape '{self.decay_shape}'; expected one of {', '.join(DECAY_SHAPES)}"
-            )
+            raise InputError(f"unknown decay shape '{self.decay_shape}'; expected one of {', '.join(DECAY_SHAPES)}")
         if self.kind in ("cosine", "wsd", "linear", "rewarmup") and self.final_lr > self.peak_lr:
             raise InputError(f"final_lr {self.final_lr} > peak_lr {self.peak_lr}")
         if self.kind == "wsd":
             if self.decay_steps < 1:
-                raise InputError(
-                    "wsd schedule needs decay steps >= 1 (e.g. 'wsd:peak=3e-3,steps=4000,decay=800')"
-                )
+                raise InputError("wsd schedule needs decay steps >= 1 (e.g. 'wsd:peak=3e-3,steps=4000,decay=800')")
             if self.warmup_steps + self.decay_steps > self.total_steps:
                 raise InputError(
-                    f"wsd warmup {self.warmup_steps} + decay {self.decay_steps} "
-                    f"> total_steps {self.total_steps}"
+                    f"wsd warmup {self.warmup_steps} + decay {self.decay_steps} > total_steps {self.total_steps}"
                 )
         if self.kind in ("wsd", "rewarmup") and self.decay_shape == "exp" and self.final_lr <= 0:
             raise InputError("exponential decay needs final_lr > 0")
@@ -219,9 +217,7 @@ class Schedule:
         kind, _, rest = text.partition(":")
         kind = kind.strip().lower()
         if kind not in KINDS:
-            raise InputError(
-                f"unknown schedule kind '{kind}' in spec '{spec}'; expected one of {', '.join(KINDS)}"
-            )
+            raise InputError(f"unknown schedule kind '{kind}' in spec '{spec}'; expected one of {', '.join(KINDS)}")
         kw: dict[str, Any] = {}
         for item in filter(None, (p.strip() for p in rest.split(","))):
             key, eq, value = item.partition("=")
@@ -230,8 +226,7 @@ class Schedule:
                 raise InputError(f"bad item '{item}' in schedule spec '{spec}'; expected key=value")
             if key not in _SPEC_KEYS:
                 raise InputError(
-                    f"unknown key '{key}' in schedule spec '{spec}'; "
-                    f"known keys: {', '.join(sorted(set(_SPEC_KEYS)))}"
+                    f"unknown key '{key}' in schedule spec '{spec}'; known keys: {', '.join(sorted(set(_SPEC_KEYS)))}"
                 )
             name = _SPEC_KEYS[key]
             if name in kw:
@@ -264,9 +259,7 @@ class Schedule:
         return cls(kind=kind, **kw)  # type: ignore[arg-type]
 
     @classmethod
-    def from_lr(
-        cls, lr: Sequence[float] | np.ndarray, *, warmup_steps: int = 0, file: str | None = None
-    ) -> Schedule:
+    def from_lr(cls, lr: Sequence[float] | np.ndarray, *, warmup_steps: int = 0, file: str | None = None) -> Schedule:
         """A ``"table"`` schedule from logged per-step LRs ``η_1..η_T`` (one entry per update, in order)."""
         arr = np.asarray(lr, dtype=np.float64).ravel()
         if arr.size == 0:
@@ -378,9 +371,7 @@ class Schedule:
     def spec(self) -> str:
         """A one-line spec that :meth:`parse` reads back (tables: a summary, not parseable)."""
         if self.kind == "table":
-            return f"table:steps={self.total_steps},peak={self.peak_lr:g}" + (
-                f",file={self.file}" if self.file else ""
-            )
+            return f"table:steps={self.total_steps},peak={self.peak_lr:g}" + (f",file={self.file}" if self.file else "")
         items = [f"peak={self.peak_lr:g}", f"steps={self.total_steps}"]
         if self.warmup_steps:
             items.append(f"warmup={self.warmup_steps}")
@@ -428,9 +419,7 @@ def _read_lr_csv(path: Path) -> np.ndarray:
         try:
             lr[i - 2] = float(row["lr"])
         except (TypeError, ValueError):
-            raise InputError(
-                f"expected a number, got {row['lr']!r}", file=str(path), row=i, column="lr"
-            ) from None
+            raise InputError(f"expected a number, got {row['lr']!r}", file=str(path), row=i, column="lr") from None
         if "step" in row and row["step"] not in (None, ""):
             steps.append(row["step"])
     if steps:
@@ -524,9 +513,7 @@ def _check_steps(steps: np.ndarray | Sequence[int], last: int) -> np.ndarray:
     return idx.astype(np.int64)
 
 
-def _warmup_views(
-    lr: np.ndarray, eta0: float, warmup_steps: int, warmup: str
-) -> tuple[np.ndarray, np.ndarray, float]:
+def _warmup_views(lr: np.ndarray, eta0: float, warmup_steps: int, warmup: str) -> tuple[np.ndarray, np.ndarray, float]:
     """(LRs for S1, LRs for S2, η_0 for S2) under a warm-up convention; the peak is the LR ending the
     warm-up."""
     if warmup not in ("peak", "logged", "raw"):
@@ -865,8 +852,30 @@ def add_schedule_features(
         r = pd.to_numeric(out[replay_column], errors="coerce").to_numpy(dtype=np.float64)
         if np.any(~np.isfinite(r)) or np.any((r < 0) | (r > 1)):
             bad = int(np.flatnonzero(~np.isfinite(r) | (r < 0) | (r > 1))[0])
-            raise InputError(
-                f"expected a replay share in [0, 1], got {r[bad]!r}", row=bad + 1, column=replay_column
-            )
+            raise InputError(f"expected a replay share in [0, 1], got {r[bad]!r}", row=bad + 1, column=replay_column)
         out["replay_ratio"] = r
     return out
+
+
+SCHEDULE_FEATURES: tuple[str, ...] = ("s1", "s2", "s1_pt", "s1_cpt", "s2_pt", "s2_cpt", "cpt_step", "mpl_s1")
+
+
+def needs_schedule_features(inputs: Sequence[str]) -> bool:
+    """True when a law with these inputs reads LR-area columns that :func:`add_schedule_features` builds."""
+    return any(c in SCHEDULE_FEATURES or c.startswith("mpl_") for c in inputs)
+
+
+def features_for_law(table: Any, law: Any, schedules: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
+    """Add the schedule features a law needs (no-op for laws without LR-area inputs, or when present).
+
+    For the CLI's ``mixlaw fit TABLE --law lr_annealing|multi_power|cpt|…``: schedules come from ``schedules`` or
+    the table's ``schedule`` column; ``kwargs`` go to :func:`add_schedule_features` (the multi-power bin count is
+    taken from the law's ``n_bins`` option).
+    """
+    inputs = tuple(getattr(law, "inputs", ()))
+    wanted = [c for c in inputs if c in SCHEDULE_FEATURES or c.startswith("mpl_")]
+    if all(c in table.columns for c in wanted):
+        return table
+    if any(c.startswith("mpl_") for c in inputs):
+        kwargs.setdefault("multi_power_bins", int(getattr(law, "options", {}).get("n_bins", 48)))
+    return add_schedule_features(table, schedules, **kwargs)
