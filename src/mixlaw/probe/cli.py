@@ -77,12 +77,14 @@ def run_cmd(
     workers: Annotated[int, typer.Option(help="Parallel runs (processes, or Ray tasks).")] = 1,
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster address ('auto', 'local', ray://...).")] = None,
     log: Annotated[Path | None, typer.Option(help="Progress log (default: <store>.log).")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="Override [sweep].data_dir.")] = None,
+    work_dir: Annotated[Path | None, typer.Option(help="Override [sweep].work_dir (checkpoints).")] = None,
 ) -> None:
     """Run a sweep: skips finished runs, resumes interrupted ones, writes every evaluation chunk to the store."""
     from mixlaw.probe.sweep import load_spec, plan, run_sweep, sweep_status
 
     try:
-        jobs = plan(load_spec(spec))
+        jobs = plan(load_spec(spec, data_dir=data_dir, work_dir=work_dir))
         log_path = log or store.with_suffix(store.suffix + ".log")
         total_tokens = sum(j.tokens for j in jobs)
         before = {r["run_id"]: r for r in sweep_status(jobs, store)}
@@ -126,12 +128,14 @@ def status_cmd(
     spec: Annotated[Path, typer.Argument(help="Sweep spec (TOML).")],
     store: Annotated[Path, typer.Option(help="RunStore (SQLite).")] = Path("mixlaw.db"),
     json_out: Annotated[bool, typer.Option("--json", help="JSON lines instead of a table.")] = False,
+    data_dir: Annotated[Path | None, typer.Option(help="Override [sweep].data_dir.")] = None,
+    work_dir: Annotated[Path | None, typer.Option(help="Override [sweep].work_dir (checkpoints).")] = None,
 ) -> None:
     """Status of every run of a sweep: pending / running / finished / failed, and its last evaluated step."""
     from mixlaw.probe.sweep import load_spec, plan, sweep_status
 
     try:
-        rows = sweep_status(plan(load_spec(spec)), store)
+        rows = sweep_status(plan(load_spec(spec, data_dir=data_dir, work_dir=work_dir)), store)
     except MixlawError as e:
         _fail(e)
     if json_out:

@@ -124,17 +124,16 @@ class MixtureSampler:
 
 
 def eval_batches(val: np.ndarray, *, block_size: int, n_tokens: int, batch_size: int) -> list[torch.Tensor]:
-    """Fixed evaluation batches: the first ``n_tokens`` of a validation split as non-overlapping sequences.
+    """Fixed evaluation batches: ``n_tokens // block_size`` sequences at evenly spaced offsets of a split.
 
-    Returns a list of ``(b, block_size + 1)`` int64 tensors (inputs are ``[:, :-1]``, targets ``[:, 1:]``). The
-    same batches are used at every evaluation, so the noise of a loss difference between two steps comes from
-    the model only.
+    Returns a list of ``(b, block_size + 1)`` int64 tensors (inputs are ``[:, :-1]``, targets ``[:, 1:]``). Spacing
+    the sequences over the whole split samples every validation document, not just the first; using the same
+    batches at every evaluation makes the noise of a loss difference between two steps come from the model only.
     """
-    n_seq = max(1, min(n_tokens // block_size, (len(val) - 1) // block_size))
     if (len(val) - 1) < block_size:
         raise InputError(f"validation split of {len(val)} tokens is shorter than block_size + 1 = {block_size + 1}")
-    rows = np.stack(
-        [np.asarray(val[i * block_size : i * block_size + block_size + 1], dtype=np.int64) for i in range(n_seq)]
-    )  # (n_seq, T+1)
+    n_seq = max(1, min(n_tokens // block_size, (len(val) - 1) // block_size))
+    starts = np.linspace(0, len(val) - block_size - 1, n_seq).astype(np.int64)  # (n_seq,)
+    rows = np.stack([np.asarray(val[s : s + block_size + 1], dtype=np.int64) for s in starts])  # (n_seq, T+1)
     t = torch.from_numpy(rows)
     return [t[i : i + batch_size] for i in range(0, n_seq, batch_size)]

@@ -54,6 +54,7 @@ class GPTConfig:
 # name -> (d_model, n_layer, n_head). Non-embedding params ≈ 12·d²·n_layer (+ LayerNorm/bias terms).
 SIZES: dict[str, tuple[int, int, int]] = {
     "debug": (16, 1, 2),  # ≈ 3.4k: the real loop in CI, milliseconds per step
+    "12k": (16, 4, 2),  # ≈ 13k
     "25k": (24, 3, 2),  # ≈ 21k
     "50k": (32, 4, 4),  # ≈ 50k
     "100k": (48, 4, 4),  # ≈ 111k

@@ -87,8 +87,8 @@ class SweepSpec:
         return sec
 
 
-def load_spec(path: str | Path) -> SweepSpec:
-    """Read a TOML sweep spec."""
+def load_spec(path: str | Path, *, data_dir: str | Path | None = None, work_dir: str | Path | None = None) -> SweepSpec:
+    """Read a TOML sweep spec; ``data_dir`` / ``work_dir`` override ``[sweep]`` (absolute paths)."""
     p = Path(path)
     try:
         raw = tomllib.loads(p.read_text())
@@ -96,6 +96,12 @@ def load_spec(path: str | Path) -> SweepSpec:
         raise InputError("sweep spec not found", file=str(p)) from None
     except tomllib.TOMLDecodeError as e:
         raise InputError(f"invalid TOML: {e}", file=str(p)) from None
+    sweep = dict(raw.get("sweep", {}))
+    if data_dir is not None:
+        sweep["data_dir"] = str(Path(data_dir).resolve())
+    if work_dir is not None:
+        sweep["work_dir"] = str(Path(work_dir).resolve())
+    raw["sweep"] = sweep
     return SweepSpec(raw, p)
 
 
