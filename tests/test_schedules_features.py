@@ -74,3 +74,13 @@ def test_features_for_law() -> None:
     assert features_for_law(t, get_law("chinchilla")) is t
     mp = features_for_law(t[t["step"] > 0], get_law("multi_power", n_bins=8))
     assert set(get_law("multi_power", n_bins=8).inputs) <= set(mp.columns)
+
+
+def test_parent_step_column_and_logged_lr0() -> None:
+    t = _table()
+    t["parent_step"] = np.where(t["run_id"] == "cpt", 3000, np.nan)
+    out = add_schedule_features(t, {"pt": PT, "cpt": CPT})
+    assert out.loc[out["run_id"] == "cpt", "s1_pt"].iloc[0] == pytest.approx(areas(PT).s1[3000])
+    s = Schedule.from_dict({"kind": "table", "lr": [1e-3, 2e-3], "lr0": 0.0})
+    assert s.eta0 == 0.0 and s.lr([1])[0] == 1e-3 and Schedule.from_dict(s.to_dict()) == s
+    assert areas(s, warmup="raw").s2[1] < 0  # the logged step-0 LR makes the first update an LR increase

@@ -131,6 +131,8 @@ class Schedule:
         Per-step LRs ``η_1..η_T`` for ``"table"``; ``lr_table[0]`` also serves as ``η_0``.
     file
         Provenance of a table read from a file (informational).
+    lr0
+        ``η_0`` of a ``"table"`` schedule when it was logged (step 0 of a dense LR table); default ``lr_table[0]``.
     """
 
     kind: Kind
@@ -145,6 +147,7 @@ class Schedule:
     gamma: float = 0.1
     lr_table: tuple[float, ...] = field(default=(), repr=False)
     file: str | None = None
+    lr0: float | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -163,6 +166,12 @@ class Schedule:
             object.__setattr__(self, name, v)
         object.__setattr__(self, "milestones", tuple(int(m) for m in self.milestones))
         object.__setattr__(self, "lr_table", tuple(float(v) for v in self.lr_table))
+        if self.lr0 is not None:
+            if self.kind != "table":
+                raise InputError("lr0 is only used by table schedules")
+            if not isinstance(self.lr0, int | float) or not math.isfinite(float(self.lr0)) or self.lr0 < 0:
+                raise InputError(f"schedule lr0 must be a finite number >= 0, got {self.lr0!r}")
+            object.__setattr__(self, "lr0", float(self.lr0))
         if self.kind == "table":
             if len(self.lr_table) == 0:
                 raise InputError("table schedule needs a non-empty lr table")
@@ -259,8 +268,16 @@ class Schedule:
         return cls(kind=kind, **kw)  # type: ignore[arg-type]
 
     @classmethod
-    def from_lr(cls, lr: Sequence[float] | np.ndarray, *, warmup_steps: int = 0, file: str | None = None) -> Schedule:
-        """A ``"table"`` schedule from logged per-step LRs ``η_1..η_T`` (one entry per update, in order)."""
+    def from_lr(
+        cls,
+        lr: Sequence[float] | np.ndarray,
+        *,
+        warmup_steps: int = 0,
+        file: str | None = None,
+        lr0: float | None = None,
+    ) -> Schedule:
+        """A ``"table"`` schedule from logged per-step LRs ``η_1..η_T`` (one entry per update, in order);
+        ``lr0`` is ``η_0`` when logged (default ``η_1``)."""
         arr = np.asarray(lr, dtype=np.float64).ravel()
         if arr.size == 0:
             raise InputError("empty lr table")
@@ -274,6 +291,7 @@ class Schedule:
             warmup_steps=warmup_steps,
             lr_table=tuple(arr.tolist()),
             file=file,
+            lr0=lr0,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -283,6 +301,8 @@ class Schedule:
         table = d.pop("lr_table")
         if self.kind == "table":
             d["lr"] = list(table)
+        if d.get("lr0") is None:
+            d.pop("lr0", None)
         return d
 
     @classmethod
@@ -295,7 +315,9 @@ class Schedule:
             lr = d.pop("lr", d.pop("lr_table", None))
             if lr is None:
                 raise InputError("table schedule dict needs 'lr': [per-step LRs]")
-            return cls.from_lr(lr, warmup_steps=int(d.get("warmup_steps", 0) or 0), file=d.get("file"))
+            return cls.from_lr(
+                lr, warmup_steps=int(d.get("warmup_steps", 0) or 0), file=d.get("file"), lr0=d.get("lr0")
+            )
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
@@ -313,7 +335,8 @@ class Schedule:
     def scaled(self, factor: float) -> Schedule:
         """The same shape with every LR multiplied by ``factor``."""
         if self.kind == "table":
-            return Schedule.from_lr(np.asarray(self.lr_table) * factor, warmup_steps=self.warmup_steps)
+            lr0 = None if self.lr0 is None else self.lr0 * factor
+            return Schedule.from_lr(np.asarray(self.lr_table) * factor, warmup_steps=self.warmup_steps, lr0=lr0)
         return self.replace(
             peak_lr=self.peak_lr * factor, start_lr=self.start_lr * factor, final_lr=self.final_lr * factor
         )
@@ -346,7 +369,10 @@ class Schedule:
         peak, final, T, W = self.peak_lr, self.final_lr, self.total_steps, self.warmup_steps
         if self.kind == "table":
             table = np.asarray(self.lr_table)
-            return table[np.clip(s - 1, 0, T - 1)]
+            out_t = table[np.clip(s - 1, 0, T - 1)]
+            if self.lr0 is not None:
+                out_t = np.where(s == 0, self.lr0, out_t)
+            return out_t
         out = np.full(sf.shape, peak)
         if self.kind == "constant":
             pass
@@ -765,7 +791,8 @@ def add_schedule_features(
         ``"run"`` (default): a run's ``step`` counts its own updates (a CPT run starts again at 0);
         ``"root"``: steps of CPT runs count from the start of pre-training.
     branch_steps
-        ``run_id → parent step`` a CPT run started from (default: the end of the parent's schedule).
+        ``run_id → parent step`` a CPT run started from (default: the table's ``parent_step`` column when present,
+        else the end of the parent's schedule).
     replay_column
         Mixture column whose value is the replay share ``r_pt``.
     multi_power_bins
@@ -794,6 +821,9 @@ def add_schedule_features(
         for rid, val in table.groupby(table["run_id"].astype(str))["parent_run"].first().items():
             ok = isinstance(val, str) and val != ""
             parents[str(rid)] = val if ok else None
+    if branch_steps is None and "parent_step" in table.columns:  # PT step each CPT run started from
+        ps = table.groupby(table["run_id"].astype(str))["parent_step"].first()
+        branch_steps = {str(k): int(v) for k, v in ps.items() if v is not None and not pd.isna(v)}
     branch = {str(k): int(v) for k, v in (branch_steps or {}).items()}
 
     out = table.copy()
