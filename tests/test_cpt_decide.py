@@ -153,6 +153,7 @@ def test_plan_toml(tmp_path) -> None:
     plan = load_plan(p)
     assert plan.pt is not None and plan.pt.final_lr == pytest.approx(1e-4)
     assert plan.cpt.peak_lr == pytest.approx(1e-4) and plan.replay_ratio == 0.25 and plan.pt_steps == 30000
+    assert plan.cpt.start_lr == pytest.approx(1e-4)  # the re-warm-up starts from the annealed PT LR
     p.write_text('[cpt]\nschedule = "cosine:peak=2e-4,steps=100"\ncolour = 1\n')
     with pytest.raises(InputError, match="colour") as ei:
         load_plan(p)

@@ -347,14 +347,20 @@ class CptPlan:
         return self.pt.total_steps if self.branch_step is None else int(self.branch_step)
 
     def with_loss_potential(self, lp: float) -> CptPlan:
-        """The plan with the PT schedule annealed to ``lp·peak`` (loss potential ``lp``; 1 = not annealed)."""
+        """The plan with the PT schedule annealed to ``lp·peak`` (loss potential ``lp``; 1 = not annealed).
+
+        A CPT schedule with a warm-up re-warms from that final PT LR (its ``start_lr`` is set to it)."""
         if self.pt is None:
             raise InputError("loss potential needs a PT schedule")
         if not 0.0 <= lp <= 1.0:
             raise InputError(f"loss potential must be in [0, 1], got {lp}")
         if self.pt.kind not in ("wsd", "cosine", "linear"):
             raise InputError(f"loss potential needs a decaying PT schedule (wsd/cosine/linear), got '{self.pt.kind}'")
-        return replace(self, pt=self.pt.replace(final_lr=lp * self.pt.peak_lr))
+        final = lp * self.pt.peak_lr
+        cpt = self.cpt
+        if cpt.kind != "table" and cpt.warmup_steps > 0:  # the re-warm-up starts where PT stopped
+            cpt = cpt.replace(start_lr=min(final, cpt.peak_lr))
+        return replace(self, pt=self.pt.replace(final_lr=final), cpt=cpt)
 
     def with_cpt_peak(self, peak: float) -> CptPlan:
         """The plan with the CPT schedule scaled to peak LR ``peak`` (same shape, same final/peak ratio)."""
@@ -426,10 +432,10 @@ def plan_from_dict(d: Mapping[str, Any], base_dir: str | Path | None = None) -> 
         split=str(ar.get("split", "time")),  # type: ignore[arg-type]
         n_params=None if ar.get("n_params") is None else float(ar["n_params"]),
     )
-    if "loss_potential" in pt_d:
-        plan = plan.with_loss_potential(float(pt_d["loss_potential"]))
     if "peak_lr" in cpt_d:
         plan = plan.with_cpt_peak(float(cpt_d["peak_lr"]))
+    if "loss_potential" in pt_d:
+        plan = plan.with_loss_potential(float(pt_d["loss_potential"]))
     return plan
 
 
