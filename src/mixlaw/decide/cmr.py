@@ -682,7 +682,7 @@ def _size_fits(
         msgs: list[str] = []
         dom_p, gen_p, err = _fit_curves(pts, unit, pin_zero, fit_loss, sink=msgs)
         if sink is not None:
-            sink.extend(f"ratio {float(ratio):g}: {m}" for m in dict.fromkeys(msgs))
+            sink.extend(f"{float(ratio):g}\t{m}" for m in dict.fromkeys(msgs))
         curves.append(
             _with_quality(
                 _RatioCurves(
@@ -1239,7 +1239,7 @@ def critical_mixture_ratio(
         fit_notes: list[str] = []
         sf = _size_fits(inc, size, budget_tokens, token_unit, pin_zero, fit_loss, sink=fit_notes)
         dec = _decide(sf, epsilon=epsilon, lagrange_mult=lagrange_mult, **kw)  # type: ignore[arg-type]
-        notes = list(dict.fromkeys(fit_notes + dec.notes))
+        notes = list(dict.fromkeys(_summarise_fit_notes(fit_notes) + dec.notes))
         if budget_tokens is not None and budget_tokens > max(c.t_last for c in sf.curves):
             notes.append("budget beyond the last evaluation: curves extrapolated")
         ci = tol_ci = None
@@ -1334,6 +1334,7 @@ def critical_mixture_ratio(
                         "domain": c.dom_params,
                         "t_lo": c.t_lo,
                         "t_last": c.t_last,
+                        "pin_zero": sf.pin_zero,
                     }
                     for c in sf.curves
                 },
@@ -1368,6 +1369,20 @@ def critical_mixture_ratio(
         sensitivity=pd.DataFrame(sens_rows),
         trend=cmr_size_trend(sizes, boot_by_size, level=level),
     )
+
+
+def _summarise_fit_notes(msgs: list[str]) -> list[str]:
+    """One line per (law, kind) instead of one engine warning per curve: "ratio\tmessage" → summary."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for m in msgs:
+        ratio, _, text = m.partition("\t")
+        law = text.split("'")[1] if text.startswith("law '") else "fit"
+        kind = "sits at a bound" if "bound" in text else "stopped before converging"
+        groups.setdefault((law, kind), []).append(ratio)
+    return [
+        f"{law} {kind} for ratio(s) {', '.join(dict.fromkeys(rs))} (weakly identified curve: read T0 with its interval)"
+        for (law, kind), rs in groups.items()
+    ]
 
 
 def _same_source(point: _Decision, boot: _Decision) -> float | None:

@@ -1,0 +1,1 @@
+"""Reports: pure plot functions and a self-contained HTML report."""

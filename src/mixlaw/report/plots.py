@@ -1,0 +1,241 @@
+"""Pure plot functions for the critical-mixture-ratio decision (``ax=None`` in, ``Axes`` out).
+
+Every function draws on the given Axes (or a new figure) and returns it; none calls ``matplotlib.use`` or changes
+global state. Tokens are shown in billions (``B``) on token axes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from mixlaw.laws import get_law
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+    from mixlaw.decide.cmr import CMRDecision, SizeCMR
+
+__all__ = [
+    "plot_tradeoff_3d",
+    "plot_general_increments",
+    "plot_fit_residuals",
+    "plot_ratio_law",
+    "plot_cmr_vs_budget",
+    "plot_cmr_vs_size",
+]
+
+_B = 1e9
+
+
+def _axes(ax: Axes | None, projection: str | None = None, figsize: tuple[float, float] = (6.0, 4.2)) -> Axes:
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=figsize)
+    return fig.add_subplot(1, 1, 1, projection=projection)
+
+
+def _colors(n: int) -> list[Any]:
+    import matplotlib as mpl
+
+    cmap = mpl.colormaps["viridis"]
+    return [cmap(x) for x in np.linspace(0.05, 0.9, max(n, 1))]
+
+
+def _size_rows(increments: pd.DataFrame, size: Any) -> pd.DataFrame:
+    if size is None:
+        sizes = increments["size"].unique()
+        size = sizes[0]
+    return increments[increments["size"] == size]
+
+
+def plot_tradeoff_3d(increments: pd.DataFrame, *, size: Any = None, ax: Axes | None = None) -> Axes:
+    """3-D trade-off trajectories (ΔL_dom, tokens, ΔL_gen), one line per ratio (CMR paper, Fig. 1).
+
+    ``increments`` is :attr:`CMRDecision.increments`; ``size`` selects one model size (default the first).
+    ``ax`` must be a 3-D Axes when given.
+    """
+    ax = _axes(ax, projection="3d", figsize=(6.5, 5.0))
+    d = _size_rows(increments, size)
+    ratios = sorted(d["ratio"].unique())
+    for color, r in zip(_colors(len(ratios)), ratios, strict=True):
+        g = d[d["ratio"] == r].sort_values("tokens")
+        ax.plot(g["dloss_domain"], g["tokens"] / _B, g["dloss_general"], color=color, marker="o", ms=2.5,
+                label=f"R = {r:.3g}")  # fmt: skip
+    ax.set_xlabel("ΔL domain")
+    ax.set_ylabel("CPT tokens (B)")
+    ax.set_zlabel("ΔL general")  # type: ignore[attr-defined]
+    ax.set_title("Trade-off trajectories")
+    ax.legend(fontsize=7, loc="upper left")
+    return ax
+
+
+def _curve(size_cmr: SizeCMR, ratio: float, which: str) -> tuple[Any, dict[str, float] | None]:
+    entry = size_cmr.curves[ratio]
+    name = "dloss_general" if which == "general" else "dloss_domain"
+    law = get_law(name, token_unit=size_cmr.token_unit, pin_zero=bool(entry.get("pin_zero", False)))
+    return law, entry[which]
+
+
+def plot_general_increments(
+    size_cmr: SizeCMR, increments: pd.DataFrame, *, epsilon: float | None = None, ax: Axes | None = None
+) -> Axes:
+    """ΔL_gen(T) per ratio: observed points, fitted Eq. 6 curves, ``T0`` marked, budget and ε lines."""
+    ax = _axes(ax)
+    d = increments[increments["size"] == size_cmr.n_params]
+    ratios = sorted(size_cmr.curves)
+    budget = size_cmr.budget_tokens
+    t_hi = max(budget, float(d["tokens"].max()))
+    rows = {r["ratio"]: r for r in size_cmr.ratios}
+    for color, r in zip(_colors(len(ratios)), ratios, strict=True):
+        g = d[(d["ratio"] == r) & (d["tokens"] > 0)]
+        ax.plot(g["tokens"] / _B, g["dloss_general"], "o", color=color, ms=3)
+        law, params = _curve(size_cmr, r, "general")
+        if params is None:
+            continue
+        t = np.linspace(float(g["tokens"].min()), t_hi, 200)
+        ax.plot(t / _B, law.evaluate({"tokens": t}, params), "-", color=color, lw=1.2, label=f"R = {r:.3g}")
+        t0 = rows[r]["t0_tokens"]
+        if t0 is not None and t0 <= t_hi:
+            y0 = float(law.evaluate({"tokens": np.array([t0])}, params)[0])
+            ax.plot([t0 / _B], [y0], marker="*", color=color, ms=11, mec="black", mew=0.5)
+    ax.axvline(budget / _B, color="grey", ls="--", lw=1)
+    ax.text(budget / _B, ax.get_ylim()[1], " budget", va="top", fontsize=7, color="grey")
+    if epsilon is not None:
+        ax.axhline(epsilon, color="firebrick", ls=":", lw=1)
+        ax.text(ax.get_xlim()[0], epsilon, f" ε = {epsilon:g}", va="bottom", fontsize=7, color="firebrick")
+    ax.axhline(0.0, color="black", lw=0.5)
+    ax.set_xlabel("CPT tokens (B)")
+    ax.set_ylabel("ΔL general (nats/token)")
+    ax.set_title(f"General-loss increment, size {_size_label(size_cmr.n_params)} (★ = T0)")
+    ax.legend(fontsize=7)
+    return ax
+
+
+def plot_fit_residuals(size_cmr: SizeCMR, increments: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
+    """Residuals (observed − fitted) of the per-ratio ΔL_gen (●) and ΔL_dom (×) fits against tokens."""
+    ax = _axes(ax)
+    d = increments[(increments["size"] == size_cmr.n_params) & (increments["tokens"] > 0)]
+    ratios = sorted(size_cmr.curves)
+    for color, r in zip(_colors(len(ratios)), ratios, strict=True):
+        g = d[d["ratio"] == r]
+        t = g["tokens"].to_numpy(dtype=np.float64, copy=True)
+        for which, marker in (("general", "o"), ("domain", "x")):
+            law, params = _curve(size_cmr, r, which)
+            if params is None:
+                continue
+            res = g[f"dloss_{which}"].to_numpy() - law.evaluate({"tokens": t}, params)
+            ax.plot(t / _B, res, marker, color=color, ms=3.5, label=f"R = {r:.3g}" if which == "general" else None)
+    ax.axhline(0.0, color="black", lw=0.5)
+    ax.set_xlabel("CPT tokens (B)")
+    ax.set_ylabel("residual (nats/token)")
+    ax.set_title("Increment-fit residuals (● general, × domain)")
+    ax.legend(fontsize=7)
+    return ax
+
+
+def plot_ratio_law(size_cmr: SizeCMR, *, epsilon: float | None = None, ax: Axes | None = None) -> Axes:
+    """General loss at the budget vs domain share: values per ratio, the ratio law, tolerance and boundary."""
+    ax = _axes(ax)
+    fit = size_cmr.ratio_law_general
+    pts = [(r["ratio"], r["observed_dloss_general_at_budget"] if r["observed_dloss_general_at_budget"] is not None
+            else r["dloss_general_at_budget"]) for r in size_cmr.ratios]  # fmt: skip
+    pts = [(a, b) for a, b in pts if b is not None]
+    if pts:
+        ax.plot([p[0] for p in pts], [size_cmr.reference_general + p[1] for p in pts], "o", color="black",
+                label="at the budget")  # fmt: skip
+    if fit is not None:
+        lo = min(p[0] for p in pts) if pts else 0.01
+        r = np.linspace(max(lo * 0.5, 1e-3), 1.0, 200)
+        ax.plot(r, fit.predict(r), "-", color="tab:blue", label=f"{fit.law} ({fit.method})")
+    ax.axhline(size_cmr.reference_general, color="grey", lw=0.8, label="before CPT")
+    if epsilon is not None:
+        ax.axhline(size_cmr.reference_general + epsilon, color="firebrick", ls=":", lw=1, label="+ ε")
+    if size_cmr.tolerance_boundary is not None:
+        ax.axvline(size_cmr.tolerance_boundary, color="firebrick", ls="--", lw=1, label="tolerance boundary")
+    ax.set_xlabel("domain share R")
+    ax.set_ylabel("general loss at the budget")
+    ax.set_title("Ratio law at the budget")
+    ax.legend(fontsize=7)
+    return ax
+
+
+def plot_cmr_vs_budget(sizes: Sequence[SizeCMR], *, tokens: np.ndarray | None = None, ax: Axes | None = None) -> Axes:
+    """CMR law ``R_CMR(T)`` per size with its bootstrap band, the points ``(T0(R_j), R_j)`` and the budget."""
+    ax = _axes(ax)
+    fitted = [s for s in sizes if s.cmr_law is not None]
+    if tokens is None:
+        hi = max((s.budget_tokens for s in sizes), default=1.0) * 2.5
+        tokens = np.geomspace(hi / 25, hi, 200)
+    for color, s in zip(_colors(len(sizes)), sizes, strict=True):
+        pts = [(r["t0_tokens"], r["ratio"]) for r in s.ratios if r["t0_status"] == "root"]
+        if pts:
+            ax.plot([p[0] / _B for p in pts], [p[1] for p in pts], "o", color=color, ms=4)
+        if s not in fitted:
+            continue
+        ax.plot(tokens / _B, s.cmr_at(tokens), "-", color=color, label=f"{_size_label(s.n_params)}")
+        band = s.cmr_at_band(tokens)
+        if band is not None:
+            ax.fill_between(tokens / _B, band[0], band[1], color=color, alpha=0.2, lw=0)
+        if s.cmr is not None:
+            ax.plot([s.budget_tokens / _B], [s.cmr], marker="D", color=color, mec="black", ms=6)
+    ax.set_xscale("log")
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(max(lo, -0.05), min(hi, 1.05))  # shares: keep the extrapolated law from dwarfing the data
+    ax.set_xlabel("CPT token budget (B)")
+    ax.set_ylabel("critical mixture ratio")
+    ax.set_title("CMR vs token budget (◆ = CMR at the budget)")
+    if fitted:
+        ax.legend(fontsize=7)
+    return ax
+
+
+def plot_cmr_vs_size(decisions: CMRDecision | Mapping[str, CMRDecision], *, ax: Axes | None = None) -> Axes:
+    """CMR vs model size with intervals and the fitted ``a + b·log10 N`` trend; several domains side by side.
+
+    Pass one :class:`CMRDecision` or a mapping ``{domain label: CMRDecision}``.
+    """
+    ax = _axes(ax)
+    items = decisions.items() if isinstance(decisions, Mapping) else [("CMR", decisions)]
+    items = list(items)
+    for color, (label, dec) in zip(_colors(len(items)) if len(items) > 1 else ["tab:blue"], items, strict=True):
+        pts = [s for s in dec.sizes if s.cmr is not None and _numeric(s.n_params)]
+        if not pts:
+            continue
+        n = np.array([float(s.n_params) for s in pts])
+        y = np.array([s.cmr for s in pts])
+        lo = np.array([s.ci[0] if s.ci else c for s, c in zip(pts, y, strict=True)])
+        hi = np.array([s.ci[1] if s.ci else c for s, c in zip(pts, y, strict=True)])
+        ax.errorbar(n, y, yerr=[y - lo, hi - y], fmt="o", color=color, capsize=3, label=label)
+        tr = dec.trend
+        if tr is not None:
+            grid = np.geomspace(n.min(), n.max(), 50)
+            ax.plot(grid, tr["a"] + tr["b"] * np.log10(grid), "-", color=color, lw=1)
+            if tr.get("band"):
+                b = tr["band"]
+                ax.fill_between(b["n_params"], b["lo"], b["hi"], color=color, alpha=0.15, lw=0)
+    ax.set_xscale("log")
+    ax.set_xlabel("model size (parameters)")
+    ax.set_ylabel("critical mixture ratio")
+    ax.set_title("CMR vs model size")
+    ax.legend(fontsize=7)
+    return ax
+
+
+def _numeric(v: Any) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and float(v) > 0
+
+
+def _size_label(v: Any) -> str:
+    if _numeric(v):
+        x = float(v)
+        for unit, scale in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+            if x >= scale:
+                return f"{x / scale:.3g}{unit}"
+        return f"{x:g}"
+    return str(v)
