@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from mixlaw.decide.cpt import identifiability
 from mixlaw.fit import fit_law
 from mixlaw.laws import get_law
 from mixlaw.schedules import Schedule, add_schedule_features
@@ -84,6 +85,8 @@ def run_split(
             pred = np.asarray(res.predict(table), dtype=np.float64)
             params = ", ".join(f"{k}={v:.4g}" for k, v in res.params.items())
             print(f"[{size}M] {law.name}: fitted on {'+'.join(fit_on)} in {secs:.1f}s ({res.status.value}); {params}")
+            flags = identifiability(res, train)
+            print(f"  identifiability: {flags['message']} (condition {flags['condition']:.2g})")
             rows += [(size, law.name, *r) for r in _report(table, pred, fit_on)]
     return pd.DataFrame(rows, columns=["size", "law", "schedule", "role", "mae", "max"])
 

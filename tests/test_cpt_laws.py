@@ -226,3 +226,18 @@ def test_fixed_shift_rate_fits_through_engine() -> None:
     res = fit_law(get_law("cpt", fixed_E=100.0), table, target="loss", random_state=0)
     assert "E" not in res.params and res.law_options["fixed_E"] == 100.0
     assert res.params["B"] == pytest.approx(truth["B"], rel=0.3)
+
+
+def test_identifiability_flags_distant_near_optimal_starts() -> None:
+    law = get_law("lr_annealing")
+    p = dict(law.example_params)
+    table = pd.DataFrame({"s1": np.linspace(0.5, 8, 30), "s2": np.linspace(0, 0.17, 30)})
+    starts = pd.DataFrame(
+        [
+            {**p, "objective": 1.0e-4, "status": "converged"},
+            {**p, "C": p["C"] * 10, "objective": 1.5e-4, "status": "converged"},  # near-optimal, far away
+            {**p, "A": p["A"] * 10, "objective": 9.0e-4, "status": "converged"},  # far worse: ignored
+        ]
+    )
+    out = identifiability({"law": "lr_annealing", "params": p, "starts": starts.to_dict("records")}, table)
+    assert out["flagged"] == ["C"] and out["multimodal"]["C"] == pytest.approx(10.0)

@@ -1134,15 +1134,20 @@ def identifiability(
     input_map: Mapping[str, str] | None = None,
     cond_limit: float = 1e8,
     share_limit: float = 0.1,
+    near_optimal: float = 1.0,
+    spread_factor: float = 3.0,
 ) -> dict[str, Any]:
     """Flag parameter directions the data do not determine (laws.md §5.7 item 5).
 
     Computes the Jacobian of the (log-)predictions on the table's rows with respect to the internal
     (unconstrained) parameters at the fitted values, scales its columns to unit norm and takes its SVD.
     Directions with singular value below ``s_max/√cond_limit`` are near-null; every parameter carrying more
-    than ``share_limit`` of such a direction is flagged. With bootstrap parameters, the relative spread
-    (IQR/|median|) per parameter is reported too. Returns ``{"flagged": [...], "condition": κ,
-    "null_directions": [...], "spread": {...}, "message": str}``.
+    than ``share_limit`` of such a direction is flagged. This local test misses distant optima, so with the
+    engine's per-start table (``FitResult.starts``) every parameter whose values among the converged starts
+    within ``(1 + near_optimal)×`` the best objective span more than ``spread_factor`` (ratio for positive
+    parameters) is flagged as multi-modal. With bootstrap parameters, the relative spread (IQR/|median|) per
+    parameter is reported too (> 1 is flagged). Returns ``{"flagged": [...], "condition": κ,
+    "null_directions": [...], "multimodal": {...}, "spread": {...}, "message": str}``.
     """
     lf = LawFit.from_any(fit)
     law = lf.law
@@ -1172,6 +1177,26 @@ def identifiability(
             names = [law.param_names[j] for j in np.argsort(-comp) if comp[j] > share_limit]
             null_dirs.append(names)
             flagged.extend(n for n in names if n not in flagged)
+    multimodal: dict[str, float] = {}
+    starts = getattr(fit, "starts", None)
+    if starts is None and isinstance(fit, Mapping):
+        starts = fit.get("starts")
+    if starts is not None:
+        st = pd.DataFrame(starts)
+        if {"objective", "status"} <= set(st.columns) and set(law.param_names) <= set(st.columns):
+            ok = st[st["status"] == "converged"]
+            if len(ok):
+                best = float(ok["objective"].min())
+                near = ok[ok["objective"] <= best + max(abs(best), 1e-300) * near_optimal]
+                for n in law.param_names:
+                    v = near[n].to_numpy(dtype=np.float64)
+                    lo, hi = float(np.min(v)), float(np.max(v))
+                    pos = law.spec(n).lower >= 0 and lo > 0
+                    ratio = hi / lo if pos else (hi - lo) / max(abs(float(lf.params[n])), 1e-12) + 1.0
+                    if ratio > spread_factor:
+                        multimodal[n] = ratio
+                        if n not in flagged:
+                            flagged.append(n)
     spread: dict[str, float] = {}
     if lf.bootstrap is not None and lf.bootstrap.shape[0] >= 5:
         for j, n in enumerate(law.param_names):
@@ -1190,6 +1215,7 @@ def identifiability(
         "flagged": flagged,
         "condition": cond,
         "null_directions": null_dirs,
+        "multimodal": multimodal,
         "spread": spread,
         "message": msg,
     }
