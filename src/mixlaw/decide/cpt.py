@@ -1181,6 +1181,8 @@ def identifiability(
     starts = getattr(fit, "starts", None)
     if starts is None and isinstance(fit, Mapping):
         starts = fit.get("starts")
+    if starts is None and isinstance(fit, LawFit) and fit.record is not None:
+        starts = fit.record.get("starts")
     if starts is not None:
         st = pd.DataFrame(starts)
         if {"objective", "status"} <= set(st.columns) and set(law.param_names) <= set(st.columns):
