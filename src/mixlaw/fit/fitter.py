@@ -106,7 +106,7 @@ def prepare_data(
 
 def _make_residuals(law: Law, data: FitData) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     if law.fit_space == "log":
-        log_y = data.log_y
+        log_y = torch.log(data.y_t)
 
         def residuals(U: torch.Tensor, pid: torch.Tensor) -> torch.Tensor:
             return law.log_predict(data.x, law.to_natural(U)) - log_y
