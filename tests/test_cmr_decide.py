@@ -176,13 +176,13 @@ def test_status_too_few_ratios_for_the_cmr_law() -> None:
 def test_bootstrap_interval_and_sensitivity() -> None:
     runs = synthetic_runs((0.125, 0.2, 0.25, 1 / 3), noise=2e-4, seed=3)
     dec = critical_mixture_ratio(
-        runs, general_eval="general", domain_eval="code", bootstrap=8, random_state=1,
+        runs, general_eval="general", domain_eval="code", bootstrap=5, random_state=1,
         sensitivity_lambdas=(1000.0, math.inf), sensitivity_epsilons=(0.0, 0.05),
     )  # fmt: skip
     (s,) = dec.sizes
     assert s.ci is not None and s.ci[0] <= s.ci[1]
-    assert s.n_bootstrap == 8 and s.n_bootstrap_failed < 8
-    assert s.bootstrap_cmr is not None and len(s.bootstrap_cmr) == 8 - s.n_bootstrap_failed
+    assert s.n_bootstrap == 5 and s.n_bootstrap_failed < 5
+    assert s.bootstrap_cmr is not None and len(s.bootstrap_cmr) == 5 - s.n_bootstrap_failed
     sens = dec.sensitivity
     assert len(sens) == 4 and set(sens["lagrange_mult"]) == {1000.0, "inf"}
     head = sens[(sens["lagrange_mult"] == "inf") & (sens["epsilon"] == 0.05)]
