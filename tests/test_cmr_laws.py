@@ -33,15 +33,11 @@ def test_registered() -> None:
 
 @pytest.mark.parametrize(
     ("name", "opts"),
-    [(n, {}) for n in CMR_NAMES]
-    + [("dloss_domain", {"pin_zero": True}), ("dloss_general", {"pin_zero": True})],
+    [(n, {}) for n in CMR_NAMES] + [("dloss_domain", {"pin_zero": True}), ("dloss_general", {"pin_zero": True})],
 )
 def test_broadcasting_and_grid(name: str, opts: dict[str, bool]) -> None:
     law = get_law(name, **opts)
-    x = {
-        k: torch.linspace(0.1, 1.0, 7, dtype=torch.float64) * (1e10 if k == "tokens" else 1.0)
-        for k in law.inputs
-    }
+    x = {k: torch.linspace(0.1, 1.0, 7, dtype=torch.float64) * (1e10 if k == "tokens" else 1.0) for k in law.inputs}
     grid = law.internal_grid()
     assert grid.shape[1] == len(law.param_names) and grid.shape[0] >= 50
     p = law.to_natural(torch.as_tensor(grid[:5]))
@@ -117,12 +113,8 @@ def test_dloss_general_rises_then_falls_and_canonical_order() -> None:
 
 def test_ratio_laws_example_values() -> None:
     # 460M domain loss, Table 2 derived least-squares parameters (laws.md §6.6)
-    y = get_law("ratio_power").evaluate(
-        {"ratio": np.array([0.25])}, {"alpha": -0.42613, "s": 0.1781, "beta": 1.88902}
-    )
+    y = get_law("ratio_power").evaluate({"ratio": np.array([0.25])}, {"alpha": -0.42613, "s": 0.1781, "beta": 1.88902})
     assert y[0] == pytest.approx(1.5561, abs=2e-4)
     # Pile-side Data Mixing Laws fit: at the critical Pile share 0.2862 the loss is the pre-CPT 2.87337
-    y = get_law("ratio_exp").evaluate(
-        {"ratio": np.array([0.2862])}, {"c": 2.8103, "k": -3.7407, "b": -1.6936}
-    )
+    y = get_law("ratio_exp").evaluate({"ratio": np.array([0.2862])}, {"c": 2.8103, "k": -3.7407, "b": -1.6936})
     assert y[0] == pytest.approx(2.87337, abs=2e-4)

@@ -1,0 +1,1 @@
+"""Decisions from fitted laws: critical mixture ratio, CPT trajectories, optimal mixtures."""
