@@ -212,3 +212,25 @@ def test_turning_length_composite_and_zero_final_lr() -> None:
     ends_at_zero = CptPlan(pt=plan.pt, cpt=Schedule.parse("cosine:peak=2e-4,steps=300"))
     tl = turning_length(fits, ends_at_zero)
     assert tl.horizon == 300 and tl.asymptotic_class == "unknown"
+
+
+def test_schedule_aware_cmr_from_engine_fit_with_bootstrap() -> None:
+    rng = np.random.default_rng(9)
+    law = get_law("cpt_replay")
+    truth = {**DPT, "a1": 0.0, "a2": 1.5}
+    pt = Schedule.parse("wsd:peak=2e-4,steps=6000,decay=1000,final=2e-5")
+    cpt = Schedule.parse("cosine:peak=2e-4,steps=3000,warmup=100,final=2e-5,start=2e-5")
+    rows, scheds = [], {"pt": pt}
+    rows += [{"run_id": "pt", "step": s, "parent_run": None, "w_general": 1.0} for s in range(500, 6001, 250)]
+    for r in (0.0, 0.25, 0.5, 0.75):
+        scheds[f"cpt-{r}"] = cpt
+        rows += [{"run_id": f"cpt-{r}", "step": s, "parent_run": "pt", "w_general": r} for s in range(0, 3001, 100)]
+    table = add_schedule_features(pd.DataFrame(rows), scheds, replay_column="w_general")
+    clean = law.evaluate({c: table[c].to_numpy() for c in law.inputs}, truth)
+    table["loss_general"] = clean * np.exp(2e-4 * rng.standard_normal(clean.size))
+    # resample rows (a run-level bootstrap over five runs often drops the only PT run)
+    res = fit_law(law, table, target="loss_general", bootstrap=6, random_state=0, group_column=None)
+    out = schedule_aware_cmr(res, cpt, 0.03, budget_tokens=3000 * 4e6, tokens_per_step=4e6, pt_schedule=pt)
+    ref = schedule_aware_cmr(LawFit(law, truth), cpt, 0.03, budget_steps=3000, pt_schedule=pt)
+    assert out.cmr is not None and ref.cmr is not None and abs(out.cmr - ref.cmr) < 0.1
+    assert out.n_boot == 6 and out.interval is not None
