@@ -81,9 +81,7 @@ def test_eq7_effective_parameters_at_106m() -> None:
 
 
 def _fits() -> CptFits:
-    return CptFits(
-        fits={"loss_pt": LawFit(get_law("cpt"), dict(FIG3_DPT), target="loss_pt")}, pt_set="loss_pt"
-    )
+    return CptFits(fits={"loss_pt": LawFit(get_law("cpt"), dict(FIG3_DPT), target="loss_pt")}, pt_set="loss_pt")
 
 
 def test_critical_point_constant_lr() -> None:
@@ -144,9 +142,7 @@ def mpl_schedule(name: str) -> Schedule:
         return Schedule.parse(f"wsd:peak=3e-4,steps=24000,warmup={w},final=3e-5,decay=4000,shape=exp")
     if name.startswith("wsdcon_"):
         k = int(name.split("_")[1])
-        return Schedule.parse(
-            f"multistep:peak=3e-4,steps=16000,warmup={w},milestones=8000,gamma={k * 1e-5 / 3e-4}"
-        )
+        return Schedule.parse(f"multistep:peak=3e-4,steps=16000,warmup={w},milestones=8000,gamma={k * 1e-5 / 3e-4}")
     raise ValueError(name)
 
 

@@ -60,9 +60,7 @@ def test_constant_has_no_annealing_and_linear_s1() -> None:
 
 def test_multipowerlaw_logged_lrs_reconstructed() -> None:
     cos = Schedule.parse("cosine:peak=3e-4,steps=24000,warmup=2160,final=3e-5")
-    np.testing.assert_allclose(
-        cos.lr([2160, 2288, 23920]), [3e-4, 2.999771173709568e-4, 3.000893868085248e-05]
-    )
+    np.testing.assert_allclose(cos.lr([2160, 2288, 23920]), [3e-4, 2.999771173709568e-4, 3.000893868085248e-05])
     wsd = Schedule.parse("wsd:peak=3e-4,steps=24000,warmup=2160,final=3e-5,decay=4000,shape=exp")
     np.testing.assert_allclose(wsd.lr([20064, 20192]), [2.891487070871911e-4, 2.686094296648783e-4])
     con = Schedule.parse("multistep:peak=3e-4,steps=16000,warmup=2160,milestones=8000,gamma=0.3")

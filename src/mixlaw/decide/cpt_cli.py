@@ -27,9 +27,7 @@ import typer
 
 from mixlaw.errors import ExtrapolationWarning, MixlawError
 
-app = typer.Typer(
-    help="Continual pre-training: predict a plan, optimise it, critical point.", no_args_is_help=True
-)
+app = typer.Typer(help="Continual pre-training: predict a plan, optimise it, critical point.", no_args_is_help=True)
 
 DEFAULT_PT = "wsd:peak=2e-4,steps=40000,decay=8000"
 DEFAULT_CPT = "cosine:peak=2e-4,steps=10000"
@@ -79,9 +77,7 @@ def predict(
     plan: Annotated[Path, typer.Option("--plan", help="PLAN.toml (see mixlaw.decide.cpt.load_plan)")],
     weights: Annotated[str | None, typer.Option(help="W_PT,W_CPT for the composite loss")] = None,
     level: Annotated[float, typer.Option(help="interval level of the bootstrap bands")] = 0.9,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="machine-readable output with the trajectory")
-    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="machine-readable output with the trajectory")] = False,
 ) -> None:
     """Predict every fitted eval set along a PT + CPT plan."""
     from mixlaw.decide.cpt import load_fits, predict_plan
@@ -102,9 +98,7 @@ def predict(
         out = {
             "final": {s: _num(float(last[f"pred_{s}"])) for s in sets},
             "interval": {
-                s: [_num(float(last[f"lo_{s}"])), _num(float(last[f"hi_{s}"]))]
-                for s in sets
-                if f"lo_{s}" in pred
+                s: [_num(float(last[f"lo_{s}"])), _num(float(last[f"hi_{s}"]))] for s in sets if f"lo_{s}" in pred
             },
             "trajectory": json.loads(pred.to_json(orient="records")),
             "warnings": msgs,
@@ -129,9 +123,7 @@ def optimize(
     fit: Annotated[Path, typer.Argument(help="FIT.json: a CPT fit bundle with D_pt and D_cpt fits")],
     over: Annotated[str, typer.Option(help="replay | peak_lr | loss_potential")],
     weights: Annotated[str, typer.Option(help="W_PT,W_CPT objective weights (sum to 1)")],
-    plan: Annotated[
-        Path | None, typer.Option("--plan", help="base PLAN.toml (default: the paper's setting)")
-    ] = None,
+    plan: Annotated[Path | None, typer.Option("--plan", help="base PLAN.toml (default: the paper's setting)")] = None,
     grid: Annotated[str | None, typer.Option(help="comma-separated grid of values to try")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
@@ -174,9 +166,7 @@ def optimize(
 @app.command()
 def critical(
     fit: Annotated[Path, typer.Argument(help="FIT.json: a CPT fit bundle or one cpt fit")],
-    plan: Annotated[
-        Path | None, typer.Option("--plan", help="PLAN.toml (default: the paper's setting)")
-    ] = None,
+    plan: Annotated[Path | None, typer.Option("--plan", help="PLAN.toml (default: the paper's setting)")] = None,
     weights: Annotated[str | None, typer.Option(help="W_PT,W_CPT: also analyse the composite loss")] = None,
     horizon: Annotated[int | None, typer.Option(help="turning-length horizon in CPT steps")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
@@ -228,9 +218,7 @@ def critical(
         where = "—" if c["pt_step"] is None else f"PT step {c['pt_step']:.0f} (S1_pt {c['s1_pt']:.4f})"
         turn = "∞" if t["infinite"] else f"{t['steps']:.0f} CPT steps"
         typer.echo(f"[{label}] critical point: {where} — {c['reason']}")
-        typer.echo(
-            f"[{label}] turning length: {turn} — {t['reason']}; asymptotic class {t['asymptotic_class']}"
-        )
+        typer.echo(f"[{label}] turning length: {turn} — {t['reason']}; asymptotic class {t['asymptotic_class']}")
 
 
 def main() -> None:  # pragma: no cover - convenience entry point
