@@ -138,3 +138,22 @@ def test_plots_and_report_section() -> None:
     assert html.startswith("<section") and html.rstrip().endswith("</section>")
     assert html.count("data:image/png;base64,") == 3 and "turning length" in html and "CMR" in html
     plt.close("all")
+
+
+def test_report_section_object_renders_in_page() -> None:
+    import matplotlib.pyplot as plt
+
+    from mixlaw.report.cpt_plots import cpt_report_section
+    from mixlaw.report.html import render_report
+
+    fits = _bundle()
+    plan = CptPlan(
+        pt=Schedule.parse("constant:peak=2e-4,steps=4000"),
+        cpt=Schedule.parse("constant:peak=2e-4,steps=2000"),
+        eval_every=250,
+    )
+    sec = cpt_report_section(fits, plan)
+    assert not sec.html.startswith("<section") and "turning length" in sec.html
+    page = render_report("CPT", [sec])
+    assert page.count("<section") == 1 and "Continual pre-training" in page
+    plt.close("all")

@@ -25,6 +25,7 @@ __all__ = [
     "plot_optimum_vs_weight",
     "plot_plan_trajectory",
     "cpt_section",
+    "cpt_report_section",
 ]
 
 
@@ -181,6 +182,7 @@ def cpt_section(
     schedule_cmr: Any = None,
     table: pd.DataFrame | None = None,
     title: str = "Continual pre-training",
+    wrap: bool = True,
 ) -> str:
     """HTML fragment (``<section>``) with the CPT analysis of a plan.
 
@@ -190,12 +192,14 @@ def cpt_section(
     given, the schedule-aware CMR beside the constant-LR CMR when ``schedule_cmr`` (a
     :class:`mixlaw.decide.cpt.ScheduleCMR`) is given, the identifiability flags of every fit on ``table`` (the
     fitted RunTable with its schedule features) when given, and every extrapolation warning raised on the way.
+    ``wrap=False`` returns the inner fragment without the ``<section>`` and its heading (for
+    :class:`mixlaw.report.html.Section`; see :func:`cpt_report_section`).
     """
     import matplotlib.pyplot as plt
 
     from mixlaw.decide import cpt as d
 
-    parts = [f"<section class='cpt'><h2>{html.escape(title)}</h2>"]
+    parts = [f"<section class='cpt'><h2>{html.escape(title)}</h2>"] if wrap else []
     notes: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ExtrapolationWarning)
@@ -291,5 +295,14 @@ def cpt_section(
     if msgs:
         items = "".join(f"<li>{html.escape(m)}</li>" for m in msgs)
         parts.append(f"<div class='warnings'><b>Warnings</b><ul>{items}</ul></div>")
-    parts.append("</section>")
+    if wrap:
+        parts.append("</section>")
     return "\n".join(parts)
+
+
+def cpt_report_section(fits: Any, plan: Any, *, title: str = "Continual pre-training", **kwargs: Any) -> Any:
+    """The CPT analysis as a :class:`mixlaw.report.html.Section` for :func:`mixlaw.report.html.render_report`
+    (``kwargs`` as for :func:`cpt_section`)."""
+    from mixlaw.report.html import Section
+
+    return Section(title, cpt_section(fits, plan, title=title, wrap=False, **kwargs))
