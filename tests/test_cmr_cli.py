@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -62,3 +63,30 @@ def test_user_errors_are_one_line(args: list[str], message: str) -> None:
     assert res.exit_code == 1
     err = res.stderr.strip()
     assert err.startswith("error:") and message in err and "\n" not in err
+
+
+def test_two_domains_side_by_side(tmp_path: Path) -> None:
+    """Two domains in one table (runs tagged by ``domain``): JSON per domain, the nearer domain's CMR is higher."""
+    from test_cmr_decide import synthetic_runs
+
+    p940 = {"alpha4": 0.7520627, "s4": 0.13720245, "beta3": -1.06581937}
+    ratios = (0.125, 0.25, 0.5)
+    table = pd.concat(
+        [synthetic_runs(ratios, domain="code"), synthetic_runs(ratios, domain="legal", cmr_params=p940)],
+        ignore_index=True,
+    ).fillna({"w_code": 0.0, "w_legal": 0.0, "loss_code": 2.5, "loss_legal": 2.5})  # every run evaluates both
+    path = tmp_path / "runs.csv"
+    table.to_csv(path, index=False)
+    report = tmp_path / "two.html"
+    res = runner.invoke(
+        app,
+        [str(path), "--general-eval", "general", "--domain-eval", "code", "--domain-eval", "legal", "--json",
+         "--report", str(report)],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert set(out["domains"]) == {"code", "legal"}
+    cmr = {c["domain"]: c["cmr"] for c in out["comparison"]}
+    assert cmr["code"] == pytest.approx(0.2976, abs=1e-2) and cmr["legal"] == pytest.approx(0.3489, abs=1e-2)
+    assert all(len(o["ratios"]) == 3 for o in out["domains"].values())  # no cross-domain ratio-0 runs
+    assert "Domains side by side" in report.read_text()

@@ -40,6 +40,7 @@ def synthetic_runs(
     n_params: int = 460_000_000,
     t_units: np.ndarray | None = None,
     cmr_params: dict[str, float] = P460,
+    domain: str = "code",
 ) -> pd.DataFrame:
     """CPT runs whose ΔL_gen peaks exactly at T0(R) of a known CMR law (λ = ∞), one run per ratio.
 
@@ -52,13 +53,14 @@ def synthetic_runs(
         ts = t_star(r, cmr_params)
         dg = amp * np.sqrt(t) - amp / (2 * math.sqrt(ts)) * t + noise * rng.standard_normal(t.size)
         dd = -0.05 * r**0.3 * t**0.4 + noise * rng.standard_normal(t.size)
-        run = f"s{n_params}-r{r:.4f}"
+        run = f"s{n_params}-{domain}-r{r:.4f}"
         rows.append({"run_id": run, "step": 0, "tokens": 0.0, "n_params": n_params, "phase": "cpt",
-                     "w_code": r, "w_general": 1 - r, "loss_general": 2.0, "loss_code": 2.5})  # fmt: skip
+                     f"w_{domain}": r, "w_general": 1 - r, "loss_general": 2.0, f"loss_{domain}": 2.5,
+                     "domain": domain})  # fmt: skip
         for i, ti in enumerate(t):
             rows.append({"run_id": run, "step": (i + 1) * 100, "tokens": ti * UNIT, "n_params": n_params,
-                         "phase": "cpt", "w_code": r, "w_general": 1 - r, "loss_general": 2.0 + dg[i],
-                         "loss_code": 2.5 + dd[i]})  # fmt: skip
+                         "phase": "cpt", f"w_{domain}": r, "w_general": 1 - r, "loss_general": 2.0 + dg[i],
+                         f"loss_{domain}": 2.5 + dd[i], "domain": domain})  # fmt: skip
     return pd.DataFrame(rows)
 
 

@@ -61,6 +61,7 @@ __all__ = [
     "RatioLawFit",
     "T0Result",
     "critical_mixture_ratio",
+    "critical_mixture_ratio_by_domain",
     "critical_tokens",
     "fit_ratio_law",
     "prepare_increments",
@@ -449,12 +450,19 @@ def prepare_increments(table: pd.DataFrame, cols: _Columns) -> pd.DataFrame:
             f"{s}|{r}" for s, r in zip(df[cols.size] if cols.size else [""] * len(df), df[cols.ratio], strict=True)
         ]
     df["_size"] = df[cols.size] if cols.size else "all"
+    is_pt = df["phase"].astype(str).eq("pt") if "phase" in df.columns else pd.Series(False, index=df.index)
+    # A table holding CPT runs for several domains tags each run with its domain (probe runs: ``domain``):
+    # keep the runs of this domain only (a run of another domain has w_<this domain> = 0, not a ratio-0 run).
+    dname = cols.domain[len("loss_") :] if cols.domain.startswith("loss_") else cols.domain
+    if "domain" in df.columns:
+        this = df["domain"].astype(str).eq(dname)
+        if (this & ~is_pt).any():
+            df, is_pt = df[this | is_pt], is_pt[this | is_pt]
     for c in (cols.general, cols.domain, "tokens"):
         bad = ~np.isfinite(pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=np.float64))
         if bad.any():
-            row = int(np.flatnonzero(bad)[0])
-            raise InputError(f"expected a finite number, got {df[c].iloc[row]!r}", row=row, column=c)
-    is_pt = df["phase"].astype(str).eq("pt") if "phase" in df.columns else pd.Series(False, index=df.index)
+            pos = int(np.flatnonzero(bad)[0])
+            raise InputError(f"expected a finite number, got {df[c].iloc[pos]!r}", row=df.index[pos], column=c)
     pt = df[is_pt]
     cpt = df[~is_pt]
     if cpt.empty:
@@ -936,6 +944,10 @@ def _fit_ratio_laws(
     warm: tuple[RatioLawFit | None, RatioLawFit | None] = (None, None),
 ) -> tuple[RatioLawFit | None, RatioLawFit | None, str | None]:
     r_arr, g_arr, d_arr = _budget_values(sf, rows)
+    if ratio_law == "power" and np.any(r_arr <= 0):
+        keep = r_arr > 0
+        r_arr, g_arr, d_arr = r_arr[keep], g_arr[keep], d_arr[keep]
+        sink.append("R = 0 left out of the power ratio law (R^s diverges at 0 for s < 0)")
     wg, wd = (w.params if w is not None else None for w in warm)
     try:
         rl_gen = fit_ratio_law(
@@ -1383,6 +1395,22 @@ def _summarise_fit_notes(msgs: list[str]) -> list[str]:
         f"{law} {kind} for ratio(s) {', '.join(dict.fromkeys(rs))} (weakly identified curve: read T0 with its interval)"
         for (law, kind), rs in groups.items()
     ]
+
+
+def critical_mixture_ratio_by_domain(
+    table: pd.DataFrame, *, general_eval: str, domain_evals: Sequence[str], **kwargs: Any
+) -> dict[str, CMRDecision]:
+    """:func:`critical_mixture_ratio` for several domains side by side (``{domain eval: decision}``).
+
+    Each domain uses its own ratio column (``w_<domain>``) and, when the table tags runs with a ``domain``
+    column, only its own CPT runs. The paper's finding to look for: a domain closer to the general data allows a
+    higher CMR.
+    """
+    if not domain_evals:
+        raise InputError("give at least one domain eval")
+    if kwargs.get("ratio_column") is not None and len(domain_evals) > 1:
+        raise InputError("--ratio-column applies to one domain; several domains use w_<domain> each")
+    return {d: critical_mixture_ratio(table, general_eval=general_eval, domain_eval=d, **kwargs) for d in domain_evals}
 
 
 def _same_source(point: _Decision, boot: _Decision) -> float | None:

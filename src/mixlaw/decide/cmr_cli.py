@@ -41,7 +41,9 @@ def load_table(path: Path, where: str | None = None) -> pd.DataFrame:
     else:
         from mixlaw.runs.io import read_table
 
-        frame = read_table(path)
+        # NaN allowed here: a multi-domain export leaves cells of other domains empty; the columns the decision
+        # reads are validated by it, with their row and column.
+        frame = read_table(path, allow_nan=True)
     if where:
         try:
             frame = frame.query(where)
@@ -134,7 +136,10 @@ def _print_rich(decision: Any) -> None:
 def cmr_command(
     table: Annotated[Path, typer.Argument(help="Runs: CSV/JSONL/Parquet RunTable or a RunStore .db")],
     general_eval: Annotated[str, typer.Option("--general-eval", help="General loss column (loss_ optional)")],
-    domain_eval: Annotated[str, typer.Option("--domain-eval", help="Domain loss column (loss_ optional)")],
+    domain_eval: Annotated[
+        list[str],
+        typer.Option("--domain-eval", help="Domain loss column (loss_ optional); repeat for domains side by side"),
+    ],
     ratio_column: Annotated[
         str | None, typer.Option("--ratio-column", help="Domain share column (default w_<domain>)")
     ] = None,
@@ -154,7 +159,7 @@ def cmr_command(
     where: Annotated[str | None, typer.Option("--where", help="pandas query applied to the rows")] = None,
 ) -> None:
     """Largest domain share of the CPT mix that keeps the general loss within tolerance, per model size."""
-    from mixlaw.decide.cmr import critical_mixture_ratio
+    from mixlaw.decide.cmr import critical_mixture_ratio_by_domain
 
     try:
         if ratio_law not in ("power", "exp"):
@@ -162,10 +167,10 @@ def cmr_command(
         if c_method not in ("fit", "corr_grid"):
             raise InputError(f"--c-method must be 'fit' or 'corr_grid', got {c_method!r}")
         frame = load_table(table, where)
-        decision = critical_mixture_ratio(
+        decisions = critical_mixture_ratio_by_domain(
             frame,
             general_eval=general_eval,
-            domain_eval=domain_eval,
+            domain_evals=list(dict.fromkeys(domain_eval)),
             ratio_column=ratio_column,
             size_column=size_column,
             epsilon=epsilon,
@@ -177,10 +182,16 @@ def cmr_command(
             bootstrap=bootstrap,
             random_state=seed,
         )
+        single = next(iter(decisions.values())) if len(decisions) == 1 else None
         if report is not None:
             from mixlaw.report.html import cmr_report
 
-            report.write_text(cmr_report(decision, title=f"Critical mixture ratio — {table.name}", source=str(table)))
+            page = cmr_report(
+                single if single is not None else decisions,
+                title=f"Critical mixture ratio — {table.name}",
+                source=str(table),
+            )
+            report.write_text(page)
     except MixlawError as exc:
         _fail(str(exc))
         return
@@ -188,9 +199,21 @@ def cmr_command(
         _fail(f"{exc.__class__.__name__}: {exc}")
         return
     if as_json:
-        typer.echo(json.dumps(decision.to_dict(), default=_json_default, allow_nan=False))
+        if single is not None:
+            obj = single.to_dict()
+        else:
+            obj = {"domains": {d: dec.to_dict() for d, dec in decisions.items()}}
+            obj["comparison"] = [
+                {"domain": d, **{k: c[k] for k in ("n_params", "budget_tokens", "cmr", "ci", "status")}}
+                for d, o in obj["domains"].items()
+                for c in o["cmr"]
+            ]
+        typer.echo(json.dumps(obj, default=_json_default, allow_nan=False))
     else:
-        _print_rich(decision)
+        for d, dec in decisions.items():
+            if single is None:
+                typer.echo(f"\n== domain {d}")
+            _print_rich(dec)
         if report is not None:
             typer.echo(f"report written to {report}")
 

@@ -11,7 +11,7 @@ import base64
 import html
 import io
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -24,7 +24,15 @@ if TYPE_CHECKING:
 
     from mixlaw.decide.cmr import CMRDecision
 
-__all__ = ["Section", "render_report", "figure_html", "table_html", "cmr_sections", "cmr_report"]
+__all__ = [
+    "Section",
+    "render_report",
+    "figure_html",
+    "table_html",
+    "cmr_sections",
+    "cmr_domains_section",
+    "cmr_report",
+]
 
 
 @dataclass(frozen=True)
@@ -321,12 +329,43 @@ def cmr_sections(decision: CMRDecision, *, source: str | None = None) -> list[Se
     return out
 
 
+def cmr_domains_section(decisions: Mapping[str, CMRDecision]) -> Section:
+    """Several domains side by side: CMR per (domain, size) and CMR vs model size, one curve per domain."""
+    import matplotlib.pyplot as plt
+
+    from mixlaw.report import plots
+
+    rows = []
+    for d, dec in decisions.items():
+        for s in dec.sizes:
+            rows.append({"domain": d, "size": _size(s.n_params), "budget (tokens)": _tok(s.budget_tokens),
+                         "CMR": s.cmr, "95% CI": f"[{s.ci[0]:.3f}, {s.ci[1]:.3f}]" if s.ci else "—",
+                         "tolerance boundary": s.tolerance_boundary, "status": s.status})  # fmt: skip
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    plots.plot_cmr_vs_size(dict(decisions), ax=ax)
+    return Section(
+        "Domains side by side",
+        table_html(rows) + f'<div class="figs">{figure_html(fig, alt="CMR vs size per domain")}</div>'
+        "<p>The CMR paper's finding to check: a domain closer to the general data allows a higher CMR.</p>",
+    )
+
+
 def cmr_report(
-    decision: CMRDecision,
+    decision: CMRDecision | Mapping[str, CMRDecision],
     *,
     title: str = "Critical mixture ratio",
     source: str | None = None,
     extra_sections: Sequence[Section] = (),
 ) -> str:
-    """The whole self-contained CMR report page (extra sections, e.g. from the CPT report, go at the end)."""
-    return render_report(title, [*cmr_sections(decision, source=source), *extra_sections], subtitle=source)
+    """The whole self-contained CMR report page (extra sections, e.g. from the CPT report, go at the end).
+
+    ``decision`` may be a mapping ``{domain: CMRDecision}``: the page then opens with the side-by-side
+    comparison, followed by each domain's sections.
+    """
+    if isinstance(decision, Mapping):
+        sections = [cmr_domains_section(decision)]
+        for d, dec in decision.items():
+            sections += [Section(f"[{d}] {sec.title}", sec.html) for sec in cmr_sections(dec, source=source)]
+    else:
+        sections = cmr_sections(decision, source=source)
+    return render_report(title, [*sections, *extra_sections], subtitle=source)
