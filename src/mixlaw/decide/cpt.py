@@ -737,10 +737,6 @@ class CriticalPoint:
     l_asymptote: np.ndarray  # asymptote of continued CPT from that branch
 
 
-def _curve(fit: LawFit, x: Mapping[str, np.ndarray], sets: np.ndarray | None = None) -> np.ndarray:
-    return fit.evaluate(x, sets)
-
-
 def _composite_eval(
     fits: CptFits, x: Mapping[str, np.ndarray], weights: tuple[float, float] | None, set_name: str | None
 ) -> np.ndarray:
