@@ -50,6 +50,7 @@ from scipy.optimize import brentq, least_squares
 
 from mixlaw.errors import BoundaryWarning, ConvergenceWarning, FitError, InputError
 from mixlaw.laws import Law, get_law
+from mixlaw.laws.cmr_law import CMRLaw
 
 __all__ = [
     "STATUS_OK",
@@ -224,9 +225,9 @@ def fit_ratio_law(
     ratio: np.ndarray,
     loss: np.ndarray,
     *,
-    law: Literal["power", "exp"] = "power",
-    c_method: Literal["fit", "corr_grid"] = "fit",
-    fit_loss: Literal["l2", "huber"] = "l2",
+    law: str = "power",
+    c_method: str = "fit",
+    fit_loss: str = "l2",
     notes: list[str] | None = None,
     warm: Mapping[str, float] | None = None,
 ) -> RatioLawFit:
@@ -663,7 +664,7 @@ def _size_fits(
         near = np.isclose(grp["tokens"], budget, rtol=5e-3)
         obs_g = float(grp.loc[near, "dloss_general"].mean()) if near.any() else None
         obs_d = float(grp.loc[near, "dloss_domain"].mean()) if near.any() else None
-        base = dict(
+        base: dict[str, Any] = dict(
             ratio=float(ratio),
             run_ids=tuple(sorted(map(str, grp["run_id"].unique()))),
             t_lo=float(pts["tokens"].min()),
@@ -722,7 +723,7 @@ def _size_fits(
 
 def _with_quality(c: _RatioCurves, pts: pd.DataFrame, unit: float, pin_zero: bool) -> _RatioCurves:
     dom_law, gen_law = _curve_laws(unit, pin_zero)
-    q: dict[str, float] = {}
+    q: dict[str, Any] = {}
     if c.gen_params is not None:
         q["r2_gen"], q["mse_gen"] = _r2_mse(
             pts["dloss_general"].to_numpy(dtype=np.float64, copy=True),
@@ -1109,7 +1110,7 @@ class SizeCMR:
         """Critical token volume of an unseen ratio by the inverse CMR law (tokens; None if undefined)."""
         if self.cmr_law is None:
             return None
-        v = float(get_law("cmr_law", token_unit=self.token_unit).t0_tokens(ratio, self.cmr_law))
+        v = float(CMRLaw(token_unit=self.token_unit).t0_tokens(ratio, self.cmr_law))
         return v if math.isfinite(v) else None
 
     def to_dict(self) -> dict[str, Any]:
@@ -1243,7 +1244,9 @@ def critical_mixture_ratio(
     cols = resolve_columns(table, general_eval, domain_eval, ratio_column, size_column)
     inc = prepare_increments(table, cols)
     rng = random_state if isinstance(random_state, np.random.Generator) else np.random.default_rng(random_state)
-    kw = dict(ratio_law=ratio_law, c_method=c_method, fit_loss=fit_loss, t0_search_factor=t0_search_factor)
+    kw: dict[str, Any] = dict(
+        ratio_law=ratio_law, c_method=c_method, fit_loss=fit_loss, t0_search_factor=t0_search_factor
+    )
     sizes: list[SizeCMR] = []
     sens_rows: list[dict[str, Any]] = []
     boot_by_size: dict[Any, np.ndarray] = {}

@@ -71,7 +71,7 @@ class DLossDomain(Law):
         self.pin_zero = bool(pin_zero)
         self.options: dict[str, Any] = {"token_unit": self.token_unit, "pin_zero": self.pin_zero}
         if self.pin_zero:
-            self.param_specs = (  # type: ignore[misc]
+            self.param_specs = (  # type: ignore[misc,assignment]
                 ParamSpec("alpha1", description="amplitude (signed)"),
                 ParamSpec("s1", 0.0, np.inf, description="token exponent (> 0 so that dL(0) = 0)"),
             )

@@ -58,7 +58,7 @@ class DLossGeneral(Law):
         self.pin_zero = bool(pin_zero)
         self.options: dict[str, Any] = {"token_unit": self.token_unit, "pin_zero": self.pin_zero}
         if self.pin_zero:
-            self.param_specs = (  # type: ignore[misc]
+            self.param_specs = (  # type: ignore[misc,assignment]
                 ParamSpec("alpha2", description="first amplitude (signed)"),
                 ParamSpec("s2", 0.0, np.inf, description="first token exponent (> 0)"),
                 ParamSpec("alpha3", description="second amplitude (signed)"),
