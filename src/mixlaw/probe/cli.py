@@ -28,6 +28,11 @@ corpora_app = typer.Typer(help="Probe corpora: fetch, deduplicate, split, tokeni
 __all__ = ["app", "corpora_app"]
 
 
+@corpora_app.callback()
+def _corpora() -> None:
+    """Probe corpora: fetch, deduplicate, split, tokenise."""
+
+
 def _fail(e: Exception) -> None:
     typer.echo(f"error: {e}", err=True)
     raise typer.Exit(1)

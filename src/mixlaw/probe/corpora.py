@@ -619,6 +619,14 @@ def load_manifest(data_dir: str | Path) -> dict[str, Any]:
     return manifest
 
 
+_OPEN_CATEGORIES = ("Permissive", "Copyleft", "Copyleft Limited", "Public Domain")
+
+
+def _licence_category(path: Path) -> str:
+    m = re.search(r"^category: (.*)$", path.read_text(encoding="utf-8", errors="replace"), re.MULTILINE)
+    return m.group(1).strip() if m else ""
+
+
 #: Sources whose licences allow shipping a slice in the repository.
 SLICE_SOURCES = ("sotu", "moby", "licensedcode", "python-doc", "go", "cpython")
 
@@ -638,6 +646,9 @@ def build_slice(cache: str | Path, out: str | Path = SLICE_DIR, *, chars_per_cor
             continue
         root, version = fetch_source(src, Path(cache))
         got = list(src.extract(root))
+        if src.name == "licensedcode":  # only licences whose own terms are open (OSI-style categories)
+            lic_dir = root / "src" / "licensedcode" / "data" / "licenses"
+            got = [d for d in got if _licence_category(lic_dir / d.doc_id.split(":", 1)[1]) in _OPEN_CATEGORIES]
         docs[src.corpus].extend(got)
         records.append(
             {
