@@ -1,8 +1,8 @@
 """``mixlaw cmr``: the critical mixture ratio of continual pre-training runs, with intervals and a report.
 
-Mount in the main CLI with ``app.command("cmr")(cmr_cli.cmr_command)`` (or ``app.add_typer(cmr_cli.app)``-style
-as a single command). Forwards to :func:`mixlaw.decide.cmr.critical_mixture_ratio`; user errors print one line on
-stderr and exit 1.
+Mount in the main CLI with ``app.command("cmr")(cmr_cli.cmr)`` (``cmr`` is an alias of :func:`cmr_command`;
+``app`` is a one-command Typer for tests). Forwards to :func:`mixlaw.decide.cmr.critical_mixture_ratio`; user
+errors print one line on stderr and exit 1.
 
 Example (the shipped Data Mixing Laws CPT runs)::
 
@@ -231,3 +231,6 @@ def _json_default(o: Any) -> Any:
 
 
 app.command("cmr")(cmr_command)
+
+#: The name the main CLI mounts (``app.command("cmr")(cmr_cli.cmr)``).
+cmr = cmr_command
