@@ -34,7 +34,10 @@ def _simulate(name: str, seed: int, n: int = 160, noise: float = 1e-4) -> tuple[
 
 @pytest.mark.parametrize("name", law_names())
 def test_every_law_recovers_its_example_params(name: str) -> None:
-    df, truth = _simulate(name, seed=11)
+    # Multiplicative noise of 2e-5: small, but it matters — the multi-power law's loss-drop shape (C, beta, gamma)
+    # is only weakly identified and drifts by ~12 % at 1e-4 while the fit objective is below the truth's (a
+    # data limit, not an optimiser one). Every law must come back to a few per cent at this noise level.
+    df, truth = _simulate(name, seed=11, noise=2e-5)
     law = get_law(name)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)  # boundary/convergence notes are not the point here

@@ -182,3 +182,9 @@ class CPT(Law):
             "E": np.array([3.0, 100.0, 3000.0]),
             "beta": np.array([0.15, 0.6]),
         }
+
+    def example_inputs(self, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        from mixlaw.laws._examples import schedule_feature_rows
+
+        rows = schedule_feature_rows(n, rng, cpt=True)
+        return {c: rows[c].to_numpy() for c in self.inputs}

@@ -138,3 +138,9 @@ class CPTReplay(Law):
             "beta": np.array([0.2]),
             "a2": np.array([-2.0, 1.0, 3.0]),
         }
+
+    def example_inputs(self, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        from mixlaw.laws._examples import schedule_feature_rows
+
+        rows = schedule_feature_rows(n, rng, cpt=True, replay=True)
+        return {c: rows[c].to_numpy() for c in self.inputs}

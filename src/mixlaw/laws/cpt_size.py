@@ -97,6 +97,14 @@ class CPTSize(Law):
             "gamma3": np.array([0.2]),
         }
 
+    def example_inputs(self, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        from mixlaw.laws._examples import schedule_feature_rows
+
+        rows = schedule_feature_rows(n, rng, cpt=True)
+        out = {c: rows[c].to_numpy() for c in self.inputs if c != "n_params"}
+        out["n_params"] = rng.choice([36e6, 106e6, 300e6, 600e6, 1.7e9], size=n)
+        return out
+
 
 def effective_single_size(params: Mapping[str, float], n_params: float) -> dict[str, float]:
     """Eq. 4 parameters implied by an Eq. 7 fit at one size: ``C1·N^γ1``, ``C2·N^γ2``, ``L0 + F·N^(−γ3)``."""

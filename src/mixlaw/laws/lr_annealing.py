@@ -61,3 +61,9 @@ class LRAnnealing(Law):
             "alpha": np.array([0.3, 0.6]),
             "C": np.array([0.05, 0.3, 1.5]),
         }
+
+    def example_inputs(self, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        from mixlaw.laws._examples import schedule_feature_rows
+
+        rows = schedule_feature_rows(n, rng, cpt=False)
+        return {c: rows[c].to_numpy() for c in self.inputs}

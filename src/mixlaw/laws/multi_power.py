@@ -282,3 +282,9 @@ class MultiPower(Law):
             "beta": np.array([0.3, 0.7]),
             "gamma": np.array([0.4, 0.7]),
         }
+
+    def example_inputs(self, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        from mixlaw.laws._examples import schedule_feature_rows
+
+        rows = schedule_feature_rows(n, rng, cpt=False, multi_power_bins=int(self.options["n_bins"]), peak_lr=3e-4)
+        return {c: rows[c].to_numpy() for c in self.inputs}

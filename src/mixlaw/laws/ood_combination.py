@@ -48,3 +48,7 @@ class OODCombination(Law):
 
     def start_grid(self) -> dict[str, np.ndarray]:
         return {"ood_coef_pt": np.array([-0.5, 0.5, 1.5]), "ood_coef_cpt": np.array([-0.5, 0.5, 1.5])}
+
+    def example_inputs(self, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        loss_pt = rng.uniform(2.8, 3.6, n)
+        return {"loss_pt": loss_pt, "loss_cpt": loss_pt + rng.uniform(-1.0, 1.0, n)}
