@@ -99,3 +99,35 @@ def test_user_errors_are_one_line_without_traceback(runs_csv, args, needle) -> N
     lines = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
     assert len(lines) == 1 and needle in lines[0]
     assert "Traceback" not in res.output
+
+
+def test_fit_schedule_law_from_store_computes_lr_areas(tmp_path) -> None:
+    """`mixlaw fit STORE --law lr_annealing` takes S1/S2 from each run's stored schedule."""
+    from mixlaw.laws import get_law
+    from mixlaw.runs.schema import Mixture, RunMeta
+    from mixlaw.runs.store import RunStore
+    from mixlaw.schedules import Schedule, add_schedule_features
+
+    law = get_law("lr_annealing")
+    store_path = tmp_path / "s.db"
+    with RunStore(str(store_path)) as store:
+        for rid, spec in {"a": "wsd:peak=2e-4,steps=8000,warmup=200,decay=2000",
+                          "b": "cosine:peak=2e-4,steps=8000,warmup=200,final=2e-5"}.items():
+            sched = Schedule.parse(spec)
+            steps = np.arange(0, 8001, 250)
+            feats = add_schedule_features(pd.DataFrame({"run_id": rid, "step": steps}), {rid: sched})
+            loss = np.full(len(steps), 10.0)
+            ok = feats["s1"].to_numpy() > 0
+            loss[ok] = law.evaluate({"s1": feats["s1"].to_numpy()[ok], "s2": feats["s2"].to_numpy()[ok]},
+                                    law.example_params)
+            store.put_run(RunMeta(run_id=rid, phase="pt", n_params=1e8, n_params_total=1.2e8,
+                                  mixture=Mixture({"general": 1.0}), parent_run=None, seed=0,
+                                  schedule=sched.to_dict(), meta={}))
+            store.append_evals(rid, pd.DataFrame({"step": steps, "tokens": steps * 4096, "lr": sched.lr(steps),
+                                                  "loss": loss}))
+    res = runner.invoke(app, ["fit", str(store_path), "--law", "lr_annealing", "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert d["n_points"] == 2 * 32  # the two step-0 rows (no area yet) are left out
+    for p, v in law.example_params.items():
+        assert d["params"][p] == pytest.approx(v, rel=1e-3), p

@@ -75,7 +75,7 @@ def load_table(
             from mixlaw.runs.store import RunStore
 
             with RunStore(str(path)) as store:
-                df = store.to_frame(where=None)
+                df = store.to_frame(where=None, include_schedule=True)
         else:
             from mixlaw.runs.io import read_table
 
@@ -120,8 +120,30 @@ def fit(
     source: str = "table",
     **settings: Any,
 ) -> FitResult:
-    """Fit ``law`` to ``table`` (see :func:`mixlaw.fit.fit_law`)."""
+    """Fit ``law`` to ``table`` (see :func:`mixlaw.fit.fit_law`).
+
+    Laws over LR-schedule features (``s1``, ``s2``, their PT/CPT split, the multi-power history) get them computed
+    from each run's stored schedule when the table lacks them; rows before the first update (zero forward area,
+    where ``S1^(-alpha)`` is undefined) are left out of such fits.
+    """
     law_obj = get_law(law, **dict(law_options or {}))
+    missing = [c for c in law_obj.inputs if c not in table.columns and c not in (input_map or {})]
+    if missing:
+        from mixlaw.schedules import SCHEDULE_FEATURES, features_for_law
+
+        if any(c in SCHEDULE_FEATURES or c.startswith("mpl_") for c in missing):
+            if "schedule" not in table.columns:
+                raise InputError(
+                    f"law '{law_obj.name}' needs schedule features {missing}: give a RunStore (schedules are stored "
+                    "per run) or a table with a 'schedule' column, or add the columns yourself"
+                )
+            table = features_for_law(table, law_obj)
+            area = [c for c in ("s1", "mpl_s1") if c in law_obj.inputs]
+            if "s1_pt" in law_obj.inputs:
+                table = table.assign(_area=table["s1_pt"] + table["s1_cpt"])
+                area = ["_area"]
+            for col in area:
+                table = table[table[col] > 0]
     return fit_law(law_obj, table, target=target, input_map=input_map, source=source, **settings)
 
 
