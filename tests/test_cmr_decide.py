@@ -224,3 +224,15 @@ def test_input_errors() -> None:
     bad.loc[3, "loss_general"] = np.nan
     with pytest.raises(InputError, match="loss_general"):
         critical_mixture_ratio(bad, general_eval="general", domain_eval="code")
+
+
+def test_smaller_budget_moves_the_cmr_along_the_law() -> None:
+    """At a 10B-token budget (T = 50) the same runs give R_CMR(50) = 0.1649 of the published 460M law."""
+    dec = critical_mixture_ratio(
+        synthetic_runs(), general_eval="general", domain_eval="code", token_unit=UNIT, budget_tokens=50 * UNIT,
+        sensitivity_lambdas=(), sensitivity_epsilons=(),
+    )  # fmt: skip
+    (s,) = dec.sizes
+    assert s.budget_tokens == 50 * UNIT and s.status == STATUS_OK
+    assert s.cmr == pytest.approx(0.1649, abs=5e-3)
+    assert [r["feasible"] for r in s.ratios] == [True, False, False, False, False]

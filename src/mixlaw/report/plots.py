@@ -211,7 +211,9 @@ def plot_cmr_vs_size(decisions: CMRDecision | Mapping[str, CMRDecision], *, ax: 
         y = np.array([s.cmr for s in pts])
         lo = np.array([s.ci[0] if s.ci else c for s, c in zip(pts, y, strict=True)])
         hi = np.array([s.ci[1] if s.ci else c for s, c in zip(pts, y, strict=True)])
-        ax.errorbar(n, y, yerr=[y - lo, hi - y], fmt="o", color=color, capsize=3, label=label)
+        # a percentile interval need not contain the point estimate (few resamples): clip the bar lengths
+        yerr = [np.clip(y - lo, 0, None), np.clip(hi - y, 0, None)]
+        ax.errorbar(n, y, yerr=yerr, fmt="o", color=color, capsize=3, label=label)
         tr = dec.trend
         if tr is not None:
             grid = np.geomspace(n.min(), n.max(), 50)
