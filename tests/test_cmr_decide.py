@@ -236,3 +236,20 @@ def test_smaller_budget_moves_the_cmr_along_the_law() -> None:
     assert s.budget_tokens == 50 * UNIT and s.status == STATUS_OK
     assert s.cmr == pytest.approx(0.1649, abs=5e-3)
     assert [r["feasible"] for r in s.ratios] == [True, False, False, False, False]
+
+
+def test_control_run_and_unfinished_run() -> None:
+    """R = 0 is a control, not a candidate; a run that stopped early does not drag the default budget down."""
+    runs = synthetic_runs((0.0, 0.125, 0.2, 0.25))
+    unfinished = synthetic_runs((1 / 3,), t_units=np.arange(5.0, 41.0, 5.0))
+    dec = critical_mixture_ratio(
+        pd.concat([runs, unfinished], ignore_index=True), general_eval="general", domain_eval="code",
+        token_unit=UNIT, sensitivity_lambdas=(), sensitivity_epsilons=(),
+    )  # fmt: skip
+    (s,) = dec.sizes
+    assert s.budget_tokens == pytest.approx(100 * UNIT)
+    assert any("left out 1 run(s)" in n and "r0.3333" in n for n in s.notes)
+    assert [r["ratio"] for r in s.ratios] == [0.0, 0.125, 0.2, 0.25]
+    control = s.ratios[0]
+    assert not control["feasible"] and control["reason"].startswith("control run")
+    assert s.status == STATUS_ALL_FEASIBLE and s.cmr == 0.25

@@ -559,6 +559,7 @@ class _SizeFits:
     ref_domain: float
     curves: tuple[_RatioCurves, ...]
     pin_zero: bool
+    excluded_runs: tuple[str, ...] = ()
 
 
 def _curve_laws(token_unit: float, pin_zero: bool) -> tuple[Law, Law]:
@@ -654,8 +655,26 @@ def _size_fits(
 ) -> _SizeFits:
     d = inc[inc["size"] == size]
     fitted = d[d["tokens"] > 0]
+    if fitted.empty:
+        raise InputError(f"size {size}: no CPT evaluation after T = 0")
     t_last_runs = fitted.groupby("run_id")["tokens"].max()
-    budget = float(budget_tokens) if budget_tokens is not None else float(t_last_runs.min())
+    excluded: tuple[str, ...] = ()
+    if budget_tokens is not None:
+        budget = float(budget_tokens)
+    else:
+        # The budget the runs were planned for: the median final token count (a sweep in progress, or a crashed
+        # run, must not drag it down to its own last evaluation). Runs that stop before it are left out, noted.
+        budget = float(t_last_runs.sort_values().iloc[(len(t_last_runs) - 1) // 2 :].min())
+        budget = float(t_last_runs[t_last_runs >= budget].min())
+        short = t_last_runs[t_last_runs < 0.995 * budget]
+        if not short.empty:
+            excluded = tuple(sorted(map(str, short.index)))
+            fitted = fitted[~fitted["run_id"].isin(excluded)]
+            if sink is not None:
+                sink.append(
+                    f"left out {len(excluded)} run(s) that stop before the budget {budget:.4g} tokens: "
+                    + ", ".join(excluded)
+                )
     unit = float(token_unit) if token_unit is not None else budget / 100.0
     curves = []
     for ratio, grp in fitted.groupby("ratio", sort=True):
@@ -718,6 +737,7 @@ def _size_fits(
         ref_domain=float(refs["ref_domain"].mean()),
         curves=tuple(curves),
         pin_zero=pin_zero,
+        excluded_runs=excluded,
     )
 
 
@@ -818,6 +838,9 @@ def _decide(
             reasons.append(f"{STATUS_NO_ROOT} (no turning point up to {t0_search_factor:g}× the budget)")
         elif t0.t0_tokens > budget:
             reasons.append(f"{STATUS_NO_ROOT}: T0 = {t0.t0_tokens:.4g} tokens > budget {budget:.4g}")
+        if c.ratio == 0.0:
+            # R = 0 (general data only) is the control run, not a candidate share
+            reasons = ["control run (R = 0: no domain data)", *reasons]
         row["feasible"] = not reasons
         row["reason"] = (
             "; ".join(reasons)
@@ -874,7 +897,7 @@ def _decide(
         ):
             status = STATUS_NO_ROOT
         cmr, source = None, "none"
-    elif len(feas) == len(rows):
+    elif len(feas) == sum(r["ratio"] > 0 for r in rows):
         status, cmr, source = STATUS_ALL_FEASIBLE, cmr_discrete, "largest tried (lower bound)"
     elif cmr_at_budget is None:
         status, cmr, source = (
@@ -892,7 +915,7 @@ def _decide(
             notes.append(f"CMR {cmr:.4f} outside [0, 1]; clipped")
             cmr = min(max(cmr, 0.0), 1.0)
     sorted_feas = sorted(feas)
-    all_sorted = sorted(r["ratio"] for r in rows)
+    all_sorted = sorted(r["ratio"] for r in rows if r["ratio"] > 0)
     if sorted_feas and sorted_feas != all_sorted[: len(sorted_feas)]:
         notes.append("feasible set is not contiguous from the smallest ratio (noisy fits?)")
     return _Decision(
@@ -1010,7 +1033,7 @@ def _bootstrap_size(
     trajectory are autocorrelated, so the intervals are a lower bound on the seed-to-seed spread.
     """
     dom_law, gen_law = _curve_laws(sf.token_unit, sf.pin_zero)
-    d = inc[(inc["size"] == sf.size) & (inc["tokens"] > 0)]
+    d = inc[(inc["size"] == sf.size) & (inc["tokens"] > 0) & ~inc["run_id"].isin(sf.excluded_runs)]
     base: dict[float, tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
     for c in sf.curves:
         if c.gen_params is None or c.dom_params is None:
@@ -1389,12 +1412,15 @@ def critical_mixture_ratio(
 def _summarise_fit_notes(msgs: list[str]) -> list[str]:
     """One line per (law, kind) instead of one engine warning per curve: "ratio\tmessage" → summary."""
     groups: dict[tuple[str, str], list[str]] = {}
+    plain = [m for m in msgs if "\t" not in m]
     for m in msgs:
+        if "\t" not in m:
+            continue
         ratio, _, text = m.partition("\t")
         law = text.split("'")[1] if text.startswith("law '") else "fit"
         kind = "sits at a bound" if "bound" in text else "stopped before converging"
         groups.setdefault((law, kind), []).append(ratio)
-    return [
+    return plain + [
         f"{law} {kind} for ratio(s) {', '.join(dict.fromkeys(rs))} (weakly identified curve: read T0 with its interval)"
         for (law, kind), rs in groups.items()
     ]
