@@ -1239,7 +1239,8 @@ def critical_mixture_ratio(
     lagrange_mult
         λ of the stationarity condition; ``inf`` (default) puts ``T0`` at the peak of ``ΔL_gen``.
     budget_tokens
-        CPT budget ``T_max`` in tokens; default the shortest run's last evaluation (every ratio observed).
+        CPT budget ``T_max`` in tokens; default the median final token count of the size's runs (runs that stop
+        before it are left out, with a note).
     token_unit
         Tokens per ``T`` unit of the token-axis laws; default ``budget / 100``.
     ratio_law, c_method

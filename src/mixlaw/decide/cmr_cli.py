@@ -147,7 +147,8 @@ def cmr_command(
     epsilon: Annotated[float, typer.Option("--epsilon", help="Tolerated general-loss rise (nats/token)")] = 0.05,
     lagrange: Annotated[str, typer.Option("--lambda", help="Lagrange multiplier λ, or 'inf' (peak)")] = "inf",
     budget_tokens: Annotated[
-        float | None, typer.Option("--budget-tokens", help="CPT budget in tokens (default: shortest run)")
+        float | None,
+        typer.Option("--budget-tokens", help="CPT budget in tokens (default: the runs' median final tokens)"),
     ] = None,
     ratio_law: Annotated[str, typer.Option("--ratio-law", help="power | exp")] = "power",
     c_method: Annotated[str, typer.Option("--c-method", help="exp law floor: fit | corr_grid")] = "fit",
