@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from mixlaw.decide.cmr import simulate_cmr_runs
 from mixlaw.decide.cmr_cli import app
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "mixinglaws_ct" / "runs.csv"
@@ -67,12 +68,15 @@ def test_user_errors_are_one_line(args: list[str], message: str) -> None:
 
 def test_two_domains_side_by_side(tmp_path: Path) -> None:
     """Two domains in one table (runs tagged by ``domain``): JSON per domain, the nearer domain's CMR is higher."""
-    from test_cmr_decide import synthetic_runs
 
+    p460 = {"alpha4": 0.22524761, "s4": 0.26944345, "beta3": -0.48139982}
     p940 = {"alpha4": 0.7520627, "s4": 0.13720245, "beta3": -1.06581937}
     ratios = (0.125, 0.25, 0.5)
     table = pd.concat(
-        [synthetic_runs(ratios, domain="code"), synthetic_runs(ratios, domain="legal", cmr_params=p940)],
+        [
+            simulate_cmr_runs(ratios, p460, noise=1e-5, random_state=0, domain="code"),
+            simulate_cmr_runs(ratios, p940, noise=1e-5, random_state=0, domain="legal"),
+        ],
         ignore_index=True,
     ).fillna({"w_code": 0.0, "w_legal": 0.0, "loss_code": 2.5, "loss_legal": 2.5})  # every run evaluates both
     path = tmp_path / "runs.csv"

@@ -16,6 +16,7 @@ from mixlaw.decide.cmr import (
     RatioLawFit,
     critical_mixture_ratio,
     critical_tokens,
+    simulate_cmr_runs,
     status_too_few,
     tolerance_boundary,
 )
@@ -34,7 +35,6 @@ def t_star(ratio: float, p: dict[str, float] = P460) -> float:
 def synthetic_runs(
     ratios: tuple[float, ...] = (0.125, 0.2, 0.25, 1 / 3, 0.5),
     *,
-    amp: float = 0.004,
     noise: float = 1e-5,
     seed: int = 0,
     n_params: int = 460_000_000,
@@ -42,26 +42,11 @@ def synthetic_runs(
     cmr_params: dict[str, float] = P460,
     domain: str = "code",
 ) -> pd.DataFrame:
-    """CPT runs whose ΔL_gen peaks exactly at T0(R) of a known CMR law (λ = ∞), one run per ratio.
-
-    ΔL_gen(T) = a·T^0.5 − a/(2√T*)·T (peak at T*); ΔL_dom(T) = −0.05·R^0.3·T^0.4; each run has a step-0 eval.
-    """
-    rng = np.random.default_rng(seed)
-    t = np.arange(5.0, 101.0, 5.0) if t_units is None else t_units
-    rows = []
-    for r in ratios:
-        ts = t_star(r, cmr_params)
-        dg = amp * np.sqrt(t) - amp / (2 * math.sqrt(ts)) * t + noise * rng.standard_normal(t.size)
-        dd = -0.05 * r**0.3 * t**0.4 + noise * rng.standard_normal(t.size)
-        run = f"s{n_params}-{domain}-r{r:.4f}"
-        rows.append({"run_id": run, "step": 0, "tokens": 0.0, "n_params": n_params, "phase": "cpt",
-                     f"w_{domain}": r, "w_general": 1 - r, "loss_general": 2.0, f"loss_{domain}": 2.5,
-                     "domain": domain})  # fmt: skip
-        for i, ti in enumerate(t):
-            rows.append({"run_id": run, "step": (i + 1) * 100, "tokens": ti * UNIT, "n_params": n_params,
-                         "phase": "cpt", f"w_{domain}": r, "w_general": 1 - r, "loss_general": 2.0 + dg[i],
-                         f"loss_{domain}": 2.5 + dd[i], "domain": domain})  # fmt: skip
-    return pd.DataFrame(rows)
+    """Runs from a known CMR law (:func:`simulate_cmr_runs`): ΔL_gen peaks exactly at T0(R) (λ = ∞)."""
+    return simulate_cmr_runs(
+        ratios, cmr_params, token_unit=UNIT, t_units=t_units, noise=noise, n_params=n_params, domain=domain,
+        random_state=seed,
+    )  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------ pure decision math

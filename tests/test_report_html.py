@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mixlaw.decide.cmr import CMRDecision, critical_mixture_ratio
+from mixlaw.decide.cmr import CMRDecision, critical_mixture_ratio, simulate_cmr_runs
 from mixlaw.report.html import Section, cmr_report, render_report, table_html
-from test_cmr_decide import synthetic_runs
 
+P460 = {"alpha4": 0.22524761, "s4": 0.26944345, "beta3": -0.48139982}
 P940 = {"alpha4": 0.7520627, "s4": 0.13720245, "beta3": -1.06581937}
 
 
@@ -23,8 +23,8 @@ P940 = {"alpha4": 0.7520627, "s4": 0.13720245, "beta3": -1.06581937}
 def decision() -> CMRDecision:
     runs = pd.concat(
         [
-            synthetic_runs((0.125, 0.25, 0.5), noise=1e-4, seed=1),
-            synthetic_runs((0.125, 0.25, 0.5), noise=1e-4, seed=2, n_params=940_000_000, cmr_params=P940),
+            simulate_cmr_runs((0.125, 0.25, 0.5), P460, noise=1e-4, random_state=1),
+            simulate_cmr_runs((0.125, 0.25, 0.5), P940, noise=1e-4, random_state=2, n_params=940_000_000),
         ],
         ignore_index=True,
     )

@@ -8,17 +8,20 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from mixlaw.decide.cmr import CMRDecision, critical_mixture_ratio
+from mixlaw.decide.cmr import CMRDecision, critical_mixture_ratio, simulate_cmr_runs
 from mixlaw.report import plots
-from test_cmr_decide import synthetic_runs
 
 RATIOS = (0.125, 0.25, 1 / 3)
+P460 = {"alpha4": 0.22524761, "s4": 0.26944345, "beta3": -0.48139982}
 
 
 @pytest.fixture(scope="module")
 def decision() -> CMRDecision:
     runs = pd.concat(
-        [synthetic_runs(RATIOS, noise=1e-4), synthetic_runs(RATIOS, noise=1e-4, seed=5, n_params=940_000_000)],
+        [
+            simulate_cmr_runs(RATIOS, P460, noise=1e-4, random_state=0),
+            simulate_cmr_runs(RATIOS, P460, noise=1e-4, random_state=5, n_params=940_000_000),
+        ],
         ignore_index=True,
     )
     return critical_mixture_ratio(
