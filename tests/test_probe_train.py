@@ -83,8 +83,9 @@ eval_tokens = 256
 [pt]
 sizes = ["debug"]
 tokens = 3072
-schedule = {{kind = "wsd", peak_lr = 3e-3, warmup_fraction = 0.1, decay_fraction = 0.2, final_lr = 3e-4}}
+schedule = {{kind = "wsd", peak_lr = 3e-3, warmup_fraction = 0.1, decay_fraction = 0.5, final_lr = 3e-4}}
 evals = 4
+save_at_lr_fractions = [0.5]
 
 [cpt]
 domains = ["code"]
@@ -116,6 +117,8 @@ evals = 4
     assert set(np.round(cpt["w_code"].unique(), 6)) == {0.25, 1.0}
     assert {"loss_general", "loss_legal", "loss_code", "n_params", "n_params_total", "lr"} <= set(df.columns)
     assert df[["loss_general", "loss_code"]].notna().all().all()
+    # loss-potential checkpoint: where the decaying LR first reached half its peak
+    assert (tmp_path / "runs" / "t-debug-pt" / "lrfrac0.5.pt").exists()
     # a re-run skips finished runs
     t1 = time.perf_counter()
     assert set(run_sweep(jobs, store_path).values()) == {"finished"}

@@ -106,19 +106,30 @@ def run_cmd(
             disable=not console.is_terminal,
         ) as prog:
             task = prog.add_task(f"{len(jobs)} runs", total=total_tokens, completed=done_tokens, rate="")
-            t0 = time.perf_counter()
-            sizes = {j.run_id: j.tokens for j in jobs}
+            t0, start_tokens = time.perf_counter(), done_tokens
+
+            def refresh() -> None:
+                rows = sweep_status(jobs, store)
+                now = sum(
+                    r["tokens"] if r["status"] == "finished" else r["tokens"] * (r["last_step"] or 0) / r["total_steps"]
+                    for r in rows
+                )
+                rate = (now - start_tokens) / max(time.perf_counter() - t0, 1e-9)
+                prog.update(task, completed=now, rate=f"{rate:,.0f} tok/s")
 
             def on_event(rid: str, status: str, msg: str | None) -> None:
-                nonlocal done_tokens
-                done_tokens += sizes.get(rid, 0)
-                rate = (done_tokens / max(time.perf_counter() - t0, 1e-9)) if done_tokens else 0.0
-                prog.update(task, completed=done_tokens, rate=f"{rate:,.0f} tok/s")
+                refresh()
                 if status != "finished":
                     console.print(f"{rid}: {status}" + (f" ({msg})" if msg else ""))
 
             results = run_sweep(
-                jobs, store, workers=workers, ray_address=ray_address, log_path=log_path, on_event=on_event
+                jobs,
+                store,
+                workers=workers,
+                ray_address=ray_address,
+                log_path=log_path,
+                on_event=on_event,
+                on_tick=refresh if console.is_terminal else None,
             )
     except MixlawError as e:
         _fail(e)

@@ -290,6 +290,8 @@ def run_sweep(
     ray_address: str | None = None,
     log_path: str | Path | None = None,
     on_event: Callable[[str, str, str | None], None] | None = None,
+    on_tick: Callable[[], None] | None = None,
+    tick_s: float = 5.0,
 ) -> dict[str, str]:
     """Execute jobs, parents before children, skipping finished runs and resuming interrupted ones.
 
@@ -309,6 +311,8 @@ def run_sweep(
         Append one line per evaluation chunk and per finished run.
     on_event
         Called with ``(run_id, status, message)`` when a job ends (for progress displays).
+    on_tick, tick_s
+        Called about every ``tick_s`` seconds while parallel jobs run (e.g. to poll the store for progress).
 
     Returns
     -------
@@ -341,7 +345,7 @@ def run_sweep(
             on_event(rid, status, msg)
 
     if ray_address is not None:
-        _run_ray(pending, store_path, log, workers, ray_address, ready, done)
+        _run_ray(pending, store_path, log, workers, ray_address, ready, done, on_tick, tick_s)
         return results
     if workers <= 1:
         while pending:
@@ -375,7 +379,9 @@ def run_sweep(
                 if pending:
                     raise InputError("sweep has jobs whose parents are not in the sweep")
                 break
-            finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            finished, _ = wait(list(running), timeout=tick_s, return_when=FIRST_COMPLETED)
+            if on_tick is not None:
+                on_tick()
             for f in finished:
                 running.pop(f)
                 done(*f.result())
@@ -390,6 +396,8 @@ def _run_ray(
     address: str,
     ready: Callable[[Job], bool | None],
     done: Callable[[str, str, str | None], None],
+    on_tick: Callable[[], None] | None,
+    tick_s: float,
 ) -> None:
     try:
         import ray
@@ -419,7 +427,9 @@ def _run_ray(
             if pending:
                 raise InputError("sweep has jobs whose parents are not in the sweep")
             break
-        finished, _ = ray.wait(list(running), num_returns=1)
+        finished, _ = ray.wait(list(running), num_returns=1, timeout=tick_s)
+        if on_tick is not None:
+            on_tick()
         for ref in finished:
             running.pop(ref)
             done(*ray.get(ref))
