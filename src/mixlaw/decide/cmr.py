@@ -51,6 +51,7 @@ from scipy.optimize import brentq, least_squares
 from mixlaw.errors import BoundaryWarning, ConvergenceWarning, FitError, InputError
 from mixlaw.laws import Law, get_law
 from mixlaw.laws.cmr_law import CMRLaw
+from mixlaw.laws.dloss_general import canonical_params
 
 __all__ = [
     "STATUS_OK",
@@ -642,7 +643,8 @@ def _fit_curves(
         except FitError as exc:
             out.append(None)
             err = f"{law.name} fit failed: {exc}"
-    return out[0], out[1], err
+    gen = canonical_params(out[1]) if out[1] is not None else None  # s2 <= s3: comparable across ratios
+    return out[0], gen, err
 
 
 def _size_fits(

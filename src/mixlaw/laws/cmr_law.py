@@ -63,6 +63,10 @@ class CMRLaw(Law):
             t = np.where(q > 0, np.power(np.where(q > 0, q, 1.0), 1.0 / params["s4"]), np.nan)
         return t * self.token_unit
 
+    def example_inputs(self, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """Critical token volumes log-uniform over ``T ∈ [20, 250]`` units."""
+        return {"tokens": self.token_unit * np.exp(rng.uniform(np.log(20.0), np.log(250.0), n))}
+
     def start_grid(self) -> dict[str, np.ndarray]:
         return {
             "alpha4": np.array([-3.0, -1.0, -0.1, -0.01, 0.01, 0.1, 1.0, 3.0]),

@@ -82,6 +82,10 @@ class DLossDomain(Law):
         out = p["alpha1"] * torch.pow(t, p["s1"])
         return out if self.pin_zero else out + p["beta1"]
 
+    def example_inputs(self, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """CPT token counts log-uniform over ``T ∈ [1, 100]`` units (the paper's trajectories)."""
+        return {"tokens": self.token_unit * np.exp(rng.uniform(0.0, np.log(100.0), n))}
+
     def start_grid(self) -> dict[str, np.ndarray]:
         if self.pin_zero:
             return {"alpha1": _AMPS, "s1": np.array([0.05, 0.1, 0.2, 0.4, 0.7, 1.0, 1.5])}

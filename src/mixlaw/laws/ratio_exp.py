@@ -44,6 +44,10 @@ class RatioExp(Law):
     def predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
         return p["c"] + torch.exp(p["k"] * x["ratio"] + p["b"])
 
+    def example_inputs(self, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """Shares spread over ``[0, 1]``."""
+        return {"ratio": rng.uniform(0.0, 1.0, n)}
+
     def start_grid(self) -> dict[str, np.ndarray]:
         return {
             "c": np.array([0.0, 1.0, 2.0, 3.0, 5.0]),

@@ -43,6 +43,10 @@ class RatioPower(Law):
     def predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
         return p["alpha"] * torch.pow(x["ratio"], p["s"]) + p["beta"]
 
+    def example_inputs(self, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """Domain shares spread over ``[0.05, 1]`` (trained CPT ratios)."""
+        return {"ratio": rng.uniform(0.05, 1.0, n)}
+
     def start_grid(self) -> dict[str, np.ndarray]:
         return {
             "alpha": np.array([-1.0, -0.3, -0.1, -0.03, -0.01, 0.01, 0.03, 0.1, 0.3, 1.0]),
