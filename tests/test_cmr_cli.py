@@ -20,7 +20,8 @@ def test_json_contract_on_the_example() -> None:
     res = runner.invoke(
         app,
         [str(EXAMPLE), "--general-eval", "general", "--domain-eval", "python", "--epsilon", "0",
-         "--ratio-law", "exp", "--c-method", "corr_grid", "--where", "split == 'fit'", "--json"],
+         "--ratio-law", "exp", "--c-method", "corr_grid", "--where", "split == 'fit'", "--json",
+         "--query-ratio", "0.6"],
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
@@ -36,6 +37,8 @@ def test_json_contract_on_the_example() -> None:
     for r in out["ratios"]:
         assert {"n_params", "ratio", "t0_tokens", "feasible", "reason"} <= set(r) and r["reason"]
     assert out["cmr_law"][0]["n_params"] == 18_915_328
+    (q,) = out["queries"]
+    assert q["ratio"] == 0.6 and not q["extrapolated"] and q["dloss_general_at_budget"] < 0
 
 
 def test_rich_table_and_report(tmp_path: Path) -> None:

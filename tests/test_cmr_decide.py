@@ -116,6 +116,9 @@ def test_recovers_published_cmr_from_synthetic_runs() -> None:
     # unseen ratio through the inverse CMR law, budget extrapolation through the law
     assert s.t0_for_ratio(0.3) / UNIT == pytest.approx(t_star(0.3), rel=2e-2)
     assert float(s.cmr_at(50e9)) == pytest.approx(0.5158, abs=1e-2)
+    near, far = s.assess_ratio(0.28, 0.05), s.assess_ratio(0.30, 0.05)  # T0 = 91.9 and 101.1 (T units)
+    assert near["feasible"] and not far["feasible"] and "no root in budget" in far["reason"]
+    assert near["t0_tokens"] / UNIT == pytest.approx(t_star(0.28), rel=2e-2) and not near["extrapolated"]
     d = dec.to_dict()
     assert {"cmr", "ratios", "cmr_law"} <= set(d)
     assert {"n_params", "budget_tokens", "cmr", "ci", "tolerance_boundary", "status"} <= set(d["cmr"][0])

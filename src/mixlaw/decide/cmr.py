@@ -1139,6 +1139,37 @@ class SizeCMR:
         v = float(CMRLaw(token_unit=self.token_unit).t0_tokens(ratio, self.cmr_law))
         return v if math.isfinite(v) else None
 
+    def assess_ratio(self, ratio: float, epsilon: float) -> dict[str, Any]:
+        """An unseen domain share at this size and budget: ratio-law losses, tolerance, T0 and feasibility.
+
+        The general and domain loss at the budget come from the ratio laws; ``T0`` from the inverse CMR law.
+        Outside the trained ratios both are extrapolations (``extrapolated``).
+        """
+        if not 0.0 <= ratio <= 1.0:
+            raise InputError(f"a domain share must lie in [0, 1], got {ratio}")
+        out: dict[str, Any] = {"n_params": _size_json(self.n_params), "ratio": float(ratio)}
+        trained = [r["ratio"] for r in self.ratios]
+        out["extrapolated"] = not (min(trained) <= ratio <= max(trained)) if trained else True
+        g = self.ratio_law_general
+        d = self.ratio_law_domain
+        dg = float(g.predict(ratio)) - self.reference_general if g is not None else None
+        dd = float(d.predict(ratio)) - self.reference_domain if d is not None else None
+        t0 = self.t0_for_ratio(ratio)
+        out.update(dloss_general_at_budget=dg, dloss_domain_at_budget=dd, t0_tokens=t0)
+        reasons = []
+        if dg is None or t0 is None:
+            reasons.append("ratio law or CMR law not fitted for this size")
+        else:
+            if dg > epsilon:
+                reasons.append(f"general loss rises {dg:+.4f} > ε = {epsilon:g} at the budget")
+            if dd is not None and dd >= 0:
+                reasons.append(f"domain loss does not improve ({dd:+.4f})")
+            if t0 > self.budget_tokens:
+                reasons.append(f"{STATUS_NO_ROOT}: T0 = {t0:.4g} tokens > budget {self.budget_tokens:.4g}")
+        out["feasible"] = not reasons
+        out["reason"] = "; ".join(reasons) if reasons else "feasible"
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "n_params": _size_json(self.n_params),

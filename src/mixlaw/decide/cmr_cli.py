@@ -158,6 +158,10 @@ def cmr_command(
     report: Annotated[Path | None, typer.Option("--report", help="Write a self-contained HTML report")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
     where: Annotated[str | None, typer.Option("--where", help="pandas query applied to the rows")] = None,
+    query_ratio: Annotated[
+        list[float] | None,
+        typer.Option("--query-ratio", help="Assess an untrained domain share (ratio law + inverse CMR law); repeat"),
+    ] = None,
 ) -> None:
     """Largest domain share of the CPT mix that keeps the general loss within tolerance, per model size."""
     from mixlaw.decide.cmr import critical_mixture_ratio_by_domain
@@ -199,9 +203,17 @@ def cmr_command(
     except OSError as exc:
         _fail(f"{exc.__class__.__name__}: {exc}")
         return
+    queries = [
+        s.assess_ratio(q, epsilon) | {"domain": d}
+        for d, dec in decisions.items()
+        for s in dec.sizes
+        for q in query_ratio or []
+    ]
     if as_json:
         if single is not None:
             obj = single.to_dict()
+            if queries:
+                obj["queries"] = queries
         else:
             obj = {"domains": {d: dec.to_dict() for d, dec in decisions.items()}}
             obj["comparison"] = [
@@ -209,12 +221,21 @@ def cmr_command(
                 for d, o in obj["domains"].items()
                 for c in o["cmr"]
             ]
+            if queries:
+                obj["queries"] = queries
         typer.echo(json.dumps(obj, default=_json_default, allow_nan=False))
     else:
         for d, dec in decisions.items():
             if single is None:
                 typer.echo(f"\n== domain {d}")
             _print_rich(dec)
+        for q in queries:
+            t0 = f"{q['t0_tokens']:.4g}" if q["t0_tokens"] is not None else "—"
+            typer.echo(
+                f"R = {q['ratio']:g} ({q['domain']}, size {_fmt_size(q['n_params'])}): T0 = {t0} tokens, "
+                f"{'feasible' if q['feasible'] else 'not feasible'} — {q['reason']}"
+                + (" [extrapolated]" if q["extrapolated"] else "")
+            )
         if report is not None:
             typer.echo(f"report written to {report}")
 
