@@ -76,7 +76,9 @@ def _fmt_tokens(v: float | None) -> str:
 
 
 def _fmt_size(v: Any) -> str:
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
+    import numbers
+
+    if isinstance(v, numbers.Real) and not isinstance(v, bool):
         return _fmt_tokens(float(v))
     return str(v)
 
@@ -86,6 +88,8 @@ def _print_rich(decision: Any) -> None:
     from rich.table import Table
 
     console = Console()
+    if not console.is_terminal:  # piped or captured: do not squeeze the reasons into 80 columns
+        console = Console(width=160)
     s0 = decision.settings
     lam = s0["lagrange_mult"]
     t = Table(
