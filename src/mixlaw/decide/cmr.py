@@ -81,6 +81,7 @@ MIN_RATIOS_CMR_LAW = 3  # the CMR law has three parameters
 # decade of T); the engine's default 300 iterations often stop short of them.
 CURVE_MAX_ITER = 300
 CURVE_STARTS = 4  # data-informed starts per curve fit (see _linear_starts)
+BOOT_MAX_ITER = 300  # bootstrap refits: the point estimate plus one data-informed start, same iteration cap
 
 
 def status_too_few(k: int = MIN_RATIOS_CMR_LAW) -> str:
@@ -624,7 +625,7 @@ def _fit_curves(
     t = pts["tokens"].to_numpy(dtype=np.float64, copy=True)
     for i, (law, col) in enumerate(((dom_law, "dloss_domain"), (gen_law, "dloss_general"))):
         y = pts[col].to_numpy(dtype=np.float64, copy=True)
-        starts = _linear_starts(law, t, y, k=2 if warm is not None else CURVE_STARTS)
+        starts = _linear_starts(law, t, y, k=1 if warm is not None else CURVE_STARTS)
         if warm is not None and warm[i] is not None:
             starts = [warm[i], *starts]  # type: ignore[list-item]
         try:
@@ -637,7 +638,7 @@ def _fit_curves(
                     use_grid=False,
                     loss=fit_loss,
                     sink=sink,
-                    max_iter=CURVE_MAX_ITER,
+                    max_iter=CURVE_MAX_ITER if warm is None else BOOT_MAX_ITER,
                 )
             )
         except FitError as exc:
