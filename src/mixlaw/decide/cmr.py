@@ -1494,10 +1494,13 @@ def cmr_size_trend(
 ) -> dict[str, Any] | None:
     """CMR vs model size: least-squares line ``CMR = a + b · log10(N)`` with a bootstrap band.
 
+    Sizes whose CMR is only a lower bound (``all ratios feasible``) are left out of the line.
+
     The band refits the line on paired resamples (resample ``i`` of every size); needs ≥ 2 numeric sizes with
     a CMR. Returns None otherwise.
     """
-    pts = [(float(s.n_params), float(s.cmr)) for s in sizes if s.cmr is not None and _is_number(s.n_params)]
+    use = [s for s in sizes if s.cmr is not None and _is_number(s.n_params) and s.status != STATUS_ALL_FEASIBLE]
+    pts = [(float(s.n_params), float(s.cmr)) for s in use]  # lower bounds (all feasible) stay out of the fit
     if len(pts) < 2:
         return None
     x = np.log10([p[0] for p in pts])
@@ -1511,7 +1514,7 @@ def cmr_size_trend(
         "band": None,
     }
     if boot:
-        keys = [s.n_params for s in sizes if s.cmr is not None and _is_number(s.n_params)]
+        keys = [s.n_params for s in use]
         if all(k in boot for k in keys):
             m = min(len(boot[k]) for k in keys)
             if m >= 10:

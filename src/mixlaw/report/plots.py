@@ -214,6 +214,9 @@ def plot_cmr_vs_size(decisions: CMRDecision | Mapping[str, CMRDecision], *, ax: 
         # a percentile interval need not contain the point estimate (few resamples): clip the bar lengths
         yerr = [np.clip(y - lo, 0, None), np.clip(hi - y, 0, None)]
         ax.errorbar(n, y, yerr=yerr, fmt="o", color=color, capsize=3, label=label)
+        bound = np.array([s.status.startswith("all ratios feasible") for s in pts])
+        if bound.any():  # a lower bound: every tried ratio was feasible
+            ax.plot(n[bound], y[bound], "^", color=color, ms=10, mfc="none", label=f"{label}: lower bound")
         tr = dec.trend
         if tr is not None:
             grid = np.geomspace(n.min(), n.max(), 50)
