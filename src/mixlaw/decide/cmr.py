@@ -894,10 +894,11 @@ def _decide(
     # headline
     if not fitted or not feas:
         status = STATUS_NO_FEASIBLE
+        cand = [r for r in fitted if r["ratio"] > 0]  # R = 0 controls do not decide the outcome
         if (
-            fitted
-            and all(r["within_tolerance"] for r in fitted)
-            and not any(r["t0_tokens"] is not None and r["t0_tokens"] <= budget for r in fitted)
+            cand
+            and all(r["within_tolerance"] for r in cand)
+            and not any(r["t0_tokens"] is not None and r["t0_tokens"] <= budget for r in cand)
         ):
             status = STATUS_NO_ROOT
         cmr, source = None, "none"
