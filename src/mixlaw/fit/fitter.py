@@ -398,7 +398,8 @@ class Fitter:
 
     @staticmethod
     def _natural(law: Law, u: np.ndarray) -> dict[str, float]:
-        return {s.name: float(s.to_natural(torch.tensor(u[i]))) for i, s in enumerate(law.param_specs)}
+        """Internal vector → natural-unit parameters in the law's canonical form."""
+        return law.canonical({s.name: float(s.to_natural(torch.tensor(u[i]))) for i, s in enumerate(law.param_specs)})
 
     def _starts_table(
         self,

@@ -173,6 +173,15 @@ class Law:
         span = np.where(hi > lo, hi - lo, 1.0)
         return rng.uniform(lo - 0.25 * span, hi + 0.25 * span, size=(n, len(self.param_specs)))
 
+    def canonical(self, params: dict[str, float]) -> dict[str, float]:
+        """Canonical form of a parameter set for laws with interchangeable components (identity by default).
+
+        A law whose terms can swap without changing the prediction (two power terms, implicit domains) overrides
+        this to order them, e.g. by exponent; the fitter reports every fit and bootstrap draw in this form, so that
+        fits, starts and resamples can be compared (laws.md §1.2).
+        """
+        return params
+
     def example_inputs(self, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """``n`` plausible input rows (canonical units) for simulations and the law-recovery tests.
 
