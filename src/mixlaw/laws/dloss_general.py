@@ -71,6 +71,10 @@ class DLossGeneral(Law):
         out = p["alpha2"] * torch.pow(t, p["s2"]) + p["alpha3"] * torch.pow(t, p["s3"])
         return out if self.pin_zero else out + p["beta2"]
 
+    def canonical(self, params: dict[str, float]) -> dict[str, float]:
+        """The two power terms ordered so that ``s2 <= s3`` (see :func:`canonical_params`)."""
+        return params if self.pin_zero and "s2" not in params else canonical_params(params)
+
     def example_inputs(self, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """CPT token counts log-uniform over ``T ∈ [1, 100]`` units (the paper's trajectories)."""
         return {"tokens": self.token_unit * np.exp(rng.uniform(0.0, np.log(100.0), n))}
