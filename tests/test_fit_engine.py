@@ -183,3 +183,23 @@ def test_leave_largest_out_validation_on_epoch(epoch: pd.DataFrame) -> None:
     roll = validate_law("chinchilla", epoch, scheme="rollout", order_column="tokens", quantile=0.8)
     assert 0 < roll.mre < 0.05
     assert json.loads(json.dumps(roll.to_dict(), default=float))["scheme"] == "rollout"
+
+
+def test_fit_batch_matches_individual_fits() -> None:
+    """Many targets over one design in one batched solve give the same answers as separate fits."""
+    from mixlaw.fit import fit_batch
+
+    law = get_law("power_law")
+    rng = np.random.default_rng(21)
+    x = pd.DataFrame(law.example_inputs(40, rng))
+    y = law.evaluate({"tokens": x["tokens"].to_numpy()}, law.example_params)
+    Y = y * np.exp(2e-3 * rng.standard_normal((12, 40)))
+    batch = fit_batch(law, x, Y, starts=[law.example_params, {"A": 10.0, "E": 1.0, "alpha": 0.5}])
+    assert list(batch.status) == ["converged"] * 12
+    for b in (0, 5, 11):
+        single = fit_law(law, x.assign(loss=Y[b]))
+        for p, v in single.params.items():
+            assert batch.row(b)[p] == pytest.approx(v, rel=1e-6), (b, p)
+        assert batch.objective[b] == pytest.approx(single.objective, rel=1e-8)
+    with pytest.raises(InputError, match="columns"):
+        fit_batch(law, x, Y[:, :10], starts=[law.example_params])

@@ -7,6 +7,7 @@ import json
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -17,6 +18,7 @@ from mixlaw.errors import BoundaryWarning, ConvergenceWarning, FitError, InputEr
 from mixlaw.fit.result import FitResult, FitStatus
 from mixlaw.fit.solve import (
     STATUS_CONVERGED,
+    STATUS_FAILED,
     STATUS_MAX_ITER,
     objective_values,
     rho,
@@ -28,7 +30,7 @@ Strategy = Literal["screen", "full"]
 Progress = Callable[[str, int, int], None]
 """``progress(stage, done, total)`` — called by long fits (the CLI draws a progress bar with it)."""
 
-__all__ = ["Fitter", "fit_law", "objective_at", "prepare_data", "FitData"]
+__all__ = ["BatchFit", "Fitter", "fit_batch", "fit_law", "objective_at", "prepare_data", "FitData"]
 
 
 class FitData:
@@ -613,5 +615,128 @@ def objective_at(
     u = law_obj.to_internal(params)[None, :]
     W = torch.ones(1, data.n, dtype=torch.float64)
     d = float(delta if delta is not None else law_obj.default_delta)
-    return float(objective_values(_make_residuals(law_obj, data), u, np.zeros(1, dtype=np.int64), W, loss=loss,
-                                  delta=d)[0])
+    return float(
+        objective_values(_make_residuals(law_obj, data), u, np.zeros(1, dtype=np.int64), W, loss=loss, delta=d)[0]
+    )
+
+
+@dataclass(frozen=True)
+class BatchFit:
+    """Result of :func:`fit_batch`: one parameter set per target row (``NaN`` where the fit failed)."""
+
+    law_name: str
+    params: pd.DataFrame  # (B, P), canonical form
+    objective: np.ndarray  # (B,)
+    status: np.ndarray  # (B,) "converged" | "max_iter" | "failed"
+
+    def row(self, b: int) -> dict[str, float] | None:
+        """Parameters of problem ``b``, or ``None`` if it failed."""
+        if self.status[b] == STATUS_FAILED:
+            return None
+        return {k: float(v) for k, v in self.params.iloc[b].items()}
+
+
+def fit_batch(
+    law: Law | str,
+    table: pd.DataFrame | Mapping[str, Any],
+    targets: np.ndarray,
+    *,
+    starts: Sequence[Mapping[str, float]] | Sequence[Sequence[Mapping[str, float]]],
+    input_map: Mapping[str, str] | None = None,
+    loss: Literal["huber", "l2"] = "huber",
+    delta: float | None = None,
+    max_iter: int = 300,
+    ftol: float = 1e-11,
+    xtol: float = 1e-9,
+    n_threads: int | None = 1,
+) -> BatchFit:
+    """Fit one law to many target vectors over the same inputs in ONE batched solve.
+
+    The building block of residual and parametric bootstraps (and of any "same design, many responses"
+    problem): row ``b`` of ``targets`` (shape ``(B, n)``) is fitted from its own starts, every start of every
+    problem is a row of the same vectorised solve (see :func:`mixlaw.fit.solve.solve`).
+
+    Parameters
+    ----------
+    law
+        Law name or instance.
+    table
+        The inputs (the law's input columns); ``n`` rows.
+    targets
+        ``(B, n)`` target values, one problem per row.
+    starts
+        Natural-unit starts: one list of dicts shared by every problem, or ``B`` lists (one per problem; each of
+        the same length ``k``).
+    loss, delta, max_iter, ftol, xtol, n_threads
+        As in :class:`Fitter`.
+    """
+    law_obj = get_law(law)
+    Y = np.atleast_2d(np.asarray(targets, dtype=np.float64))
+    if not np.isfinite(Y).all():
+        raise InputError("expected finite targets in every resample")
+    df = table if isinstance(table, pd.DataFrame) else pd.DataFrame(dict(table))
+    data = FitData(law_obj, df.assign(_target=Y[0]), target="_target", input_map=input_map, group_column=None)
+    if Y.shape[1] != data.n:
+        raise InputError(f"expected targets with {data.n} columns (one per row), got {Y.shape[1]}")
+    B = Y.shape[0]
+    per_problem = len(starts) > 0 and not isinstance(starts[0], Mapping)
+    rows = starts if per_problem else [starts] * B  # type: ignore[list-item]
+    if len(rows) != B:
+        raise InputError(f"expected {B} start lists (one per problem), got {len(rows)}")
+    k = len(rows[0])  # type: ignore[arg-type]
+    if k == 0 or any(len(r) != k for r in rows):  # type: ignore[arg-type]
+        raise InputError("expected the same, non-zero number of starts for every problem")
+    U0 = np.array([[law_obj.to_internal(s) for s in r] for r in rows], dtype=np.float64).reshape(B * k, -1)
+    pid = np.repeat(np.arange(B), k)
+    if law_obj.fit_space == "log":
+        if (Y <= 0).any():
+            raise InputError(f"expected positive targets for log-space law '{law_obj.name}'")
+        Yt = torch.log(torch.tensor(Y))
+
+        def residuals(U: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+            return law_obj.log_predict(data.x, law_obj.to_natural(U)) - Yt[p]
+
+    else:
+        Yt = torch.tensor(Y)
+
+        def residuals(U: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+            return law_obj.predict(data.x, law_obj.to_natural(U)) - Yt[p]
+
+    d = float(delta if delta is not None else law_obj.default_delta)
+    with _threads(n_threads):
+        sol = solve(
+            residuals,
+            U0,
+            pid,
+            torch.ones(B, data.n, dtype=torch.float64),
+            loss=loss,
+            delta=d,
+            max_iter=max_iter,
+            ftol=ftol,
+            xtol=xtol,
+        )
+    st = sol.status.copy()
+    m = sol.merged_into >= 0
+    st[m] = sol.status[sol.merged_into[m]]
+    rank = np.where(st == STATUS_CONVERGED, 0, np.where(st == STATUS_MAX_ITER, 1, 2))
+    f = sol.f.reshape(B, k)
+    order = np.lexsort((np.where(np.isfinite(f), f, np.inf).ravel(), rank))  # by status class, then objective
+    best = np.full(B, -1)
+    for idx in order:  # first (best) row of each problem
+        b = idx // k
+        if best[b] < 0:
+            best[b] = idx
+    status = np.array([("converged", "max_iter", "failed")[rank[i]] for i in best], dtype=object)
+    status[~np.isfinite(sol.f[best])] = STATUS_FAILED
+    names = list(law_obj.param_names)
+    params = np.full((B, len(names)), np.nan)
+    for b in range(B):
+        if status[b] != STATUS_FAILED:
+            nat = Fitter._natural(law_obj, sol.x[best[b]])
+            params[b] = [nat[n] for n in names]
+    return BatchFit(
+        law_name=law_obj.name,
+        params=pd.DataFrame(params, columns=names),
+        objective=np.where(status == STATUS_FAILED, np.inf, sol.f[best]),
+        status=status,
+    )
