@@ -675,9 +675,9 @@ def fit_batch(
     if not np.isfinite(Y).all():
         raise InputError("expected finite targets in every resample")
     df = table if isinstance(table, pd.DataFrame) else pd.DataFrame(dict(table))
+    if Y.shape[1] != len(df):
+        raise InputError(f"expected targets with {len(df)} columns (one per row), got {Y.shape[1]}")
     data = FitData(law_obj, df.assign(_target=Y[0]), target="_target", input_map=input_map, group_column=None)
-    if Y.shape[1] != data.n:
-        raise InputError(f"expected targets with {data.n} columns (one per row), got {Y.shape[1]}")
     B = Y.shape[0]
     per_problem = len(starts) > 0 and not isinstance(starts[0], Mapping)
     rows = starts if per_problem else [starts] * B  # type: ignore[list-item]
