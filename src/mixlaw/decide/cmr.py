@@ -1054,34 +1054,57 @@ def _bootstrap_size(
             pts["dloss_general"].to_numpy(dtype=np.float64, copy=True) - fg,
             pts["dloss_domain"].to_numpy(dtype=np.float64, copy=True) - fd,
         )
+    # Every resample of one ratio's curve is a row of ONE batched solve (mixlaw.fit.fit_batch): the point
+    # estimate and a data-informed start per resample, for the general and the domain curve alike.
+    from mixlaw.fit import fit_batch
+
+    refits: dict[float, tuple[np.ndarray, Any, Any]] = {}
+    for c in sf.curves:
+        if c.ratio not in base:
+            continue
+        pts, fg, fd, eg, ed = base[c.ratio]
+        n = len(pts)
+        idx = rng.integers(0, n, size=(n_boot, n))  # one draw shared by the general and the domain curve
+        t = pts["tokens"].to_numpy(dtype=np.float64, copy=True)
+        fits = []
+        for law, fitted, resid, warm in ((dom_law, fd, ed, c.dom_params), (gen_law, fg, eg, c.gen_params)):
+            Y = fitted[None, :] + resid[idx]
+            starts = [[dict(warm), *_linear_starts(law, t, y, k=1)] for y in Y]
+            try:
+                fits.append(
+                    fit_batch(law, pd.DataFrame({"tokens": t}), Y, starts=starts, loss=fit_loss, max_iter=BOOT_MAX_ITER)  # type: ignore[arg-type]
+                )
+            except FitError as exc:
+                fits.append(None)
+                sink.append(f"bootstrap refits of {law.name} at ratio {c.ratio:g} failed: {exc}")
+        for f, law in zip(fits, (dom_law, gen_law), strict=True):
+            if f is not None:
+                bad = int(np.sum(f.status != "converged"))
+                if bad:
+                    sink.append(f"{law.name} at ratio {c.ratio:g}: {bad} of {n_boot} bootstrap refits did not converge")
+        refits[c.ratio] = (idx, fits[0], fits[1])
     out = []
-    for _ in range(n_boot):
+    for b in range(n_boot):
         curves = []
         for c in sf.curves:
-            if c.ratio not in base:
+            if c.ratio not in refits:
                 curves.append(c)
                 continue
             pts, fg, fd, eg, ed = base[c.ratio]
-            idx = rng.integers(0, len(pts), size=len(pts))
-            new = pd.DataFrame(
-                {
-                    "tokens": pts["tokens"].to_numpy(dtype=np.float64, copy=True),
-                    "dloss_general": fg + eg[idx],
-                    "dloss_domain": fd + ed[idx],
-                }
-            )
-            dom_p, gen_p, err = _fit_curves(
-                new, sf.token_unit, sf.pin_zero, fit_loss, warm=(c.dom_params, c.gen_params), sink=sink
-            )
-            near = np.isclose(new["tokens"], sf.budget_tokens, rtol=5e-3)
+            idx, fdom, fgen = refits[c.ratio]
+            dom_p = fdom.row(b) if fdom is not None else None
+            gen_p = fgen.row(b) if fgen is not None else None
+            err = None if dom_p is not None and gen_p is not None else "bootstrap refit failed"
+            g_b, d_b = fg + eg[idx[b]], fd + ed[idx[b]]
+            near = np.isclose(pts["tokens"].to_numpy(dtype=np.float64), sf.budget_tokens, rtol=5e-3)
             curves.append(
                 replace(
                     c,
                     gen_params=gen_p,
                     dom_params=dom_p,
                     error=err,
-                    obs_gen_at_budget=float(new.loc[near, "dloss_general"].mean()) if near.any() else None,
-                    obs_dom_at_budget=float(new.loc[near, "dloss_domain"].mean()) if near.any() else None,
+                    obs_gen_at_budget=float(g_b[near].mean()) if near.any() else None,
+                    obs_dom_at_budget=float(d_b[near].mean()) if near.any() else None,
                 )
             )
         out.append(replace(sf, curves=tuple(curves)))
