@@ -984,6 +984,13 @@ class ScheduleCMR:
     grid: np.ndarray
     rise: np.ndarray  # (n_grid,) predicted general-loss rise at the budget (point estimate)
     constant_lr_cmr: float | None = None
+    #: Bootstrap percentile band ``(2, n_grid)`` of ``rise`` (``None`` without bootstrap sets).
+    rise_band: np.ndarray | None = field(default=None, repr=False, compare=False)
+    #: The same under a constant LR at the schedule's peak (``None`` without ``constant_reference``).
+    constant_rise: np.ndarray | None = field(default=None, repr=False, compare=False)
+    constant_rise_band: np.ndarray | None = field(default=None, repr=False, compare=False)
+    constant_lr_interval: tuple[float, float] | None = None
+    constant_lr_n_boot_none: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -996,6 +1003,8 @@ class ScheduleCMR:
             "budget_steps": self.budget_steps,
             "schedule": self.schedule,
             "constant_lr_cmr": self.constant_lr_cmr,
+            "constant_lr_interval": None if self.constant_lr_interval is None else list(self.constant_lr_interval),
+            "constant_lr_n_boot_without_cmr": self.constant_lr_n_boot_none,
         }
 
 
@@ -1039,13 +1048,14 @@ def schedule_aware_cmr(
     ``epsilon`` (interpolated to the crossing). The interval is the bootstrap percentile interval over the
     fit's bootstrap parameter sets (resamples without a feasible share are counted, not dropped silently).
     With ``constant_reference`` the same computation under a constant LR at the schedule's peak is returned
-    beside it (``constant_lr_cmr``), the setting of the CMR paper.
+    beside it (``constant_lr_cmr``, its interval and rise curve), the setting of the CMR paper. ``epsilon``
+    may be 0 (no rise at all tolerated; the rise can be negative).
     """
     fit = LawFit.from_any(fit_result)
     if "replay_ratio" not in fit.law.inputs:
         raise InputError(f"schedule-aware CMR needs a replay law (cpt_replay), got '{fit.law.name}'")
-    if epsilon <= 0:
-        raise InputError(f"epsilon must be > 0, got {epsilon}")
+    if not epsilon >= 0:
+        raise InputError(f"epsilon must be >= 0, got {epsilon}")
     sched = schedule if isinstance(schedule, Schedule) else Schedule.parse(schedule)
     if budget_steps is None:
         if budget_tokens is None or tokens_per_step is None:
@@ -1088,25 +1098,33 @@ def schedule_aware_cmr(
             out.append(y[:, 1] - y[:, 0])
         return np.stack(out, axis=1)  # (S, n_grid)
 
+    q = (1 - level) / 2
+
+    def summarise(R: np.ndarray) -> tuple[float | None, tuple[float, float] | None, int, np.ndarray | None]:
+        cmr = _cmr_from_rise(grid, R[0], epsilon)
+        interval, n_none, band = None, 0, None
+        if R.shape[0] > 2:
+            vals = [_cmr_from_rise(grid, r, epsilon) for r in R[1:]]
+            n_none = sum(v is None for v in vals)
+            num = np.array([v for v in vals if v is not None])
+            if num.size >= 2:
+                interval = (float(np.quantile(num, q)), float(np.quantile(num, 1 - q)))
+            band = np.quantile(R[1:], [q, 1 - q], axis=0)
+        return cmr, interval, n_none, band
+
     R = rises(sched)
-    cmr = _cmr_from_rise(grid, R[0], epsilon)
-    interval, n_none = None, 0
-    if R.shape[0] > 2:
-        vals = [_cmr_from_rise(grid, r, epsilon) for r in R[1:]]
-        n_none = sum(v is None for v in vals)
-        num = np.array([v for v in vals if v is not None])
-        if num.size >= 2:
-            q = (1 - level) / 2
-            interval = (float(np.quantile(num, q)), float(np.quantile(num, 1 - q)))
+    cmr, interval, n_none, band = summarise(R)
     status = (
         "ok" if cmr is not None else "no feasible share: the general loss rises by more than epsilon at every share"
     )
     if cmr is not None and cmr >= 1.0:
         status = "all shares feasible: CMR = 1 (pure domain data stays within epsilon)"
-    const = None
+    const, c_interval, c_none, c_rise, c_band = None, None, 0, None, None
     if constant_reference:
         c = Schedule(kind="constant", peak_lr=sched.peak_lr, total_steps=budget_steps)
-        const = _cmr_from_rise(grid, rises(c)[0], epsilon)
+        Rc = rises(c)
+        const, c_interval, c_none, c_band = summarise(Rc)
+        c_rise = Rc[0]
     return ScheduleCMR(
         cmr=cmr,
         status=status,
@@ -1119,6 +1137,11 @@ def schedule_aware_cmr(
         grid=grid,
         rise=R[0],
         constant_lr_cmr=const,
+        rise_band=band,
+        constant_rise=c_rise,
+        constant_rise_band=c_band,
+        constant_lr_interval=c_interval,
+        constant_lr_n_boot_none=c_none,
     )
 
 

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
     from mixlaw.decide.cmr import CMRDecision, SizeCMR
+    from mixlaw.decide.cpt import ScheduleCMR
+    from mixlaw.schedules import Schedule
 
 __all__ = [
     "plot_tradeoff_3d",
@@ -26,6 +28,8 @@ __all__ = [
     "plot_ratio_law",
     "plot_cmr_vs_budget",
     "plot_cmr_vs_size",
+    "plot_schedule_cmr",
+    "plot_cpt_lr",
 ]
 
 _B = 1e9
@@ -244,3 +248,54 @@ def _size_label(v: Any) -> str:
                 return f"{x / scale:.3g}{unit}"
         return f"{x:g}"
     return str(v)
+
+
+def plot_schedule_cmr(result: ScheduleCMR, *, ax: Axes | None = None, title: str | None = None) -> Axes:
+    """Predicted general-loss rise at the budget vs domain share, under the CPT schedule and under a constant LR
+    at its peak, with bootstrap bands, ε and both CMRs marked (:func:`mixlaw.decide.cpt.schedule_aware_cmr`)."""
+    ax = _axes(ax)
+    grid = np.asarray(result.grid)
+    curves = [("schedule", result.schedule, result.rise, result.rise_band, result.cmr, "tab:blue", "-")]
+    if result.constant_rise is not None:
+        curves.append(
+            ("constant LR", "constant LR at the peak", result.constant_rise, result.constant_rise_band,
+             result.constant_lr_cmr, "tab:orange", "--")
+        )  # fmt: skip
+    for _, label, rise, band, cmr, color, ls in curves:
+        ax.plot(grid, rise, ls, color=color, label=label)
+        if band is not None:
+            ax.fill_between(grid, band[0], band[1], color=color, alpha=0.18, lw=0)
+        if cmr is not None:
+            ax.axvline(cmr, color=color, ls=":", lw=1.2)
+            ax.plot([cmr], [result.epsilon], "D", color=color, mec="black", ms=6)
+    ax.axhline(result.epsilon, color="firebrick", lw=1, label=f"ε = {result.epsilon:g}")
+    ax.axhline(0.0, color="0.6", lw=0.6)
+    ax.set_xlim(0.0, 1.0)
+    pts = np.concatenate([np.asarray(c[2], dtype=np.float64) for c in curves] + [np.array([0.0, result.epsilon])])
+    pts = pts[np.isfinite(pts)]
+    span = float(pts.max() - pts.min()) or 1.0
+    ax.set_ylim(float(pts.min()) - 0.25 * span, float(pts.max()) + 0.25 * span)  # wide bands stay readable
+    ax.set_xlabel("domain share of the CPT mix (1 − replay ratio)")
+    ax.set_ylabel("general-loss rise at the budget")
+    ax.set_title(title or f"General-loss rise after {result.budget_steps} CPT steps (◆ = CMR)")
+    ax.legend(fontsize=7)
+    return ax
+
+
+def plot_cpt_lr(schedule: Schedule, budget_steps: int, *, ax: Axes | None = None) -> Axes:
+    """The CPT LR over the budget (the schedule truncated or held at its final LR) beside the constant LR at
+    its peak — the two schedules compared by :func:`plot_schedule_cmr`."""
+    ax = _axes(ax)
+    lr = schedule.lrs()  # η_1..η_T
+    if budget_steps <= lr.size:
+        lr = lr[:budget_steps]
+    else:
+        lr = np.concatenate([lr, np.full(budget_steps - lr.size, lr[-1])])
+    steps = np.arange(1, lr.size + 1)
+    ax.plot(steps, lr, "-", color="tab:blue", label=schedule.spec())
+    ax.plot(steps, np.full(lr.size, schedule.peak_lr), "--", color="tab:orange", label="constant LR at the peak")
+    ax.set_xlabel("CPT step")
+    ax.set_ylabel("learning rate")
+    ax.set_title("CPT learning-rate schedules compared")
+    ax.legend(fontsize=7)
+    return ax
