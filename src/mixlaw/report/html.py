@@ -392,20 +392,24 @@ def schedule_cmr_section(
     def iv(v: tuple[float, float] | None) -> str:
         return f"[{v[0]:.3f}, {v[1]:.3f}]" if v else "—"
 
+    def num(v: float | None) -> str:
+        return "—" if v is None else f"{v:.3f}"
+
     rows, figs, notes = [], [], []
     for r in results:
         res = r.result
         ps = paper.get(_key(r.n_params))
+        paper_txt = "—" if ps is None else num(ps.cmr) + ("" if ps.status == "ok" else f" ({ps.status})")
         rows.append(
             {
                 "size": _size(r.n_params) if r.n_params is not None else "—",
-                "budget (steps)": r.budget_steps,
+                "budget (steps)": "—" if r.budget_steps is None else f"{r.budget_steps:,}",
                 "budget (tokens)": _tok(r.budget_tokens),
-                "CMR under the schedule": r.cmr,
+                "CMR under the schedule": num(r.cmr),
                 "95% CI": iv(r.ci),
-                "constant LR (same fit)": None if res is None else res.constant_lr_cmr,
+                "constant LR (same fit)": num(None if res is None else res.constant_lr_cmr),
                 "95% CI ": iv(None if res is None else res.constant_lr_interval),
-                "CMR paper decision": None if ps is None else ps.cmr,
+                "CMR paper decision": paper_txt,
                 "95% CI  ": iv(None if ps is None else ps.ci),
                 "status": r.status,
             }
@@ -413,12 +417,17 @@ def schedule_cmr_section(
         notes += [f"{_size(r.n_params) if r.n_params is not None else 'all'}: {n}" for n in r.notes]
         if res is None:
             continue
-        fig, axes = plt.subplots(1, 2, figsize=(11.5, 4.0))
+        fig, ax = plt.subplots(figsize=(4.9, 3.6))
         label = _size(r.n_params) if r.n_params is not None else ""
-        plots.plot_schedule_cmr(res, ax=axes[0], title=f"{label} general-loss rise after {r.budget_steps} steps")
-        plots.plot_cpt_lr(r.schedule, int(r.budget_steps or r.schedule.total_steps), ax=axes[1])
+        plots.plot_schedule_cmr(res, ax=ax, title=f"{label} general-loss rise after {r.budget_steps} steps")
         fig.tight_layout()
         figs.append(figure_html(fig, alt=f"schedule-aware CMR {label}"))
+    first = next((r for r in results if r.budget_steps is not None), None)
+    if first is not None:  # one schedule and budget for every size
+        fig, ax = plt.subplots(figsize=(4.9, 3.6))
+        plots.plot_cpt_lr(first.schedule, int(first.budget_steps or first.schedule.total_steps), ax=ax)
+        fig.tight_layout()
+        figs.insert(0, figure_html(fig, alt="CPT LR schedules"))
     fits = []
     for r in results:
         if r.fit is None:
