@@ -538,7 +538,8 @@ def predict_plan(
         _law_needs(f, plan)
         preds[name] = f.evaluate(x)
     for name, f in fits.ood.items():
-        assert fits.cpt_set is not None  # checked in CptFits
+        if fits.cpt_set is None:  # CptFits refuses OOD sets without a CPT set; kept as a clear error
+            raise InputError("an OOD combination needs fits for both the D_pt and the D_cpt set")
         preds[name] = _ood_eval(f, preds[fits.pt_set], preds[fits.cpt_set])
     if weights is not None:
         if fits.cpt_set is None:
@@ -802,7 +803,8 @@ def _asymptote(fits: CptFits, plan: CptPlan, weights: tuple[float, float] | None
     if weights is None:
         return one(fits.fits[set_name or fits.pt_set])
     w_pt, w_cpt = _check_weights(weights)
-    assert fits.cpt_set is not None
+    if fits.cpt_set is None:
+        raise InputError("a composite needs fits for both the D_pt and the D_cpt set")
     return w_pt * one(fits.fits[fits.pt_set]) + w_cpt * one(fits.fits[fits.cpt_set])
 
 

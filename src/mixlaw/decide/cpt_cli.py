@@ -142,7 +142,8 @@ def optimize(
                 raise MixlawError(f"--grid must be comma-separated numbers, got '{grid}'") from None
         fits = load_fits(fit)
         w = _weights(weights)
-        assert w is not None
+        if w is None:
+            raise MixlawError("--weights W_PT,W_CPT is required")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ExtrapolationWarning)
             res = run_optimize(fits, _plan(plan), over, w, grid=g)  # type: ignore[arg-type]
