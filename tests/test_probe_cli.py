@@ -81,7 +81,7 @@ def test_ray_missing_names_the_extra(workdir: Path, monkeypatch: pytest.MonkeyPa
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("MIXLAW_TEST_RAY") != "1", reason="set MIXLAW_TEST_RAY=1 (starts a local Ray)")
+@pytest.mark.skipif(os.environ.get("MIXLAW_SKIP_RAY") == "1", reason="MIXLAW_SKIP_RAY=1")
 def test_ray_local_instance_runs_the_sweep(workdir: Path) -> None:
     ray = pytest.importorskip("ray")
     jobs = plan(load_spec(workdir / "spec.toml"))
