@@ -349,14 +349,14 @@ def run_sweep(
         return results
     if workers <= 1:
         while pending:
-            j = next((j for j in pending if ready(j) is not False), None)
-            if j is None:  # pragma: no cover - cannot happen with a parent-first order
+            nxt = next((j for j in pending if ready(j) is not False), None)
+            if nxt is None:  # pragma: no cover - cannot happen with a parent-first order
                 raise InputError("sweep has jobs whose parents are not in the sweep")
-            pending.remove(j)
-            if ready(j) is None:
-                done(j.run_id, "skipped", f"parent {j.depends_on} did not finish")
+            pending.remove(nxt)
+            if ready(nxt) is None:
+                done(nxt.run_id, "skipped", f"parent {nxt.depends_on} did not finish")
                 continue
-            done(*_execute(j.config, store_path, log))
+            done(*_execute(nxt.config, store_path, log))
         return results
 
     import multiprocessing as mp

@@ -331,7 +331,8 @@ def train_run(
         return row
 
     # an eval row may be missing after a kill between checkpoint and store write: redo it (same weights)
-    if step in evals_to_write and (store.last_step(cfg.run_id) is None or store.last_step(cfg.run_id) < step):
+    stored = store.last_step(cfg.run_id)
+    if step in evals_to_write and (stored is None or stored < step):
         record(step, {})
 
     # --- the loop: chunk = train up to the next stop, then checkpoint, then one store transaction
