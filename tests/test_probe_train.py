@@ -152,3 +152,32 @@ def test_non_finite_loss_stops_with_step_and_mixture(data_dir: Path, tmp_path: P
     with pytest.raises(TrainingDiverged, match=r"step \d+ with mixture \{'general': 0.5, 'code': 0.5\}"):
         train_run(cfg, store)
     assert store.run_status("r") == "failed"
+
+
+def test_kill_9_loses_at_most_the_unfinished_chunk(data_dir: Path, tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    cfg = _cfg(data_dir, tmp_path / "k")
+    script = f"""
+import os, signal
+from mixlaw.probe.train import RunConfig, train_run
+from mixlaw.runs.store import RunStore
+cfg = RunConfig(**{cfg.to_dict()!r})
+def die(row):
+    if row["step"] == 12:
+        os.kill(os.getpid(), signal.SIGKILL)
+train_run(cfg, RunStore({str(tmp_path / "k.db")!r}), progress=die)
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    killed = RunStore(tmp_path / "k.db")
+    assert killed.last_step("r") == 12 and killed.run_status("r") == "running"  # chunks up to 12 are safe
+    assert train_run(cfg, killed) == "finished"
+    ref = RunStore(tmp_path / "ref.db")
+    train_run(_cfg(data_dir, tmp_path / "ref"), ref)
+    cols = ["step", "loss_general", "loss_code", "loss_legal"]
+    np.testing.assert_array_equal(ref.to_frame()[cols].to_numpy(), killed.to_frame()[cols].to_numpy())
+    assert os.path.exists(tmp_path / "k" / "r" / "final.pt")
