@@ -20,6 +20,7 @@ from mixlaw.fit.solve import (
     STATUS_CONVERGED,
     STATUS_FAILED,
     STATUS_MAX_ITER,
+    STATUS_STALLED,
     objective_values,
     rho,
     solve,
@@ -265,7 +266,7 @@ class Fitter:
         root_status = sol.status.copy()
         merged = sol.merged_into >= 0
         root_status[merged] = sol.status[sol.merged_into[merged]]
-        usable = np.isin(root_status, [STATUS_CONVERGED, STATUS_MAX_ITER])
+        usable = np.isin(root_status, [STATUS_CONVERGED, STATUS_STALLED, STATUS_MAX_ITER])
         if not usable.any():
             raise FitError(f"law '{law.name}': every start failed (non-finite objective or derivatives)")
         cand = polish[usable]
@@ -275,7 +276,9 @@ class Fitter:
 
         params = self._natural(law, U_final[best])
         starts_df = self._starts_table(law, U_all, U_final, f_init, f_final, status, n_iter, polish, sol)
-        fit_status = FitStatus.CONVERGED if best_status == STATUS_CONVERGED else FitStatus.MAX_ITER
+        fit_status = {STATUS_CONVERGED: FitStatus.CONVERGED, STATUS_STALLED: FitStatus.STALLED}.get(
+            str(best_status), FitStatus.MAX_ITER
+        )
         message = self._message(law, fit_status, residuals, U_final[best], W, delta)
 
         boot_df, n_failed = None, 0
@@ -437,6 +440,13 @@ class Fitter:
     ) -> str:
         if status is FitStatus.CONVERGED:
             return "the best start converged"
+        if status is FitStatus.STALLED:
+            worst = _worst_parameter(law, residuals, u, W, self.loss, delta)
+            return (
+                "the best start stalled in a flat valley (the objective stopped decreasing measurably); parameter "
+                f"'{worst}' is poorly determined by these data — read it with its bootstrap interval, fix it, or add "
+                "data that constrain it"
+            )
         worst = _worst_parameter(law, residuals, u, W, self.loss, delta)
         return (
             f"the best start did not converge in {self.max_iter} iterations; parameter '{worst}' is still "
@@ -502,7 +512,7 @@ class Fitter:
             st = sol.status.copy()
             m = sol.merged_into >= 0
             st[m] = sol.status[sol.merged_into[m]]
-            f = np.where(st == STATUS_CONVERGED, sol.f, np.inf).reshape(nb, k)
+            f = np.where(np.isin(st, [STATUS_CONVERGED, STATUS_STALLED]), sol.f, np.inf).reshape(nb, k)
             j = np.argmin(f, axis=1)
             good = np.isfinite(f[np.arange(nb), j])
             xs = sol.x.reshape(nb, k, -1)[np.arange(nb), j]
@@ -627,7 +637,7 @@ class BatchFit:
     law_name: str
     params: pd.DataFrame  # (B, P), canonical form
     objective: np.ndarray  # (B,)
-    status: np.ndarray  # (B,) "converged" | "max_iter" | "failed"
+    status: np.ndarray  # (B,) "converged" | "stalled" | "max_iter" | "failed"
 
     def row(self, b: int) -> dict[str, float] | None:
         """Parameters of problem ``b``, or ``None`` if it failed."""
@@ -718,7 +728,7 @@ def fit_batch(
     st = sol.status.copy()
     m = sol.merged_into >= 0
     st[m] = sol.status[sol.merged_into[m]]
-    rank = np.where(st == STATUS_CONVERGED, 0, np.where(st == STATUS_MAX_ITER, 1, 2))
+    rank = np.where(st == STATUS_CONVERGED, 0, np.where(np.isin(st, [STATUS_STALLED, STATUS_MAX_ITER]), 1, 2))
     f = sol.f.reshape(B, k)
     order = np.lexsort((np.where(np.isfinite(f), f, np.inf).ravel(), rank))  # by status class, then objective
     best = np.full(B, -1)
@@ -726,7 +736,7 @@ def fit_batch(
         b = idx // k
         if best[b] < 0:
             best[b] = idx
-    status = np.array([("converged", "max_iter", "failed")[rank[i]] for i in best], dtype=object)
+    status = np.array([STATUS_FAILED if rank[i] == 2 else str(st[i]) for i in best], dtype=object)
     status[~np.isfinite(sol.f[best])] = STATUS_FAILED
     names = list(law_obj.param_names)
     params = np.full((B, len(names)), np.nan)

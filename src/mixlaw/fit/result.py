@@ -20,10 +20,12 @@ SCHEMA = "mixlaw.fit/1"
 
 class FitStatus(StrEnum):
     """Outcome of a fit. ``converged``: the best start met the convergence test; ``max_iter``: the best start ran
-    out of iterations (the parameters are usable but not certified); ``failed``: no start gave a finite
+    out of iterations, ``stalled``: it stopped in a flat valley where the objective no longer decreased measurably
+    (in both cases the parameters are usable but not certified); ``failed``: no start gave a finite
     objective."""
 
     CONVERGED = "converged"
+    STALLED = "stalled"
     MAX_ITER = "max_iter"
     FAILED = "failed"
 

@@ -37,6 +37,7 @@ STATUS_CONVERGED = "converged"
 STATUS_MAX_ITER = "max_iter"
 STATUS_FAILED = "failed"
 STATUS_MERGED = "merged"
+STATUS_STALLED = "stalled"
 
 
 def rho(r: torch.Tensor, loss: str, delta: float) -> torch.Tensor:
@@ -120,6 +121,8 @@ def solve(
     merge_tol: float | None = 1e-8,
     mu0: float = 1e-4,
     max_step: float = 4.0,
+    stall_window: int = 30,
+    stall_tol: float = 1e-9,
     callback: Callable[[int, int], None] | None = None,
 ) -> SolveResult:
     """Minimise ``K`` independent robust least-squares problems at once.
@@ -146,6 +149,9 @@ def solve(
     max_step
         Cap on the max-abs change of the internal parameters in one step (a trust region in parameter space:
         it keeps a step from jumping to where ``exp`` overflows).
+    stall_window, stall_tol
+        A row whose objective fell by less than ``stall_tol`` (relative) over ``stall_window`` iterations stops
+        with status ``stalled``: a flat valley, where further iterations buy nothing measurable in the objective.
     mu0
         Initial Levenberg–Marquardt damping, relative to the diagonal of ``Jᵀ Ω J``.
     callback
@@ -160,6 +166,7 @@ def solve(
     status = np.array([STATUS_MAX_ITER] * K, dtype=object)
     merged_into = np.full(K, -1, dtype=np.int64)
     mu = torch.full((K,), mu0, dtype=torch.float64)
+    f_ring = np.full((K, stall_window), np.inf)
 
     bad = ~np.isfinite(f_out)
     status[bad] = STATUS_FAILED
@@ -221,10 +228,20 @@ def solve(
         saturated = (mu[ia].numpy() >= 1e15) & ~acc
         failed = ~finite.numpy()
         done = (acc & small_dec & small_step) | saturated
+        # Stalled: a row creeping along a flat valley (an exponent running off while its amplitude goes to 0, two
+        # terms trading places) whose objective fell by less than stall_tol (relative) over the last stall_window
+        # iterations. It stops with its own status — its objective is final to that precision, its parameters are
+        # not certified — instead of burning the iteration budget.
+        slot = it % stall_window
+        old = f_ring[active, slot]
+        stalled = (n_iter[active] > stall_window) & (old - f_np <= stall_tol * np.maximum(np.abs(f_np), 1e-300))
+        stalled &= ~done & ~failed
+        f_ring[active, slot] = f_np
         status[active[done & ~failed]] = STATUS_CONVERGED
+        status[active[stalled]] = STATUS_STALLED
         status[active[failed]] = STATUS_FAILED
         f_out[active[failed]] = np.inf
-        active = active[~(done | failed)]
+        active = active[~(done | failed | stalled)]
 
         if merge_tol is not None and active.size > 1:
             active = _merge(U, pid_t, active, merge_tol, status, merged_into)
