@@ -87,12 +87,9 @@ def _parse_lambda(text: str) -> float:
 
 
 def _fmt_tokens(v: float | None) -> str:
-    if v is None:
-        return "—"
-    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(v) >= scale:
-            return f"{v / scale:.3g}{unit}"
-    return f"{v:.3g}"
+    from mixlaw.report.html import _tok  # one formatter for the table and the report
+
+    return _tok(v)
 
 
 def _fmt_size(v: Any) -> str:
