@@ -365,16 +365,9 @@ def run_sweep(
     running: dict[Future[tuple[str, str, str | None]], str] = {}
     with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
         while pending or running:
-            for j in list(pending):
-                if len(running) >= workers:
-                    break
-                r = ready(j)
-                if r is None:
-                    pending.remove(j)
-                    done(j.run_id, "skipped", f"parent {j.depends_on} did not finish")
-                elif r:
-                    pending.remove(j)
-                    running[pool.submit(_execute, j.config, store_path, log)] = j.run_id
+            _launch_ready(
+                pending, running, workers, ready, done, lambda j: pool.submit(_execute, j.config, store_path, log)
+            )
             if not running:
                 if pending:
                     raise InputError("sweep has jobs whose parents are not in the sweep")
@@ -386,6 +379,30 @@ def run_sweep(
                 running.pop(f)
                 done(*f.result())
     return results
+
+
+def _launch_ready(
+    pending: list[Job],
+    running: dict[Any, str],
+    cap: int,
+    ready: Callable[[Job], bool | None],
+    done: Callable[[str, str, str | None], None],
+    submit: Callable[[Job], Any],
+) -> None:
+    """Start every ready job (parent finished) until ``cap`` run at once; skip jobs whose parent failed.
+
+    Shared by the process-pool and the Ray executors: only how a job is submitted differs between them.
+    """
+    for j in list(pending):
+        if len(running) >= cap:
+            break
+        r = ready(j)
+        if r is None:
+            pending.remove(j)
+            done(j.run_id, "skipped", f"parent {j.depends_on} did not finish")
+        elif r:
+            pending.remove(j)
+            running[submit(j)] = j.run_id
 
 
 def _run_ray(
@@ -412,17 +429,14 @@ def _run_ray(
     running: dict[Any, str] = {}
     cap = max(1, workers)
     while pending or running:
-        for j in list(pending):
-            if len(running) >= cap:
-                break
-            r = ready(j)
-            if r is None:
-                pending.remove(j)
-                done(j.run_id, "skipped", f"parent {j.depends_on} did not finish")
-            elif r:
-                pending.remove(j)
-                opts = {"num_cpus": j.config.threads}
-                running[remote.options(**opts).remote(j.config, store_path, log)] = j.run_id
+        _launch_ready(
+            pending,
+            running,
+            cap,
+            ready,
+            done,
+            lambda j: remote.options(num_cpus=j.config.threads).remote(j.config, store_path, log),
+        )
         if not running:
             if pending:
                 raise InputError("sweep has jobs whose parents are not in the sweep")
