@@ -90,3 +90,15 @@ def test_ray_local_instance_runs_the_sweep(workdir: Path) -> None:
     finally:
         ray.shutdown()
     assert set(results.values()) == {"finished"}
+
+
+@pytest.mark.slow
+def test_process_pool_runs_the_sweep_parents_first(workdir: Path) -> None:
+    """Two local worker processes: every run finishes, CPT runs only after their parent, all in the store."""
+    from mixlaw.runs.store import RunStore
+
+    jobs = plan(load_spec(workdir / "spec.toml"))
+    results = run_sweep(jobs, workdir / "pool.db", workers=2)
+    assert set(results.values()) == {"finished"} and len(results) == len(jobs)
+    with RunStore(str(workdir / "pool.db")) as store:
+        assert {r for r in store.run_ids()} == {j.run_id for j in jobs}
