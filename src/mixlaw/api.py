@@ -1,6 +1,8 @@
-"""The Python API behind every CLI verb: load a table, fit, predict, validate.
+"""The Python API behind every CLI verb: load a table, fit, predict, validate; ingest and list runs.
 
-The CLI (``mixlaw.cli``) is a thin layer over these functions; everything it does can be scripted from here.
+The CLI (:mod:`mixlaw.cli`) is a thin layer over these functions; everything it does can be scripted from here.
+Every table goes through :func:`mixlaw.fit.features.add_features`, so the derived inputs a law declares (LR areas,
+the multi-power history, …) are built the same way for fitting, prediction and validation.
 """
 
 from __future__ import annotations
@@ -14,10 +16,29 @@ import pandas as pd
 
 from mixlaw.errors import InputError
 from mixlaw.fit import FitResult, fit_law
+from mixlaw.fit.features import add_features
 from mixlaw.fit.validate import ValidationResult, validate_law
-from mixlaw.laws import get_law, law_names
+from mixlaw.laws import LAWS, Law, get_law, law_names, load_law_file
 
-__all__ = ["load_table", "fit", "predict", "validate", "list_laws", "parse_assignments"]
+__all__ = [
+    "load_table",
+    "fit",
+    "predict",
+    "validate",
+    "list_laws",
+    "fit_summary",
+    "load_fit",
+    "build_law",
+    "load_law_files",
+    "parse_assignments",
+    "parse_options",
+    "ingest",
+    "list_runs",
+    "export_runs",
+    "read_lr_table",
+    "parse_set",
+    "InputError",
+]
 
 STORE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 
@@ -34,6 +55,44 @@ def parse_assignments(items: Sequence[str] | None, what: str = "name=value") -> 
             raise InputError(f"expected {what} with a name before '=', got {item!r}")
         out[k] = v.strip().strip("'\"")
     return out
+
+
+def _coerce(v: str) -> Any:
+    low = v.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for kind in (int, float):
+        try:
+            return kind(v)
+        except ValueError:
+            pass
+    return v
+
+
+def parse_options(items: Sequence[str] | None, what: str = "--law-option key=value") -> dict[str, Any]:
+    """``["n_bins=8", "tie_exponents=true"]`` → ``{"n_bins": 8, "tie_exponents": True}`` (ints, floats, bools)."""
+    return {k: _coerce(v) for k, v in parse_assignments(items, what).items()}
+
+
+def load_law_files(paths: Sequence[str | Path] | None) -> list[str]:
+    """Import users' law files (see :func:`mixlaw.laws.load_law_file`); the names of the laws they registered."""
+    names: list[str] = []
+    for path in paths or ():
+        names += load_law_file(str(path))
+    return names
+
+
+def build_law(name: str | Law, options: Mapping[str, Any] | None = None) -> Law:
+    r""":func:`mixlaw.laws.get_law` with option mistakes as one-line ``InputError``\ s naming the law's options."""
+    try:
+        return get_law(name, **dict(options or {}))
+    except TypeError as exc:  # an unknown or missing keyword of the law's constructor
+        import inspect
+
+        cls = type(name) if isinstance(name, Law) else LAWS.get(name)
+        params = [] if cls is None else list(inspect.signature(cls.__init__).parameters)[1:]
+        known = ", ".join(p for p in params if p != "options") or "none"
+        raise InputError(f"law '{name}': {exc} (options: {known})", column="--law-option") from None
 
 
 def load_table(
@@ -122,29 +181,23 @@ def fit(
 ) -> FitResult:
     """Fit ``law`` to ``table`` (see :func:`mixlaw.fit.fit_law`).
 
-    Laws over LR-schedule features (``s1``, ``s2``, their PT/CPT split, the multi-power history) get them computed
-    from each run's stored schedule when the table lacks them; rows before the first update (zero forward area,
-    where ``S1^(-alpha)`` is undefined) are left out of such fits.
+    Derived inputs the law declares (:meth:`mixlaw.laws.Law.derived_inputs`: LR areas ``s1``, ``s2``, their PT/CPT
+    split, the multi-power history) are computed from each run's stored schedule when the table lacks them; rows
+    where the law is undefined (zero forward area before the first update) are left out
+    (:func:`mixlaw.fit.features.add_features`).
     """
-    law_obj = get_law(law, **dict(law_options or {}))
-    missing = [c for c in law_obj.inputs if c not in table.columns and c not in (input_map or {})]
-    if missing:
-        from mixlaw.schedules import SCHEDULE_FEATURES, features_for_law
-
-        if any(c in SCHEDULE_FEATURES or c.startswith("mpl_") for c in missing):
-            if "schedule" not in table.columns:
-                raise InputError(
-                    f"law '{law_obj.name}' needs schedule features {missing}: give a RunStore (schedules are stored "
-                    "per run) or a table with a 'schedule' column, or add the columns yourself"
-                )
-            table = features_for_law(table, law_obj)
-            area = [c for c in ("s1", "mpl_s1") if c in law_obj.inputs]
-            if "s1_pt" in law_obj.inputs:
-                table = table.assign(_area=table["s1_pt"] + table["s1_cpt"])
-                area = ["_area"]
-            for col in area:
-                table = table[table[col] > 0]
+    law_obj = build_law(law, law_options)
+    table = add_features(table, law_obj, input_map=input_map)
     return fit_law(law_obj, table, target=target, input_map=input_map, source=source, **settings)
+
+
+def fit_summary(result: FitResult) -> dict[str, Any]:
+    """The fit as one JSON-ready dict without the bulky per-start table and bootstrap draws (``mixlaw fit --json``)."""
+    d = result.to_dict()
+    d.pop("starts", None)
+    if "bootstrap" in d:
+        d["bootstrap"].pop("params", None)
+    return d
 
 
 def load_fit(path: str | Path) -> FitResult:
@@ -174,6 +227,7 @@ def predict(
         return {"law": result.law_name, "at": dict(at), "predicted": value}
     if table is None:  # pragma: no cover - excluded by the check above
         raise InputError("expected --table")
+    table = add_features(table, result.law, input_map=result.input_map)
     pred = result.predict(table)
     rows = pd.DataFrame({"predicted": pred})
     rows["run_id"] = table["run_id"].to_numpy() if "run_id" in table else "all"
@@ -193,9 +247,13 @@ def predict(
     return out
 
 
-def validate(table: pd.DataFrame, law: str, **kwargs: Any) -> ValidationResult:
-    """Held-out extrapolation check (see :func:`mixlaw.fit.validate.validate_law`)."""
-    return validate_law(law, table, **kwargs)
+def validate(
+    table: pd.DataFrame, law: str, *, law_options: Mapping[str, Any] | None = None, **kwargs: Any
+) -> ValidationResult:
+    """Held-out extrapolation check (see :func:`mixlaw.fit.validate.validate_law`) on the featured table."""
+    law_obj = build_law(law, law_options)
+    table = add_features(table, law_obj, input_map=kwargs.get("input_map"))
+    return validate_law(law, table, law_options=law_options, **kwargs)
 
 
 def list_laws() -> list[dict[str, Any]]:
@@ -203,7 +261,7 @@ def list_laws() -> list[dict[str, Any]]:
     out = []
     for name in law_names():
         try:
-            law = get_law(name)
+            law = build_law(name)
         except InputError:  # a law whose options have no defaults cannot be listed with an instance
             continue
         out.append(
@@ -217,3 +275,140 @@ def list_laws() -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+# ---------------------------------------------------------------------- runs (mixlaw ingest / mixlaw runs)
+def parse_set(items: Sequence[str] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items or ():
+        if "=" not in item:
+            raise InputError(f"expected --set column=value, got {item!r}")
+        k, v = (p.strip() for p in item.split("=", 1))
+        v = v.strip("'\"")
+        if not k:
+            raise InputError(f"expected --set column=value with a column name, got {item!r}")
+        val: Any = v
+        try:
+            f = float(v)
+            val = int(f) if f.is_integer() and "." not in v and "e" not in v.lower() else f
+        except ValueError:
+            pass
+        out[k] = val
+    return out
+
+
+def read_lr_table(path: str | Path, table: pd.DataFrame | None = None) -> dict[str, dict[str, Any]]:
+    """Per-run LR schedules from a dense table with columns ``run_id, step, lr`` (one row per step).
+
+    Steps of each run must be consecutive, starting at 0 or 1, and reach the run's last evaluated step in
+    ``table``. The schedule stored is ``{"kind": "table", "lr": [lr_1, ..., lr_T]}`` (``lr[i]`` is the LR of
+    update ``i + 1``, the :mod:`mixlaw.schedules` convention) plus ``"lr0"`` when step 0 is given.
+    """
+    from mixlaw.runs.io import _read_csv
+    from mixlaw.runs.schema import validate_table
+
+    path = Path(path)
+    raw = _read_csv(path)
+    rows = raw.pop("__mixlaw_row__").to_numpy()
+    missing = [c for c in ("run_id", "step", "lr") if c not in raw.columns]
+    if missing:
+        raise InputError(f"expected columns run_id, step, lr, got {list(raw.columns)} in {path.name}:1:{missing[0]}")
+    df = validate_table(raw[["run_id", "step", "lr"]], path.name, rows=rows, require_loss=False)
+    row_of = dict(zip(zip(df["run_id"], df["step"], strict=True), rows, strict=True))
+    last_steps: dict[str, int] = {}
+    if table is not None:
+        last_steps = {str(k): int(v) for k, v in table.groupby("run_id")["step"].max().items()}
+        unknown = sorted(set(df["run_id"]) - set(last_steps))
+        if unknown:
+            raise InputError(f"expected runs of the ingested file, got unknown run {unknown[0]!r} in {path.name}")
+    out: dict[str, dict[str, Any]] = {}
+    for rid, g in df.sort_values(["run_id", "step"]).groupby("run_id", sort=False):
+        steps = g["step"].to_numpy()
+        lr = g["lr"].to_numpy()
+        start = int(steps[0])
+        if start not in (0, 1):
+            raise InputError(
+                f"expected the LR table of run {rid!r} to start at step 0 or 1, got {start} "
+                f"in {path.name}:{row_of[(rid, start)]}:step"
+            )
+        gaps = np.flatnonzero(np.diff(steps) != 1)
+        if len(gaps):
+            s = int(steps[gaps[0] + 1])
+            raise InputError(
+                f"expected one LR per step for run {rid!r}, got a gap after step {int(steps[gaps[0]])} "
+                f"in {path.name}:{row_of[(rid, s)]}:step"
+            )
+        last = int(steps[-1])
+        need = last_steps.get(str(rid))
+        if need is not None and need > last:
+            raise InputError(
+                f"expected LRs up to the last evaluated step {need} of run {rid!r}, got up to {last} "
+                f"in {path.name}:{row_of[(rid, last)]}:step"
+            )
+        sched: dict[str, Any] = {"kind": "table", "lr": [float(x) for x in (lr[1:] if start == 0 else lr)]}
+        if start == 0:
+            sched["lr0"] = float(lr[0])
+        if not sched["lr"]:
+            raise InputError(f"expected LRs for steps >= 1 of run {rid!r}, got only step 0 in {path.name}")
+        out[str(rid)] = sched
+    return out
+
+
+def ingest(
+    file: str | Path,
+    store: str | Path,
+    *,
+    column_map: Mapping[str, str] | Sequence[str] | None = None,
+    lr_table: str | Path | None = None,
+    set_values: Mapping[str, Any] | None = None,
+    allow_nan: bool = False,
+    allow_missing: bool = False,
+    replace: bool = False,
+    **read_options: Any,
+) -> dict[str, Any]:
+    """Validate a run log and add it to a RunStore, all or nothing (``mixlaw ingest``).
+
+    ``read_options`` go to :func:`mixlaw.runs.io.read_table` (``fmt``, ``run_id``, ``run_id_from_row``,
+    ``evalset_column``, ``drop``); ``column_map`` is ``{canonical: foreign}`` or the CLI's ``["canonical=foreign"]``.
+    Returns the store's summary plus ``file``, ``store`` and ``loss_columns``.
+    """
+    from mixlaw.runs.io import parse_column_map, read_table
+    from mixlaw.runs.store import RunStore
+
+    file = Path(file)
+    table = read_table(
+        file,
+        column_map=dict(column_map) if isinstance(column_map, Mapping) else parse_column_map(column_map),
+        set_values=dict(set_values or {}),
+        allow_nan=allow_nan,
+        allow_missing=True if allow_missing else None,
+        **read_options,
+    )
+    schedules = read_lr_table(lr_table, table) if lr_table is not None else None
+    with RunStore(store) as st:
+        summary = st.ingest_table(
+            table, file.name, replace=replace, validated=True, schedules=schedules, allow_nan=allow_nan
+        )
+    loss_cols = [c for c in table.columns if c == "loss" or c.startswith("loss_")]
+    return {"file": str(file), "store": str(store), **summary, "loss_columns": loss_cols}
+
+
+def list_runs(store: str | Path, where: str | None = None) -> pd.DataFrame:
+    """One row per run of a RunStore (``mixlaw runs``), filtered with a pandas query."""
+    from mixlaw.runs.store import RunStore
+
+    if not Path(store).exists():
+        raise InputError(f"expected an existing store, got no such file in {store}")
+    with RunStore(store) as st:
+        return st.runs(where)
+
+
+def export_runs(store: str | Path, path: str | Path, where: str | None = None) -> tuple[Path, int | None]:
+    """Write a store's RunTable to ``.csv``/``.jsonl``/``.parquet``; ``(path written, rows for a CSV)``."""
+    from mixlaw.runs.store import RunStore
+
+    if not Path(store).exists():
+        raise InputError(f"expected an existing store, got no such file in {store}")
+    with RunStore(store) as st:
+        out = st.export(path, where)
+    return out, (len(pd.read_csv(out)) if out.suffix.lower() == ".csv" else None)

@@ -190,6 +190,16 @@ class Law:
         """
         raise NotImplementedError(f"law '{self.name}' does not define example_inputs()")
 
+    # ------------------------------------------------------------------ derived inputs (mixlaw.fit.features)
+    def derived_inputs(self) -> tuple[DerivedInput, ...]:
+        """Input columns this law reads that are derived from other data rather than logged (none by default).
+
+        A law over LR-schedule features returns e.g. ``(DerivedInput("schedule", ("s1", "s2"), positive=("s1",)),)``;
+        :func:`mixlaw.fit.features.add_features` builds the missing columns for ``fit``, ``predict``, ``validate``,
+        the bootstrap and the decisions alike, so a law never has to be special-cased by name.
+        """
+        return ()
+
     # ------------------------------------------------------------------ helpers
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -242,6 +252,31 @@ class Law:
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in self.options.items())
         return f"{type(self).__name__}({opts})"
+
+
+# ---------------------------------------------------------------------- derived inputs (mixlaw.fit.features)
+@dataclass(frozen=True)
+class DerivedInput:
+    """One group of derived input columns a law needs (returned by :meth:`Law.derived_inputs`).
+
+    Parameters
+    ----------
+    source
+        Which builder makes them: ``"schedule"`` (LR areas ``s1, s2``, their PT/CPT split and the multi-power history
+        ``mpl_*``, from each run's stored schedule; :func:`mixlaw.schedules.add_schedule_features`).
+    columns
+        The columns of the law's inputs this group provides.
+    options
+        Keyword options for the builder (e.g. ``{"multi_power_bins": 48}``).
+    positive
+        Columns whose row-wise sum must be > 0 for the law to be defined there (``S1^(-alpha)`` at step 0); other
+        rows are left out of fits and predictions.
+    """
+
+    source: str
+    columns: tuple[str, ...]
+    options: Mapping[str, Any] | None = None
+    positive: tuple[str, ...] = ()
 
 
 LAWS: dict[str, type[Law]] = {}

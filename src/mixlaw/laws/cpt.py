@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from mixlaw.errors import InputError
-from mixlaw.laws._base import Law, ParamSpec, Tensor, register
+from mixlaw.laws._base import DerivedInput, Law, ParamSpec, Tensor, register
 from mixlaw.laws.lr_annealing import safe_log
 
 __all__ = ["CPT", "shift_term", "CPT_SHIFT_PARAMS"]
@@ -182,6 +182,11 @@ class CPT(Law):
             "E": np.array([3.0, 100.0, 3000.0]),
             "beta": np.array([0.15, 0.6]),
         }
+
+    def derived_inputs(self) -> tuple[DerivedInput, ...]:
+        """LR-area columns from each run's schedule (:func:`mixlaw.fit.features.add_features`)."""
+        known = self.options.get("base") != "blackbox"  # the black-box base reads the CPT areas only
+        return (DerivedInput("schedule", tuple(self.inputs), positive=("s1_pt", "s1_cpt") if known else ()),)
 
     def example_inputs(self, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         from mixlaw.laws._examples import schedule_feature_rows

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from mixlaw.errors import InputError
-from mixlaw.laws._base import Law, ParamSpec, Tensor, register
+from mixlaw.laws._base import DerivedInput, Law, ParamSpec, Tensor, register
 from mixlaw.laws.cpt import base_specs, fix_shift_rate, shift_rate, shift_specs, shift_term
 from mixlaw.laws.lr_annealing import safe_log
 
@@ -138,6 +138,11 @@ class CPTReplay(Law):
             "beta": np.array([0.2]),
             "a2": np.array([-2.0, 1.0, 3.0]),
         }
+
+    def derived_inputs(self) -> tuple[DerivedInput, ...]:
+        """LR-area columns from each run's schedule (:func:`mixlaw.fit.features.add_features`)."""
+        areas = ("s1_pt", "s1_cpt", "s2_pt", "s2_cpt")  # replay_ratio is read from the table as logged
+        return (DerivedInput("schedule", areas, positive=("s1_pt", "s1_cpt")),)
 
     def example_inputs(self, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         from mixlaw.laws._examples import schedule_feature_rows

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from mixlaw.laws._base import Law, ParamSpec, Tensor, register
+from mixlaw.laws._base import DerivedInput, Law, ParamSpec, Tensor, register
 from mixlaw.laws.cpt import base_specs, fix_shift_rate, shift_rate, shift_specs, shift_term
 from mixlaw.laws.lr_annealing import safe_log
 
@@ -96,6 +96,11 @@ class CPTSize(Law):
             "F": np.array([3.0]),
             "gamma3": np.array([0.2]),
         }
+
+    def derived_inputs(self) -> tuple[DerivedInput, ...]:
+        """LR-area columns from each run's schedule (:func:`mixlaw.fit.features.add_features`)."""
+        areas = ("s1_pt", "s1_cpt", "s2_pt", "s2_cpt")  # n_params is read from the table as logged
+        return (DerivedInput("schedule", areas, positive=("s1_pt", "s1_cpt")),)
 
     def example_inputs(self, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         from mixlaw.laws._examples import schedule_feature_rows

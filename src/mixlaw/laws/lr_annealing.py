@@ -16,7 +16,7 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
-from mixlaw.laws._base import Law, ParamSpec, Tensor, register
+from mixlaw.laws._base import DerivedInput, Law, ParamSpec, Tensor, register
 
 __all__ = ["LRAnnealing", "safe_log"]
 
@@ -61,6 +61,10 @@ class LRAnnealing(Law):
             "alpha": np.array([0.3, 0.6]),
             "C": np.array([0.05, 0.3, 1.5]),
         }
+
+    def derived_inputs(self) -> tuple[DerivedInput, ...]:
+        """LR-area columns from each run's schedule (:func:`mixlaw.fit.features.add_features`)."""
+        return (DerivedInput("schedule", ("s1", "s2"), positive=("s1",)),)
 
     def example_inputs(self, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         from mixlaw.laws._examples import schedule_feature_rows

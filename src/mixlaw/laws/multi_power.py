@@ -40,7 +40,7 @@ import numpy as np
 import torch
 
 from mixlaw.errors import InputError
-from mixlaw.laws._base import Law, ParamSpec, Tensor, register
+from mixlaw.laws._base import DerivedInput, Law, ParamSpec, Tensor, register
 from mixlaw.laws.lr_annealing import safe_log
 from mixlaw.schedules.multi_power import (  # the history builders live beside the schedules; re-exported here
     DEFAULT_BINS,
@@ -156,6 +156,11 @@ class MultiPower(Law):
             "beta": np.array([0.3, 0.7]),
             "gamma": np.array([0.4, 0.7]),
         }
+
+    def derived_inputs(self) -> tuple[DerivedInput, ...]:
+        """LR-area columns from each run's schedule (:func:`mixlaw.fit.features.add_features`)."""
+        bins = {"multi_power_bins": int(self.options["n_bins"])}
+        return (DerivedInput("schedule", tuple(self.inputs), options=bins, positive=("mpl_s1",)),)
 
     def example_inputs(self, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         from mixlaw.laws._examples import schedule_feature_rows

@@ -1,0 +1,42 @@
+"""``mixlaw`` command line: a thin typer layer over :mod:`mixlaw.api`, one module per verb group.
+
+- :mod:`mixlaw.cli.engine`: ``laws``, ``fit``, ``predict``, ``validate``;
+- :mod:`mixlaw.cli.runs`: ``ingest``, ``runs``;
+- :mod:`mixlaw.cli.probe`: ``probe run|status|plan``, ``corpora prepare``;
+- ``cmr`` and ``cpt`` are mounted from :mod:`mixlaw.decide.cmr_cli` and :mod:`mixlaw.decide.cpt_cli`.
+
+Verbs are imported only when run (:class:`mixlaw.cli._group.LazyGroup`), and every verb imports its heavy
+libraries inside, so ``mixlaw --help`` stays fast. User errors exit 1 with one line on stderr and no traceback
+(:func:`mixlaw.cli._common.verb`); ``--json`` prints one JSON object for machines.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from mixlaw.cli._group import LazyGroup
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="mixlaw",
+    cls=LazyGroup,
+    help="Scaling laws for data mixtures and continual pre-training: fit probe runs, decide mixtures, with intervals.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+@app.callback()
+def _root() -> None:
+    """Scaling laws for data mixtures and continual pre-training: fit probe runs, decide mixtures, with intervals."""
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,5 @@
+"""``python -m mixlaw.cli``."""
+
+from mixlaw.cli import main
+
+main()

@@ -1,0 +1,147 @@
+"""What every verb shares: the one user-error handler, JSON output, progress bars and the common options.
+
+Only typer, rich and the standard library are imported here (and by every ``mixlaw.cli`` module at import time),
+so that ``mixlaw --help`` answers without loading torch, scipy, pandas or matplotlib.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from mixlaw.errors import MixlawError
+
+__all__ = [
+    "verb",
+    "user_errors",
+    "emit_json",
+    "progress_bar",
+    "console",
+    "TableArg",
+    "StoreOpt",
+    "WhereOpt",
+    "MapOpt",
+    "DeriveOpt",
+    "LawOpt",
+    "LawOptionOpt",
+    "LawFileOpt",
+    "JsonOpt",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@contextmanager
+def user_errors() -> Iterator[list[warnings.WarningMessage]]:
+    """Turn mixlaw errors (and OS errors on user paths) into one ``error: ...`` line on stderr and exit 1.
+
+    Warnings raised inside are collected and printed as one ``warning: ...`` line each, after the verb's output.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield caught
+        except MixlawError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from None
+        except OSError as exc:
+            typer.echo(f"error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), err=True)
+            raise typer.Exit(1) from None
+        finally:
+            for w in caught:
+                typer.echo(f"warning: {w.category.__name__}: {w.message}", err=True)
+
+
+def verb(func: F) -> F:
+    """Decorator of every verb: run it inside :func:`user_errors` (typer still sees the original signature)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with user_errors():
+            return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def console(stderr: bool = False) -> Any:
+    """A rich console (imported on first use)."""
+    from rich.console import Console
+
+    return Console(stderr=stderr)
+
+
+def _json_default(v: Any) -> Any:
+    if hasattr(v, "item"):
+        return v.item()
+    if isinstance(v, Path):
+        return str(v)
+    raise TypeError(type(v).__name__)
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_clean(x) for x in v]
+    return v
+
+
+def emit_json(obj: Any, **dumps: Any) -> None:
+    """Print one JSON object (NaN/inf as null, numpy scalars as numbers)."""
+    typer.echo(json.dumps(_clean(obj), default=_json_default, **dumps))
+
+
+@contextmanager
+def progress_bar(enabled: bool) -> Iterator[Callable[[str, int, int], None] | None]:
+    """A ``(stage, done, total)`` callback drawing one rich bar per stage on stderr (``None`` when disabled)."""
+    if not enabled:
+        yield None
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console(stderr=True),
+        transient=True,
+    ) as prog:
+        tasks: dict[str, Any] = {}
+
+        def cb(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = prog.add_task(stage, total=total)
+            prog.update(tasks[stage], completed=done, total=total)
+
+        yield cb
+
+
+TableArg = Annotated[
+    Path | None,
+    typer.Argument(
+        help="Table file (CSV, JSONL, Parquet, TensorBoard dir, W&B export) or RunStore (*.db); default: the --store."
+    ),
+]
+StoreOpt = Annotated[Path, typer.Option("--store", help="RunStore used when TABLE is omitted.")]
+WhereOpt = Annotated[str | None, typer.Option("--where", help="Row filter, pandas query syntax.")]
+MapOpt = Annotated[list[str] | None, typer.Option("--map", help="canonical=foreign column rename (repeatable).")]
+DeriveOpt = Annotated[
+    list[str] | None, typer.Option("--derive", help="column=expression computed with DataFrame.eval (repeatable).")
+]
+LawOpt = Annotated[str, typer.Option("--law", help="Registered law (see `mixlaw laws`).")]
+LawOptionOpt = Annotated[list[str] | None, typer.Option("--law-option", help="Law option key=value (repeatable).")]
+LawFileOpt = Annotated[
+    list[Path] | None, typer.Option("--law-file", help="Python file defining and registering a Law (repeatable).")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]

@@ -1,0 +1,87 @@
+"""The root ``mixlaw`` group: verbs are listed from a static table and imported only when run.
+
+``mixlaw --help`` prints the table's one-line helps without importing any verb module; ``mixlaw VERB ...`` imports
+just that verb's module (and so only the libraries it needs).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import click
+import typer
+from typer.core import TyperGroup
+
+__all__ = ["LazyGroup", "VERBS", "load_verb"]
+
+#: verb → (module, attribute: a verb function or a typer app, one-line help shown by ``mixlaw --help``)
+VERBS: dict[str, tuple[str, str, str]] = {
+    "laws": ("mixlaw.cli.engine", "laws_cmd", "List the registered laws with formula and inputs."),
+    "fit": (
+        "mixlaw.cli.engine",
+        "fit_cmd",
+        "Fit a registered law robustly (Huber on log residuals, batched multi-start) with optional bootstrap.",
+    ),
+    "predict": (
+        "mixlaw.cli.engine",
+        "predict_cmd",
+        "Predict with a saved fit at one point or at every row of a table (with per-run MAE / MRE).",
+    ),
+    "validate": (
+        "mixlaw.cli.engine",
+        "validate_cmd",
+        "Fit on the smaller / earlier runs and report the held-out relative errors (per point and MRE).",
+    ),
+    "ingest": ("mixlaw.cli.runs", "ingest", "Validate a run log and add it to the RunStore (all or nothing)."),
+    "runs": ("mixlaw.cli.runs", "runs", "List the runs of a store (filter with --where), or export its RunTable."),
+    "cmr": ("mixlaw.decide.cmr_cli", "cmr", "Critical mixture ratio of CPT runs (CMR scaling law)."),
+    "cpt": ("mixlaw.decide.cpt_cli", "app", "Continual pre-training: predict a plan, optimise it, critical point."),
+    "probe": (
+        "mixlaw.cli.probe",
+        "app",
+        "Probe runs: small GPTs pre-trained and continually pre-trained on real corpora.",
+    ),
+    "corpora": ("mixlaw.cli.probe", "corpora_app", "Probe corpora: fetch, deduplicate, split, tokenise."),
+}
+
+
+def load_verb(name: str) -> click.Command:
+    """Import a verb's module and build its click command (a group for sub-apps)."""
+    module, attr, _ = VERBS[name]
+    obj = getattr(importlib.import_module(module), attr)
+    if not isinstance(obj, typer.Typer):
+        single = typer.Typer(add_completion=False)
+        single.command(name)(obj)
+        obj = single
+    cmd = typer.main.get_command(obj)
+    cmd.name = name
+    return cmd
+
+
+class LazyGroup(TyperGroup):
+    """A typer group whose verbs in :data:`VERBS` are loaded on first use."""
+
+    _listing = False
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        eager = super().list_commands(ctx)
+        return [*eager, *(n for n in VERBS if n not in eager)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        cmd = super().get_command(ctx, cmd_name)
+        if cmd is not None or cmd_name not in VERBS:
+            return cmd
+        if self._listing:  # the root help lists verbs from the table: import nothing
+            short = VERBS[cmd_name][2]
+            return click.Command(cmd_name, help=short, short_help=short)
+        cmd = load_verb(cmd_name)
+        self.add_command(cmd, cmd_name)
+        return cmd
+
+    def format_help(self, ctx: click.Context, formatter: Any) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False

@@ -1,0 +1,217 @@
+"""Engine verbs: ``mixlaw laws``, ``fit``, ``predict``, ``validate`` (each a thin call into :mod:`mixlaw.api`)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from mixlaw.cli._common import (
+    DeriveOpt,
+    JsonOpt,
+    LawFileOpt,
+    LawOpt,
+    LawOptionOpt,
+    MapOpt,
+    StoreOpt,
+    TableArg,
+    WhereOpt,
+    console,
+    emit_json,
+    progress_bar,
+    verb,
+)
+
+__all__ = ["laws_cmd", "fit_cmd", "predict_cmd", "validate_cmd"]
+
+LossColumnOpt = Annotated[str, typer.Option("--loss-column", help="Target column.")]
+
+
+def _table(table: Path | None, store: Path, where: str | None, maps: Any, derive: Any, *extra: Any) -> Any:
+    from mixlaw import api
+
+    return api.load_table(
+        table if table is not None else store,
+        where=where,
+        column_map=api.parse_assignments(maps, "--map canonical=foreign"),
+        derive=api.parse_assignments(derive, "--derive column=expression"),
+        drop_highest=extra[0] if extra else 0,
+        target=extra[1] if extra else None,
+    )
+
+
+@verb
+def laws_cmd(
+    law_file: LawFileOpt = None, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False
+) -> None:
+    """List the registered laws with formula and inputs."""
+    from rich.table import Table
+
+    from mixlaw import api
+
+    api.load_law_files(law_file)
+    rows = api.list_laws()
+    if as_json:
+        return emit_json({"laws": rows})
+    t = Table(title="mixlaw laws", show_lines=False)
+    for col in ("name", "formula", "inputs", "citation"):
+        t.add_column(col, overflow="fold")
+    for r in rows:
+        t.add_row(r["name"], r["formula"], ", ".join(r["inputs"]), r["citation"])
+    console().print(t)
+
+
+@verb
+def fit_cmd(
+    table: TableArg = None,
+    law: LawOpt = "chinchilla",
+    store: StoreOpt = Path("mixlaw.db"),
+    where: WhereOpt = None,
+    loss_column: LossColumnOpt = "loss",
+    n_starts: Annotated[int, typer.Option("--n-starts", help="Seeded random starts added to the law's grid.")] = 0,
+    n_polish: Annotated[int, typer.Option("--n-polish", help="Best screened starts optimised to convergence.")] = 32,
+    strategy: Annotated[
+        str, typer.Option("--strategy", help="screen (grid + polish) or full (optimise all).")
+    ] = "screen",
+    bootstrap: Annotated[int, typer.Option("--bootstrap", help="Bootstrap resamples over runs (0 = none).")] = 0,
+    random_state: Annotated[int | None, typer.Option("--random-state", help="Seed.")] = None,
+    loss: Annotated[str, typer.Option("--loss", help="huber or l2.")] = "huber",
+    delta: Annotated[float | None, typer.Option("--delta", help="Huber delta (default: the law's).")] = None,
+    law_option: LawOptionOpt = None,
+    law_file: LawFileOpt = None,
+    maps: MapOpt = None,
+    derive: DeriveOpt = None,
+    drop_highest: Annotated[int, typer.Option("--drop-highest", help="Drop the K highest-target rows.")] = 0,
+    out_path: Annotated[Path | None, typer.Option("--out", help="Write the fit as JSON here.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fit a registered law robustly (Huber on log residuals, batched multi-start) with optional bootstrap."""
+    from mixlaw import api
+
+    api.load_law_files(law_file)
+    df = _table(table, store, where, maps, derive, drop_highest, loss_column)
+    settings = dict(n_random_starts=n_starts, n_polish=n_polish, strategy=strategy, bootstrap=bootstrap)
+    with progress_bar(not as_json and sys.stderr.isatty()) as progress:
+        res = api.fit(
+            df,
+            law,
+            target=loss_column,
+            law_options=api.parse_options(law_option),
+            source=str(table or store),
+            **settings,
+            random_state=random_state,
+            loss=loss,
+            delta=delta,
+            progress=progress,
+        )
+    if out_path is not None:
+        out_path.write_text(res.to_json(indent=1))
+    if as_json:
+        return emit_json(api.fit_summary(res))
+    console().print(res.report())
+    if out_path is not None:
+        console().print(f"saved {out_path}")
+
+
+@verb
+def predict_cmd(
+    fit_json: Annotated[Path, typer.Argument(help="A fit saved with `mixlaw fit --out`.")],
+    at: Annotated[str | None, typer.Option("--at", help="name=value[,name=value...]")] = None,
+    table: Annotated[Path | None, typer.Option("--table", help="Table file or RunStore to predict.")] = None,
+    where: WhereOpt = None,
+    maps: MapOpt = None,
+    derive: DeriveOpt = None,
+    law_file: LawFileOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Predict with a saved fit at one point or at every row of a table (with per-run MAE / MRE)."""
+    from mixlaw import api
+
+    api.load_law_files(law_file)
+    res = api.load_fit(fit_json)
+    if at is not None:
+        point = {k: float(v) for k, v in api.parse_assignments(at.split(","), "--at name=value").items()}
+        result = api.predict(res, at=point)
+    elif table is not None:
+        result = api.predict(res, table=_table(table, table, where, maps, derive))
+    else:
+        raise api.InputError("expected --at name=value[,...] or --table TABLE")
+    if as_json:
+        return emit_json(result)
+    _print_prediction(res, result)
+
+
+def _print_prediction(res: Any, result: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    if "predicted" in result:
+        console().print(f"{res.law_name} {result['at']} → {result['predicted']:.6g}")
+        return
+    t = Table(title=f"{res.law_name}: predicted vs observed {res.target}")
+    for col in ("run_id", "mae", "mre"):
+        t.add_column(col)
+    for r in result.get("per_run", []):
+        t.add_row(str(r["run_id"]), f"{r['mae']:.4g}", f"{100 * r['mre']:.3f} %")
+    console().print(t)
+    if "mae" in result:
+        n = len(result["rows"])
+        console().print(f"overall MAE {result['mae']:.4g}, MRE {100 * result['mre']:.3f} % over {n} rows")
+
+
+@verb
+def validate_cmd(
+    table: TableArg = None,
+    law: Annotated[str, typer.Option("--law", help="Registered law.")] = "chinchilla",
+    scheme: Annotated[str, typer.Option("--scheme", help="leave-largest-out | rollout | leave-group-out")] = (
+        "leave-largest-out"
+    ),
+    store: StoreOpt = Path("mixlaw.db"),
+    where: WhereOpt = None,
+    loss_column: LossColumnOpt = "loss",
+    size_column: Annotated[str, typer.Option("--size-column")] = "n_params",
+    order_column: Annotated[str, typer.Option("--order-column", help="Rollout axis.")] = "tokens",
+    group_column: Annotated[str | None, typer.Option("--group-column", help="leave-group-out key.")] = None,
+    quantile: Annotated[float, typer.Option("--quantile", help="Rollout: fit below this quantile.")] = 0.75,
+    law_option: LawOptionOpt = None,
+    law_file: LawFileOpt = None,
+    maps: MapOpt = None,
+    derive: DeriveOpt = None,
+    drop_highest: Annotated[int, typer.Option("--drop-highest")] = 0,
+    random_state: Annotated[int | None, typer.Option("--random-state")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fit on the smaller / earlier runs and report the held-out relative errors (per point and MRE)."""
+    from mixlaw import api
+
+    api.load_law_files(law_file)
+    df = _table(table, store, where, maps, derive, drop_highest, loss_column)
+    res = api.validate(
+        df,
+        law,
+        scheme=scheme,
+        target=loss_column,
+        size_column=size_column,
+        order_column=order_column,
+        group_column=group_column,
+        quantile=quantile,
+        law_options=api.parse_options(law_option),
+        random_state=random_state,
+    )
+    if as_json:
+        return emit_json(res.to_dict())
+    _print_validation(res, f"{law}: {scheme} validation of {loss_column}")
+
+
+def _print_validation(res: Any, title: str) -> None:
+    from rich.table import Table
+
+    t = Table(title=title)
+    for col in ("fold", "status", "n_fit", "n_held_out", "MRE", "max |rel err|"):
+        t.add_column(col)
+    for r in res.folds.to_dict(orient="records"):
+        mre, worst = f"{100 * r['mre']:.3f} %", f"{100 * r['max_abs_rel_error']:.3f} %"
+        t.add_row(str(r["fold"]), str(r["status"]), str(r["n_fit"]), str(r["n_held_out"]), mre, worst)
+    console().print(t)
+    console().print(f"held-out MRE {100 * res.mre:.3f} % over {len(res.points)} points")
