@@ -152,11 +152,13 @@ def add_schedule_features(
         for c in ("s1", "s2", "s1_pt", "s1_cpt", "s2_pt", "s2_cpt", "cpt_step"):
             new[c][pos] = cols[c]
         if multi_power_bins is not None:
-            if hist_step.min() < 1:
-                raise InputError(f"run '{rid}': multi-power features need steps >= 1", column="step")
-            f = multi_power_features(lr, hist_step, eta0=eta0, n_bins=multi_power_bins, longest=longest)
+            # Before the first update there is no history: mpl_s1 = 0 (the law is undefined there) and the
+            # history columns stay NaN, so that a fit or prediction leaves such rows out.
+            has = hist_step >= 1
+            f = multi_power_features(lr, hist_step[has], eta0=eta0, n_bins=multi_power_bins, longest=longest)
+            mpl["mpl_s1"][pos[~has]] = 0.0
             for c, v in f.items():
-                mpl[c][pos] = v
+                mpl[c][pos[has]] = v
     new["cpt_step"] = new["cpt_step"].astype(np.int64)
     added = pd.DataFrame({**new, **mpl}, index=out.index)
     out = pd.concat([out.drop(columns=[c for c in added.columns if c in out.columns]), added], axis=1)
