@@ -9,9 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-import click
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 __all__ = ["LazyGroup", "VERBS", "load_verb"]
 
@@ -50,8 +49,8 @@ VERBS: dict[str, tuple[str, str, str]] = {
 }
 
 
-def load_verb(name: str) -> click.Command:
-    """Import a verb's module and build its click command (a group for sub-apps)."""
+def load_verb(name: str) -> Any:
+    """Import a verb's module and build its command (a group for sub-apps)."""
     module, attr, _ = VERBS[name]
     obj = getattr(importlib.import_module(module), attr)
     if not isinstance(obj, typer.Typer):
@@ -68,22 +67,22 @@ class LazyGroup(TyperGroup):
 
     _listing = False
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
+    def list_commands(self, ctx: Any) -> list[str]:
         eager = super().list_commands(ctx)
         return [*eager, *(n for n in VERBS if n not in eager)]
 
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
         cmd = super().get_command(ctx, cmd_name)
         if cmd is not None or cmd_name not in VERBS:
             return cmd
         if self._listing:  # the root help lists verbs from the table: import nothing
             short = VERBS[cmd_name][2]
-            return click.Command(cmd_name, help=short, short_help=short)
+            return TyperCommand(cmd_name, help=short, short_help=short)
         cmd = load_verb(cmd_name)
         self.add_command(cmd, cmd_name)
         return cmd
 
-    def format_help(self, ctx: click.Context, formatter: Any) -> None:
+    def format_help(self, ctx: Any, formatter: Any) -> None:
         self._listing = True
         try:
             super().format_help(ctx, formatter)

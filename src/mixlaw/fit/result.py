@@ -176,8 +176,11 @@ class FitResult:
 
     # ------------------------------------------------------------------ serialisation
     def to_dict(self) -> dict[str, Any]:
+        from mixlaw._provenance import provenance  # package version and git SHA of the code that fitted
+
         d: dict[str, Any] = {
             "schema": SCHEMA,
+            "provenance": dict(provenance()),
             "law": self.law_name,
             "law_options": self.law_options,
             "params": self.params,

@@ -306,8 +306,11 @@ def train_run(
     evals_to_write = set(eval_steps(T_total, cfg.eval_every, cfg.eval_log_points))
 
     def checkpoint(at: int) -> dict[str, Any]:
+        from mixlaw._provenance import provenance  # package version and git SHA of the code that trained
+
         return {
             "step": at,
+            "provenance": dict(provenance()),
             "model": model.state_dict(),
             "optim": optim.state_dict(),
             "sampler": sampler.state_dict(),
