@@ -92,7 +92,7 @@ def fit_cmd(
 
     api.load_law_files(law_file)
     df = _table(table, store, where, maps, derive, drop_highest, loss_column)
-    settings = dict(n_random_starts=n_starts, n_polish=n_polish, strategy=strategy, bootstrap=bootstrap)
+    settings: dict[str, Any] = dict(n_random_starts=n_starts, n_polish=n_polish, strategy=strategy, bootstrap=bootstrap)
     with progress_bar(not as_json and sys.stderr.isatty()) as progress:
         res = api.fit(
             df,
