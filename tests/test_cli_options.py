@@ -132,7 +132,9 @@ def test_law_file_adds_a_law_to_laws_fit_predict_and_validate(tmp_path: Path) ->
     tokens = np.geomspace(1e6, 1e10, 24)
     loss = (2.0 + 50.0 * tokens**-0.3) * np.exp(1e-3 * rng.standard_normal(tokens.size))
     table = tmp_path / "t.csv"
-    pd.DataFrame({"run_id": "r", "step": np.arange(tokens.size), "tokens": tokens, "loss": loss}).to_csv(table, index=False)
+    pd.DataFrame({"run_id": "r", "step": np.arange(tokens.size), "tokens": tokens, "loss": loss}).to_csv(
+        table, index=False
+    )
     res = runner.invoke(app, ["laws", "--law-file", str(law_py), "--json"])
     assert res.exit_code == 0, res.output
     assert name in {r["name"] for r in json.loads(res.stdout)["laws"]}

@@ -37,6 +37,10 @@ __all__ = [
     "export_runs",
     "read_lr_table",
     "parse_set",
+    "prepare_corpora",
+    "plan_sweep",
+    "sweep_status",
+    "run_sweep",
     "InputError",
 ]
 
@@ -412,3 +416,34 @@ def export_runs(store: str | Path, path: str | Path, where: str | None = None) -
     with RunStore(store) as st:
         out = st.export(path, where)
     return out, (len(pd.read_csv(out)) if out.suffix.lower() == ".csv" else None)
+
+
+# ---------------------------------------------------------------------- probe (mixlaw probe / mixlaw corpora)
+def prepare_corpora(out: str | Path, **options: Any) -> dict[str, Any]:
+    """Build the probe corpora and their manifest (:func:`mixlaw.probe.corpora.prepare`; ``mixlaw corpora prepare``)."""
+    from mixlaw.probe.corpora import prepare
+
+    return prepare(Path(out), **options)
+
+
+def plan_sweep(
+    spec: str | Path, *, data_dir: str | Path | None = None, work_dir: str | Path | None = None
+) -> list[Any]:
+    """The runs a sweep spec (TOML) expands to, in dependency order (``mixlaw probe plan``)."""
+    from mixlaw.probe.sweep import load_spec, plan
+
+    return plan(load_spec(Path(spec), data_dir=data_dir, work_dir=work_dir))
+
+
+def sweep_status(jobs: Sequence[Any], store: str | Path) -> list[dict[str, Any]]:
+    """Status of every planned run in a store: pending / running / finished / failed (``mixlaw probe status``)."""
+    from mixlaw.probe.sweep import sweep_status as status
+
+    return status(list(jobs), store)
+
+
+def run_sweep(jobs: Sequence[Any], store: str | Path, **options: Any) -> dict[str, str]:
+    """Run (or resume) planned runs into a store (:func:`mixlaw.probe.sweep.run_sweep`; ``mixlaw probe run``)."""
+    from mixlaw.probe.sweep import run_sweep as run
+
+    return run(list(jobs), store, **options)

@@ -39,10 +39,10 @@ def prepare_cmd(
     """Build the general corpus and the domain corpora (legal, docs, bio, code) with a manifest."""
     from rich.table import Table
 
-    from mixlaw.probe.corpora import prepare
+    from mixlaw import api
 
     log = None if json_out else (lambda s: typer.echo(s, err=True))
-    manifest = prepare(out, source=source, cache=cache, tokenizer=tokenizer, vocab_size=vocab_size, log=log)
+    manifest = api.prepare_corpora(out, source=source, cache=cache, tokenizer=tokenizer, vocab_size=vocab_size, log=log)
     if json_out:
         typer.echo(json.dumps(manifest, indent=2, sort_keys=True))
         return
@@ -65,9 +65,9 @@ def run_cmd(
     work_dir: Annotated[Path | None, typer.Option(help="Override [sweep].work_dir (checkpoints).")] = None,
 ) -> None:
     """Run a sweep: skips finished runs, resumes interrupted ones, writes every evaluation chunk to the store."""
-    from mixlaw.probe.sweep import load_spec, plan
+    from mixlaw import api
 
-    jobs = plan(load_spec(spec, data_dir=data_dir, work_dir=work_dir))
+    jobs = api.plan_sweep(spec, data_dir=data_dir, work_dir=work_dir)
     log_path = log or store.with_suffix(store.suffix + ".log")
     results = _run_with_progress(jobs, store, workers=workers, ray_address=ray_address, log_path=log_path)
     bad = {k: v for k, v in results.items() if v != "finished"}
@@ -77,10 +77,10 @@ def run_cmd(
 
 
 def _run_with_progress(jobs: list[Any], store: Path, **sweep: Any) -> dict[str, str]:
-    """:func:`mixlaw.probe.sweep.run_sweep` with a token-progress bar on a terminal and one line per failed run."""
+    """:func:`mixlaw.api.run_sweep` with a token-progress bar on a terminal and one line per failed run."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from mixlaw.probe.sweep import run_sweep, sweep_status
+    from mixlaw.api import run_sweep, sweep_status
 
     total_tokens = sum(j.tokens for j in jobs)
     before = {r["run_id"]: r for r in sweep_status(jobs, store)}
@@ -129,9 +129,9 @@ def status_cmd(
     """Status of every run of a sweep: pending / running / finished / failed, and its last evaluated step."""
     from rich.table import Table
 
-    from mixlaw.probe.sweep import load_spec, plan, sweep_status
+    from mixlaw import api
 
-    rows = sweep_status(plan(load_spec(spec, data_dir=data_dir, work_dir=work_dir)), store)
+    rows = api.sweep_status(api.plan_sweep(spec, data_dir=data_dir, work_dir=work_dir), store)
     if json_out:
         for r in rows:
             typer.echo(json.dumps(r))
@@ -151,8 +151,8 @@ def status_cmd(
 @verb
 def plan_cmd(spec: Annotated[Path, typer.Argument(help="Sweep spec (TOML).")]) -> None:
     """List the runs a spec expands to (without running anything)."""
-    from mixlaw.probe.sweep import load_spec, plan
+    from mixlaw import api
 
-    for j in plan(load_spec(spec)):
+    for j in api.plan_sweep(spec):
         s = j.config.get_schedule()
         typer.echo(f"{j.run_id}\t{j.config.size}\t{j.tokens:,} tok\t{s.spec()}\tparent={j.depends_on or '-'}")

@@ -184,14 +184,18 @@ def needs_schedule_features(inputs: Sequence[str]) -> bool:
 def features_for_law(table: Any, law: Any, schedules: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
     """Add the schedule features a law needs (no-op for laws without LR-area inputs, or when present).
 
-    For the CLI's ``mixlaw fit TABLE --law lr_annealing|multi_power|cpt|…``: schedules come from ``schedules`` or
-    the table's ``schedule`` column; ``kwargs`` go to :func:`add_schedule_features` (the multi-power bin count is
-    taken from the law's ``n_bins`` option).
+    Schedules come from ``schedules`` or the table's ``schedule`` column; ``kwargs`` go to
+    :func:`add_schedule_features`, with the builder options the law declares in ``derived_inputs()`` (e.g. the
+    multi-power bin count) as defaults. The engine's path for every law and every feature source is
+    :func:`mixlaw.fit.features.add_features`; this stays for scripts that have schedules outside the table.
     """
     inputs = tuple(getattr(law, "inputs", ()))
     wanted = [c for c in inputs if c in SCHEDULE_FEATURES or c.startswith("mpl_")]
     if all(c in table.columns for c in wanted):
         return table
-    if any(c.startswith("mpl_") for c in inputs):
-        kwargs.setdefault("multi_power_bins", int(getattr(law, "options", {}).get("n_bins", 48)))
+    # The law's own declaration (Law.derived_inputs) says which builder options it needs, e.g. the bin count.
+    for need in getattr(law, "derived_inputs", lambda: ())():
+        if need.source == "schedule":
+            for k, v in (need.options or {}).items():
+                kwargs.setdefault(k, v)
     return add_schedule_features(table, schedules, **kwargs)
