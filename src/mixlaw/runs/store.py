@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from mixlaw.errors import InputError
+from mixlaw.expr import filter_rows
 from mixlaw.runs.schema import (
     RUN_LEVEL_COLUMNS,
     Mixture,
@@ -676,27 +677,21 @@ def _column(vals: list[Any]) -> Any:
 
 
 def query_frame(frame: pd.DataFrame, where: str, *, source: str = "<table>") -> pd.DataFrame:
-    """Filter with :meth:`pandas.DataFrame.query` semantics; a bad expression is an :class:`InputError`.
-
-    Local-variable references (``@x``) and dunder names are refused so that a filter cannot reach Python
-    objects.
-    """
+    """The rows where the filter ``where`` holds (:mod:`mixlaw.expr` grammar); a bad filter is an
+    :class:`InputError`. The filter is parsed into an expression tree of columns, literals and operators, so it
+    cannot reach Python objects."""
     if not isinstance(where, str):
         raise InputError(f"expected a filter string, got {type(where).__name__}")
-    if "@" in where or "__" in where or "import" in where or "lambda" in where:
-        raise InputError(
-            f"expected a filter over RunTable columns without '@', '__', 'import' or 'lambda', got {where!r}"
-        )
     try:
-        res = frame.query(where, engine="python", local_dict={}, global_dict={})
-    except Exception as exc:  # pandas raises many types for a bad expression
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InputError(
-            f"expected a filter over columns {list(frame.columns)[:30]}, got {where!r} ({msg}) in {source}"
-        ) from None
-    if not isinstance(res, pd.DataFrame):
-        raise InputError(f"expected a boolean filter expression, got {where!r} in {source}")
+        res = filter_rows(frame, where)
+    except InputError as exc:
+        raise InputError(f"expected a filter over the columns of {source}, got {_short(where)} ({exc})") from None
     return res.reset_index(drop=True)
+
+
+def _short(text: str, n: int = 120) -> str:
+    r = repr(text if len(text) <= n else text[: n - 1] + "…")
+    return r.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _infer_run_metas(table: pd.DataFrame, source: str) -> dict[str, RunMeta]:
