@@ -296,6 +296,10 @@ def _check_record(obj: Any, name: str, row: int) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise InputError(f"expected a JSON object per record, got {type(obj).__name__} in {name}:{row}")
     for k, v in obj.items():
+        try:
+            k.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError(f"expected UTF-8 field names, got {k!r} (a lone surrogate) in {name}:{row}") from None
         if isinstance(v, list | dict) and k != "schedule":
             raise InputError(f"expected a scalar value, got a JSON {type(v).__name__} in {name}:{row}:{k}")
     return obj
@@ -505,6 +509,7 @@ _LR_NAMES = {"lr", "learning_rate", "learning-rate", "learningrate"}
 _TOKEN_NAMES = {"tokens", "num_tokens", "n_tokens", "tokens_seen", "consumed_tokens", "total_tokens"}
 _STEP_NAMES = {"_step", "step", "global_step", "trainer/global_step", "steps"}
 _DROP_NAMES = {"_runtime", "_timestamp", "_wandb", "epoch", "trainer/epoch"}
+_IDENTITY_NAMES = {"run_id"}  # columns a logged metric may not take over
 
 
 def canonical_metric_name(name: str) -> str | None:
@@ -523,12 +528,17 @@ def canonical_metric_name(name: str) -> str | None:
     - anything else: characters outside ``[A-Za-z0-9_.+-]`` become ``_`` (``train/grad_norm`` ->
       ``train_grad_norm``).
 
+    A metric whose name would be a run's identity (``run_id``) is namespaced as ``metric_run_id``: a logged
+    scalar must never rename runs.
+
     Map a name explicitly with ``--map canonical=foreign`` to override these rules.
     """
     n = name.strip()
     low = n.lower()
     if low in _STEP_NAMES:
         return "step"
+    if _sanitize(n) in _IDENTITY_NAMES:
+        return "metric_" + _sanitize(n)
     if low in _DROP_NAMES or low.startswith("_wandb") or low.startswith("system/"):
         return None
     parts = [p for p in n.split("/") if p]
@@ -716,7 +726,8 @@ def _wandb_api_frame(
         try:
             history = run.scan_history(keys=list(keys) if keys else None)
             for row in history:
-                rec = dict(row)
+                # a logged metric named run_id is kept as metric_run_id; it never renames the run
+                rec = {("metric_run_id" if k == "run_id" else k): v for k, v in dict(row).items()}
                 rec["run_id"] = rid
                 recs.append(rec)
         except Exception as exc:
@@ -808,14 +819,17 @@ def _tensorboard_frame(path: Path, *, allow_nan: bool, column_map: Mapping[str, 
         if path.is_file():
             run = f.parent.name or f.stem
         for step, tag, value in _scalars_from_event_file(f):
-            if not allow_nan and not math.isfinite(value):
-                raise InputError(f"expected a finite number, got {value!r} at step {step} in {f.name}:{step}:{tag}")
+            if math.isinf(value) or (not allow_nan and math.isnan(value)):
+                what = "a finite number or NaN (--allow-nan admits NaN, not inf)" if allow_nan else "a finite number"
+                raise InputError(f"expected {what}, got {value!r} at step {step} in {f.name}:{step}:{tag}")
             values[(run, step, tag)] = value
             if tag not in tags:
                 tags.append(tag)
     if not values:
         raise InputError(f"expected scalar summaries, got none in {path.name}")
     mapping = _canonical_columns(tags, column_map, path.name)
+    if "run_id" in mapping.values():
+        raise InputError(f"expected runs named by their directory, got a scalar mapped to run_id in {path.name}")
     recs: dict[tuple[str, int], dict[str, Any]] = {}
     for (run, step, tag), v in values.items():
         canon = mapping[tag]

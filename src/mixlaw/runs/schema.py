@@ -93,8 +93,16 @@ _STRING_COLUMNS = ("run_id", "phase", "parent_run", "schedule")
 _NONNEG_COLUMNS = ("step", "tokens", "lr", "n_params", "n_params_total", "compute_flops")
 _INTEGER_COLUMNS = ("step", "seed")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.+\-]+$")
+#: Largest |value| of an integer column (``step``, ``seed``) read from a table: every value passes through float64,
+#: which holds integers exactly only below 2^53 (a larger step would be rounded, one >= 2^63 would wrap).
+MAX_TABLE_INT = 2**53 - 1
+#: Largest |value| of an integer stored in run metadata (SQLite and NumPy integers are signed 64-bit).
+MAX_META_INT = 2**63 - 1
+#: Deepest nesting of a JSON value (schedule, meta) that is accepted.
+MAX_JSON_DEPTH = 32
 # Number-like text: decimal/scientific numbers and the words Python's float() reads as nan / inf.
-_NUMBER_RE = r"^\s*[+-]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|nan|NaN|NAN|inf|Inf|INF|infinity|Infinity)\s*$"
+# ASCII only: Python's float() and \d also read other scripts' digits ('١٢٣' -> 123), which no log means as a number.
+_NUMBER_RE = r"(?a)^\s*[+-]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|nan|NaN|NAN|inf|Inf|INF|infinity|Infinity)\s*$"
 _NUMBER_MATCH = re.compile(_NUMBER_RE).match
 
 
@@ -244,11 +252,56 @@ def _is_missing(v: Any) -> bool:
 # RunMeta
 
 
-def _json_clone(obj: Any, what: str) -> Any:
+def check_json_value(obj: Any, what: str) -> None:
+    """Refuse a value the store could write but not read back: nesting deeper than :data:`MAX_JSON_DEPTH`,
+    integers beyond signed 64 bits, non-finite floats, text that is not encodable as UTF-8 (lone surrogates),
+    non-string keys and non-JSON types. Iterative, so a deeply nested value cannot exhaust the stack."""
+    stack: list[tuple[Any, int, str]] = [(obj, 0, what)]
+    while stack:
+        v, depth, path = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise InputError(f"expected {what} nested at most {MAX_JSON_DEPTH} levels deep, got deeper at {path}")
+        if v is None or isinstance(v, bool):
+            continue
+        if isinstance(v, int | np.integer):
+            if abs(int(v)) > MAX_META_INT:
+                raise InputError(f"expected integers with |value| < 2^63 in {what}, got {_fmt(int(v))} at {path}")
+        elif isinstance(v, float | np.floating):
+            if not math.isfinite(float(v)):
+                raise InputError(f"expected finite numbers in {what}, got {float(v)!r} at {path}")
+        elif isinstance(v, str):
+            _check_text(v, f"{what} at {path}")
+        elif isinstance(v, list | tuple):
+            stack.extend((x, depth + 1, f"{path}[{i}]") for i, x in enumerate(v))
+        elif isinstance(v, Mapping):
+            for k, x in v.items():
+                if not isinstance(k, str):
+                    raise InputError(f"expected string keys in {what}, got {_fmt(k)} at {path}")
+                _check_text(k, f"{what} key at {path}")
+                stack.append((x, depth + 1, f"{path}.{k}"[:200]))
+        else:
+            raise InputError(f"expected JSON values (numbers, text, lists, objects) in {what}, got {type(v).__name__}")
+
+
+def _check_text(v: str, what: str) -> None:
     try:
-        return json.loads(json.dumps(obj, allow_nan=False, sort_keys=True))
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"expected JSON-serialisable {what}, got {obj!r} ({exc})") from None
+        v.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(f"expected UTF-8 text in {what}, got a lone surrogate {v[exc.start]!r}") from None
+
+
+def _json_default(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        return v.item()
+    raise TypeError(f"not JSON: {type(v).__name__}")
+
+
+def _json_clone(obj: Any, what: str) -> Any:
+    check_json_value(obj, what)
+    try:
+        return json.loads(json.dumps(obj, allow_nan=False, sort_keys=True, default=_json_default))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InputError(f"expected JSON-serialisable {what}, got {_fmt(obj)} ({exc})") from None
 
 
 def validate_schedule(schedule: Any) -> dict[str, Any] | None:
@@ -261,12 +314,12 @@ def validate_schedule(schedule: Any) -> dict[str, Any] | None:
     if hasattr(schedule, "to_dict") and not isinstance(schedule, Mapping):
         schedule = schedule.to_dict()
     if not isinstance(schedule, Mapping) or not isinstance(schedule.get("kind"), str):
-        raise InputError(f"expected a schedule dict with a string 'kind', got {schedule!r:.200}")
+        raise InputError(f"expected a schedule dict with a string 'kind', got {_fmt(schedule)}")
     clone = _json_clone(dict(schedule), "schedule")
     if clone["kind"] == "table":
         lr = clone.get("lr")
         if not isinstance(lr, list) or not lr:
-            raise InputError(f"expected a non-empty list 'lr' in a table schedule, got {lr!r:.100}")
+            raise InputError(f"expected a non-empty list 'lr' in a table schedule, got {_fmt(lr)}")
         for i, v in enumerate(lr):
             if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
                 raise InputError(f"expected a finite non-negative lr at step {i} of the table schedule, got {v!r}")
@@ -315,7 +368,8 @@ class RunMeta:
 
     def __post_init__(self) -> None:
         if not isinstance(self.run_id, str) or not self.run_id.strip():
-            raise InputError(f"expected a non-empty string run_id, got {self.run_id!r}")
+            raise InputError(f"expected a non-empty string run_id, got {_fmt(self.run_id)}")
+        _check_text(self.run_id, "run_id")
         if self.phase not in PHASES:
             raise InputError(f"expected phase 'pt' or 'cpt', got {self.phase!r} for run {self.run_id!r}")
         for name in ("n_params", "n_params_total"):
@@ -324,7 +378,9 @@ class RunMeta:
         if self.mixture is not None and not isinstance(self.mixture, Mixture):
             object.__setattr__(self, "mixture", Mixture(self.mixture))
         if self.parent_run is not None and (not isinstance(self.parent_run, str) or not self.parent_run):
-            raise InputError(f"expected a string parent_run, got {self.parent_run!r} for run {self.run_id!r}")
+            raise InputError(f"expected a string parent_run, got {_fmt(self.parent_run)} for run {self.run_id!r}")
+        if self.parent_run is not None:
+            _check_text(self.parent_run, f"parent_run of run {self.run_id!r}")
         object.__setattr__(self, "schedule", validate_schedule(self.schedule))
         if not isinstance(self.meta, Mapping):
             raise InputError(f"expected a dict meta, got {type(self.meta).__name__} for run {self.run_id!r}")
@@ -423,7 +479,10 @@ class RunMeta:
 
 
 def _short(v: Any) -> str:
-    s = repr(v)
+    try:
+        s = repr(v)
+    except ValueError:  # int repr over the interpreter's digit limit
+        s = f"<an integer of about {int(v.bit_length() * 0.30103)} digits>"
     return s if len(s) <= 60 else s[:57] + "..."
 
 
@@ -433,9 +492,9 @@ def _as_size(v: Any, name: str, run_id: str) -> int | float | None:
         return None
     if isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating):
         raise InputError(f"expected a number {name}, got {v!r} for run {run_id!r}")
-    fv = float(v)
+    fv = _to_float(v)
     if not math.isfinite(fv) or fv < 0:
-        raise InputError(f"expected a finite non-negative {name}, got {v!r} for run {run_id!r}")
+        raise InputError(f"expected a finite non-negative {name}, got {_short(v)} for run {run_id!r}")
     return int(fv) if fv == round(fv) and abs(fv) < 2**53 else fv
 
 
@@ -444,11 +503,22 @@ def _as_count(v: Any, name: str, run_id: str, *, nonneg: bool) -> int | None:
         return None
     if isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating):
         raise InputError(f"expected an integer {name}, got {v!r} for run {run_id!r}")
-    fv = float(v)
+    fv = _to_float(v)
     if not math.isfinite(fv) or fv != round(fv) or (nonneg and fv < 0):
         kind = "non-negative integer" if nonneg else "integer"
-        raise InputError(f"expected a {kind} {name}, got {v!r} for run {run_id!r}")
-    return int(v)
+        raise InputError(f"expected a {kind} {name}, got {_short(v)} for run {run_id!r}")
+    iv = int(v) if isinstance(v, int | np.integer) else int(fv)
+    if abs(iv) > MAX_META_INT:
+        raise InputError(f"expected an integer {name} with |{name}| < 2^63, got {_short(iv)} for run {run_id!r}")
+    return iv
+
+
+def _to_float(v: Any) -> float:
+    """``float(v)``; an integer too large for a float (``10**400``) is ``inf``, not an OverflowError."""
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf if v > 0 else -math.inf
 
 
 def _reserved_column(key: str) -> bool:
@@ -474,12 +544,19 @@ def _fail(expected: str, got: str, source: str, row: int | None, column: str | N
 
 
 def _fmt(v: Any) -> str:
-    if isinstance(v, str):
+    """A short, printable rendering of a cell for a one-line message (never raises)."""
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 128:
+        return f"an integer of about {int(v.bit_length() * 0.30103) + 1} digits"
+    try:
         s = repr(v)
-        return s if len(s) <= 40 else s[:37] + "...'"
-    if isinstance(v, float):
-        return repr(v)
-    return repr(v) if not isinstance(v, np.generic) else repr(v.item())
+    except RecursionError:
+        return "a deeply nested value"
+    s = s.encode("utf-8", "backslashreplace").decode("utf-8")
+    if len(s) <= 40:
+        return s
+    return s[:37] + ("...'" if isinstance(v, str) else "...")
 
 
 def _all_str(obj: np.ndarray) -> bool:
@@ -497,9 +574,14 @@ def _parse_numbers(obj: np.ndarray) -> tuple[np.ndarray, np.ndarray, int | None]
     if n and _all_str(obj):  # the CSV path: vectorised, per-cell work only for the few unusual cells
         stripped = pd.Series(obj, dtype=object).str.strip()
         missing = (stripped == "").to_numpy(dtype=bool, copy=True)
-        vals = pd.to_numeric(stripped.where(~missing, None), errors="coerce").to_numpy(
+        # The regex decides what is a number (pd.to_numeric / float() accept more, e.g. other scripts' digits).
+        number = stripped.str.match(_NUMBER_RE).to_numpy(dtype=bool, na_value=False)
+        not_number = np.flatnonzero(~missing & ~number)
+        vals = pd.to_numeric(stripped.where(~missing & number, None), errors="coerce").to_numpy(
             dtype="float64", na_value=np.nan, copy=True
         )
+        if len(not_number):
+            return vals, missing, int(not_number[0])
         for j in np.flatnonzero(np.isnan(vals) & ~missing):
             v = str(stripped.iloc[int(j)])
             if _NUMBER_MATCH(v):
@@ -513,7 +595,7 @@ def _parse_numbers(obj: np.ndarray) -> tuple[np.ndarray, np.ndarray, int | None]
         if isinstance(v, bool | np.bool_):
             return vals, missing, i
         if isinstance(v, int | float | np.integer | np.floating):
-            vals[i] = float(v)
+            vals[i] = _to_float(v)  # a 400-digit JSON integer is +-inf (refused as not finite), not an OverflowError
         elif isinstance(v, str):
             t = v.strip()
             if t == "":
@@ -557,6 +639,10 @@ def _numeric_column(
             if missing[i]:
                 if not allow_missing and not allow_nan:
                     raise _fail("a value", "an empty cell", source, int(rows[i]), name)
+            elif np.isinf(arr[i]) and allow_nan:
+                # NaN marks a value that is not there; an infinite value cannot be stored or fitted.
+                raise _fail("a finite number or NaN (--allow-nan admits NaN, not inf)", _fmt(float(arr[i])), source,
+                            int(rows[i]), name)  # fmt: skip
             elif not allow_nan:
                 raise _fail("a finite number", _fmt(float(arr[i])), source, int(rows[i]), name)
     return out
@@ -572,6 +658,7 @@ def _string_column(s: pd.Series, name: str, source: str, rows: np.ndarray, *, re
             raise _fail("a non-empty value", "an empty cell", source, int(rows[i]), name)
         res = stripped.to_numpy(dtype=object, copy=True)
         res[empty] = None
+        _check_cells_text(res, name, source, rows)
         return pd.Series(res, index=s.index, name=name, dtype=object)
     out: list[str | None] = []
     for i, v in enumerate(obj):
@@ -581,13 +668,32 @@ def _string_column(s: pd.Series, name: str, source: str, rows: np.ndarray, *, re
             out.append(None)
         elif isinstance(v, bool | np.bool_):
             raise _fail("a string", _fmt(bool(v)), source, int(rows[i]), name)
-        elif isinstance(v, float | np.floating) and float(v) == round(float(v)) and math.isfinite(float(v)):
+        elif isinstance(v, float | np.floating) and not math.isfinite(float(v)):
+            raise _fail("a string", _fmt(float(v)), source, int(rows[i]), name)
+        elif isinstance(v, float | np.floating) and float(v) == round(float(v)):
             out.append(str(int(v)))  # "3.0" from a numeric CSV column means run 3
-        elif isinstance(v, str | int | float | np.integer | np.floating):
+        elif isinstance(v, str | float | np.floating) or (
+            isinstance(v, int | np.integer) and int(v).bit_length() < 256
+        ):
             out.append(str(v).strip())
         else:
             raise _fail("a string", _fmt(v), source, int(rows[i]), name)
+    _check_cells_text(np.asarray(out, dtype=object), name, source, rows)
     return pd.Series(out, index=s.index, name=name, dtype=object)
+
+
+def _check_cells_text(cells: np.ndarray, name: str, source: str, rows: np.ndarray) -> None:
+    """Every text cell is encodable as UTF-8 (SQLite and every printer need that; JSON "\\ud800" is not)."""
+    texts = [v for v in cells if isinstance(v, str)]
+    try:
+        "\x1f".join(texts).encode("utf-8")
+    except UnicodeEncodeError:
+        for i, v in enumerate(cells):
+            if isinstance(v, str):
+                try:
+                    v.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise _fail("UTF-8 text", f"{_fmt(v)} (a lone surrogate)", source, int(rows[i]), name) from None
 
 
 def _looks_numeric(s: pd.Series) -> tuple[bool, int | None]:
@@ -683,6 +789,10 @@ def validate_table(
         c = c.strip()
         if not c:
             raise _fail("a column name", "an empty header cell", source, None, None)
+        try:
+            c.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _fail("a UTF-8 column name", f"{_fmt(c)} (a lone surrogate)", source, None, None) from None
         if c in names:
             raise _fail("unique column names", f"{c!r} twice", source, None, c)
         names.append(c)
@@ -732,8 +842,8 @@ def validate_table(
                 try:
                     parsed = json.loads(v) if isinstance(v, str) else v
                     sched = validate_schedule(parsed)
-                except (ValueError, InputError) as exc:
-                    msg = str(exc) if isinstance(exc, InputError) else "unparsable JSON"
+                except (ValueError, RecursionError, InputError) as exc:
+                    msg = str(exc) if isinstance(exc, InputError) else "unparsable or too deeply nested JSON"
                     raise _fail("a JSON schedule object", f"{_fmt(v)} ({msg})", source, int(row_nums[i]), c) from None
                 vals.append(json.dumps(sched, sort_keys=True))
             out[c] = pd.Series(vals, index=df.index, dtype=object)
@@ -776,9 +886,19 @@ def validate_table(
         if c in _INTEGER_COLUMNS:
             with np.errstate(invalid="ignore"):
                 frac = np.flatnonzero(np.isfinite(arr) & (arr != np.round(arr)))
+                big = np.flatnonzero(np.abs(arr) > MAX_TABLE_INT)
             if len(frac):
                 i = int(frac[0])
                 raise _fail("an integer", _fmt(float(arr[i])), source, int(row_nums[i]), c)
+            if len(big):
+                i = int(big[0])
+                raise _fail(
+                    f"an integer {c} with |{c}| < 2^53 (larger ones do not survive float64 exactly)",
+                    _fmt(float(arr[i])),
+                    source,
+                    int(row_nums[i]),
+                    c,
+                )
         out[c] = col
     # step: required unless one row per run
     if "step" not in out:

@@ -50,6 +50,7 @@ SCHEMA_VERSION = 1
 DEFAULT_STORE = "mixlaw.db"
 STATUSES = ("pending", "running", "finished", "failed")
 _BUSY_TIMEOUT_S = 60.0
+_MAX_MESSAGE = 2000  # characters of a status message kept
 
 _DDL = """
 CREATE TABLE runs (
@@ -271,6 +272,9 @@ class RunStore:
         message."""
         if status not in STATUSES:
             raise InputError(f"expected a status in {STATUSES}, got {status!r} for run {run_id!r}")
+        if message is not None:  # a message comes from an exception: keep it printable and bounded
+            message = str(message).encode("utf-8", "backslashreplace").decode("utf-8")
+            message = message if len(message) <= _MAX_MESSAGE else message[: _MAX_MESSAGE - 1] + "…"
         with self._tx() as con:
             if con.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is None:
                 raise InputError(f"expected a run in the store, got unknown run_id {run_id!r} in {self.path}")
@@ -662,17 +666,19 @@ def _scalar(v: Any) -> bool:
 
 
 def _column(vals: list[Any]) -> Any:
-    """A column from Python values: int64 if all ints, float64 if numeric or all None (None -> NaN), else
-    object."""
+    """A column from Python values: int64 if all ints (within int64), float64 if numeric or all None
+    (None -> NaN), else object. Never raises: a value no NumPy dtype holds keeps the column as objects."""
     non_null = [v for v in vals if v is not None]
     if not non_null:
         return np.full(len(vals), np.nan)
-    if non_null and all(isinstance(v, int) and not isinstance(v, bool) for v in non_null):
-        if len(non_null) == len(vals):
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in non_null):
+        if len(non_null) == len(vals) and all(-(2**63) <= v < 2**63 for v in non_null):
             return np.asarray(vals, dtype=np.int64)
-        return np.asarray([math.nan if v is None else float(v) for v in vals], dtype=np.float64)
-    if non_null and all(isinstance(v, int | float) and not isinstance(v, bool) for v in non_null):
-        return np.asarray([math.nan if v is None else float(v) for v in vals], dtype=np.float64)
+        if all(abs(v) < 2**53 for v in non_null):
+            return np.asarray([math.nan if v is None else float(v) for v in vals], dtype=np.float64)
+    elif all(isinstance(v, int | float) and not isinstance(v, bool) for v in non_null):
+        if all(isinstance(v, float) or abs(v) < 2**53 for v in non_null):
+            return np.asarray([math.nan if v is None else float(v) for v in vals], dtype=np.float64)
     return pd.Series(vals, dtype=object).to_numpy()
 
 
@@ -789,7 +795,7 @@ def _py(v: Any) -> Any:
         return None
     if isinstance(v, np.generic):
         v = v.item()
-    if isinstance(v, float) and v == round(v) and abs(v) < 2**63:
+    if isinstance(v, float) and math.isfinite(v) and v == round(v) and abs(v) < 2**63:
         return int(v)
     return v
 
