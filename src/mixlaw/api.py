@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from mixlaw.errors import InputError
+from mixlaw.expr import derive_column, filter_rows
 from mixlaw.fit import FitResult, fit_law
 from mixlaw.fit.features import add_features
 from mixlaw.fit.validate import ValidationResult, validate_law
@@ -151,14 +152,14 @@ def load_table(
                 df = read_table(path, column_map=column_map, run_id_from_row=True)
     for col, expr in (derive or {}).items():
         try:
-            df[col] = df.eval(expr)
+            df[col] = derive_column(df, expr)
         except Exception as exc:  # pandas raises many types for a bad expression
             raise InputError(
                 f"expected a valid expression for --derive {col}, got {expr!r} ({exc}) in {name}"
             ) from None
     if where:
         try:
-            df = df.query(where)
+            df = filter_rows(df, where)
         except Exception as exc:
             raise InputError(f"expected a valid --where filter, got {where!r} ({exc}) in {name}") from None
     if drop_highest:

@@ -65,8 +65,10 @@ def load_table(path: Path, where: str | None = None, *, include_schedule: bool =
         # reads are validated by it, with their row and column.
         frame = read_table(path, allow_nan=True)
     if where:
+        from mixlaw.expr import filter_rows
+
         try:
-            frame = frame.query(where)
+            frame = filter_rows(frame, where)
         except Exception as exc:  # pandas raises many types for a bad expression
             raise InputError(f"--where {where!r} is not a valid filter: {exc}") from None
         if frame.empty:

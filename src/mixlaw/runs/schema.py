@@ -40,86 +40,63 @@ from __future__ import annotations
 
 import json
 import math
-import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from mixlaw.errors import InputError
+from mixlaw.runs.validate import validate_table
+from mixlaw.runs.values import (  # re-exported: these names lived here before the split
+    _INTEGER_COLUMNS,
+    _MIXTURE_ATOL,
+    _NAME_RE,
+    _NONNEG_COLUMNS,
+    _NUMBER_MATCH,
+    _NUMBER_RE,
+    _STRING_COLUMNS,
+    MAX_JSON_DEPTH,
+    MAX_META_INT,
+    MAX_TABLE_INT,
+    MIXTURE_ROW_ATOL,
+    PHASES,
+    RUN_LEVEL_COLUMNS,
+    SCHEMA_COLUMNS,
+    _check_name,
+    _check_text,
+    _fail,
+    _fmt,
+    _is_domain_tokens,
+    _is_missing,
+    _is_unique_tokens,
+    _json_clone,
+    _short,
+    _to_float,
+    check_json_value,
+    is_loss_column,
+    is_weight_column,
+    validate_schedule,
+)
 
 __all__ = [
     "Mixture",
     "RunMeta",
     "validate_table",
+    "validate_schedule",
+    "check_json_value",
     "SCHEMA_COLUMNS",
     "RUN_LEVEL_COLUMNS",
     "PHASES",
     "is_loss_column",
     "is_weight_column",
     "MIXTURE_ROW_ATOL",
+    "MAX_TABLE_INT",
+    "MAX_META_INT",
+    "MAX_JSON_DEPTH",
 ]
-
-PHASES = ("pt", "cpt")
-#: Tolerance on a table row's mixture weights summing to 1 (the :class:`Mixture` itself uses 1e-9).
-MIXTURE_ROW_ATOL = 1e-6
-_MIXTURE_ATOL = 1e-9
-
-#: Canonical columns and their units.
-SCHEMA_COLUMNS: dict[str, str] = {
-    "run_id": "run identifier",
-    "step": "optimiser step",
-    "tokens": "tokens",
-    "lr": "learning rate",
-    "loss": "nats/token",
-    "loss_<evalset>": "nats/token",
-    "n_params": "non-embedding parameters",
-    "n_params_total": "parameters incl. embeddings",
-    "w_<domain>": "mixture weight",
-    "phase": "pt | cpt",
-    "parent_run": "run identifier",
-    "seed": "integer",
-    "schedule": "JSON object",
-    "unique_tokens_<domain>": "tokens",
-    "tokens_<domain>": "tokens",
-    "compute_flops": "FLOP",
-}
-
-#: Columns that describe a run and must be constant within it (``w_*`` and ``unique_tokens_*`` too).
-RUN_LEVEL_COLUMNS = ("n_params", "n_params_total", "phase", "parent_run", "seed", "schedule")
-_STRING_COLUMNS = ("run_id", "phase", "parent_run", "schedule")
-_NONNEG_COLUMNS = ("step", "tokens", "lr", "n_params", "n_params_total", "compute_flops")
-_INTEGER_COLUMNS = ("step", "seed")
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.+\-]+$")
-# Number-like text: decimal/scientific numbers and the words Python's float() reads as nan / inf.
-_NUMBER_RE = r"^\s*[+-]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|nan|NaN|NAN|inf|Inf|INF|infinity|Infinity)\s*$"
-_NUMBER_MATCH = re.compile(_NUMBER_RE).match
-
-
-def is_loss_column(name: str) -> bool:
-    """True for ``loss`` and ``loss_<evalset>``."""
-    return name == "loss" or (name.startswith("loss_") and len(name) > 5)
-
-
-def is_weight_column(name: str) -> bool:
-    """True for ``w_<domain>``."""
-    return name.startswith("w_") and len(name) > 2
-
-
-def _is_unique_tokens(name: str) -> bool:
-    return name.startswith("unique_tokens_") and len(name) > len("unique_tokens_")
-
-
-def _is_domain_tokens(name: str) -> bool:
-    return name.startswith("tokens_") and len(name) > len("tokens_")
-
-
-def _check_name(name: object, what: str) -> str:
-    if not isinstance(name, str) or not _NAME_RE.match(name):
-        raise InputError(f"expected a {what} name of letters, digits, '_', '.', '+' or '-', got {name!r}")
-    return name
+_REEXPORTED = (_INTEGER_COLUMNS, _NAME_RE, _NONNEG_COLUMNS, _NUMBER_MATCH, _NUMBER_RE, _STRING_COLUMNS, _fail)
+_REEXPORTED_FUNCS = (_is_domain_tokens, _is_unique_tokens)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -231,47 +208,8 @@ class Mixture(Mapping[str, float]):
         return cls({k: float(v) for k, v in present.items()}, atol=atol)
 
 
-def _is_missing(v: Any) -> bool:
-    if v is None:
-        return True
-    try:
-        return bool(pd.isna(v))
-    except (TypeError, ValueError):
-        return False
-
-
 # ------------------------------------------------------------------------------------------------------------
 # RunMeta
-
-
-def _json_clone(obj: Any, what: str) -> Any:
-    try:
-        return json.loads(json.dumps(obj, allow_nan=False, sort_keys=True))
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"expected JSON-serialisable {what}, got {obj!r} ({exc})") from None
-
-
-def validate_schedule(schedule: Any) -> dict[str, Any] | None:
-    """Check a schedule: ``None``, a spec dict with a string ``kind``, or ``{"kind": "table", "lr": [...]}``.
-
-    A table schedule holds the learning rate of every step ``0 .. len(lr) - 1`` (finite, non-negative).
-    """
-    if schedule is None:
-        return None
-    if hasattr(schedule, "to_dict") and not isinstance(schedule, Mapping):
-        schedule = schedule.to_dict()
-    if not isinstance(schedule, Mapping) or not isinstance(schedule.get("kind"), str):
-        raise InputError(f"expected a schedule dict with a string 'kind', got {schedule!r:.200}")
-    clone = _json_clone(dict(schedule), "schedule")
-    if clone["kind"] == "table":
-        lr = clone.get("lr")
-        if not isinstance(lr, list) or not lr:
-            raise InputError(f"expected a non-empty list 'lr' in a table schedule, got {lr!r:.100}")
-        for i, v in enumerate(lr):
-            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
-                raise InputError(f"expected a finite non-negative lr at step {i} of the table schedule, got {v!r}")
-        clone["lr"] = [float(v) for v in lr]
-    return clone
 
 
 @dataclass(frozen=True, eq=True)
@@ -315,7 +253,8 @@ class RunMeta:
 
     def __post_init__(self) -> None:
         if not isinstance(self.run_id, str) or not self.run_id.strip():
-            raise InputError(f"expected a non-empty string run_id, got {self.run_id!r}")
+            raise InputError(f"expected a non-empty string run_id, got {_fmt(self.run_id)}")
+        _check_text(self.run_id, "run_id")
         if self.phase not in PHASES:
             raise InputError(f"expected phase 'pt' or 'cpt', got {self.phase!r} for run {self.run_id!r}")
         for name in ("n_params", "n_params_total"):
@@ -324,7 +263,9 @@ class RunMeta:
         if self.mixture is not None and not isinstance(self.mixture, Mixture):
             object.__setattr__(self, "mixture", Mixture(self.mixture))
         if self.parent_run is not None and (not isinstance(self.parent_run, str) or not self.parent_run):
-            raise InputError(f"expected a string parent_run, got {self.parent_run!r} for run {self.run_id!r}")
+            raise InputError(f"expected a string parent_run, got {_fmt(self.parent_run)} for run {self.run_id!r}")
+        if self.parent_run is not None:
+            _check_text(self.parent_run, f"parent_run of run {self.run_id!r}")
         object.__setattr__(self, "schedule", validate_schedule(self.schedule))
         if not isinstance(self.meta, Mapping):
             raise InputError(f"expected a dict meta, got {type(self.meta).__name__} for run {self.run_id!r}")
@@ -422,20 +363,15 @@ class RunMeta:
         return out
 
 
-def _short(v: Any) -> str:
-    s = repr(v)
-    return s if len(s) <= 60 else s[:57] + "..."
-
-
 def _as_size(v: Any, name: str, run_id: str) -> int | float | None:
     """A parameter count: an int when integral, else a float (digitised data gives fractional counts)."""
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating):
         raise InputError(f"expected a number {name}, got {v!r} for run {run_id!r}")
-    fv = float(v)
+    fv = _to_float(v)
     if not math.isfinite(fv) or fv < 0:
-        raise InputError(f"expected a finite non-negative {name}, got {v!r} for run {run_id!r}")
+        raise InputError(f"expected a finite non-negative {name}, got {_short(v)} for run {run_id!r}")
     return int(fv) if fv == round(fv) and abs(fv) < 2**53 else fv
 
 
@@ -444,11 +380,14 @@ def _as_count(v: Any, name: str, run_id: str, *, nonneg: bool) -> int | None:
         return None
     if isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating):
         raise InputError(f"expected an integer {name}, got {v!r} for run {run_id!r}")
-    fv = float(v)
+    fv = _to_float(v)
     if not math.isfinite(fv) or fv != round(fv) or (nonneg and fv < 0):
         kind = "non-negative integer" if nonneg else "integer"
-        raise InputError(f"expected a {kind} {name}, got {v!r} for run {run_id!r}")
-    return int(v)
+        raise InputError(f"expected a {kind} {name}, got {_short(v)} for run {run_id!r}")
+    iv = int(v) if isinstance(v, int | np.integer) else int(fv)
+    if abs(iv) > MAX_META_INT:
+        raise InputError(f"expected an integer {name} with |{name}| < 2^63, got {_short(iv)} for run {run_id!r}")
+    return iv
 
 
 def _reserved_column(key: str) -> bool:
@@ -458,395 +397,3 @@ def _reserved_column(key: str) -> bool:
         or is_loss_column(key)
         or is_weight_column(key)
     )
-
-
-# ------------------------------------------------------------------------------------------------------------
-# The validator
-
-
-def _where(source: str, row: int | None, column: str | None) -> str:
-    return ":".join(str(p) for p in (source, row, column) if p is not None)
-
-
-def _fail(expected: str, got: str, source: str, row: int | None, column: str | None) -> InputError:
-    # InputError formats "... in FILE:ROW:COLUMN" itself and keeps file/row/column as attributes for callers.
-    return InputError(f"expected {expected}, got {got}", file=source, row=row, column=column)
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, str):
-        s = repr(v)
-        return s if len(s) <= 40 else s[:37] + "...'"
-    if isinstance(v, float):
-        return repr(v)
-    return repr(v) if not isinstance(v, np.generic) else repr(v.item())
-
-
-def _all_str(obj: np.ndarray) -> bool:
-    return all(type(v) is str for v in obj)
-
-
-def _parse_numbers(obj: np.ndarray) -> tuple[np.ndarray, np.ndarray, int | None]:
-    """(float values, missing mask, position of the first non-numeric cell or None) of an object array.
-
-    Empty cells (None, '', whitespace, pandas NA) are missing; numbers and number-like text (incl. 'nan',
-    'inf')
-    are values; anything else (other text, booleans, containers) is non-numeric.
-    """
-    n = len(obj)
-    if n and _all_str(obj):  # the CSV path: vectorised, per-cell work only for the few unusual cells
-        stripped = pd.Series(obj, dtype=object).str.strip()
-        missing = (stripped == "").to_numpy(dtype=bool, copy=True)
-        vals = pd.to_numeric(stripped.where(~missing, None), errors="coerce").to_numpy(
-            dtype="float64", na_value=np.nan, copy=True
-        )
-        for j in np.flatnonzero(np.isnan(vals) & ~missing):
-            v = str(stripped.iloc[int(j)])
-            if _NUMBER_MATCH(v):
-                vals[j] = float(v)
-            else:
-                return vals, missing, int(j)
-        return vals, missing, None
-    vals = np.empty(n, dtype="float64")
-    missing = np.zeros(n, dtype=bool)
-    for i, v in enumerate(obj):
-        if isinstance(v, bool | np.bool_):
-            return vals, missing, i
-        if isinstance(v, int | float | np.integer | np.floating):
-            vals[i] = float(v)
-        elif isinstance(v, str):
-            t = v.strip()
-            if t == "":
-                missing[i] = True
-                vals[i] = math.nan
-            elif _NUMBER_MATCH(t):
-                vals[i] = float(t)
-            else:
-                return vals, missing, i
-        elif _is_missing(v):
-            missing[i] = True
-            vals[i] = math.nan
-        else:
-            return vals, missing, i
-    return vals, missing, None
-
-
-def _numeric_column(
-    s: pd.Series, name: str, source: str, rows: np.ndarray, *, allow_nan: bool, allow_missing: bool
-) -> pd.Series:
-    """Convert a column to float64, refusing non-numeric cells; returns floats with NaN for missing cells."""
-    if pd.api.types.is_bool_dtype(s.dtype):
-        i = 0
-        raise _fail("a number", _fmt(s.iloc[i]), source, int(rows[i]), name)
-    if pd.api.types.is_numeric_dtype(s.dtype):
-        out = pd.Series(s.to_numpy(dtype="float64", na_value=np.nan), index=s.index, name=name)
-        # A typed frame cannot tell an empty cell from NaN: NaN counts as missing only where that is allowed.
-        missing = np.isnan(out.to_numpy()) if allow_missing else np.zeros(len(s), dtype=bool)
-    else:
-        obj = s.astype(object).to_numpy()
-        vals, missing, bad_at = _parse_numbers(obj)
-        if bad_at is not None:
-            v = obj[bad_at]
-            raise _fail("a number", _fmt(bool(v) if isinstance(v, np.bool_) else v), source, int(rows[bad_at]), name)
-        out = pd.Series(vals, index=s.index, name=name)
-    arr = out.to_numpy()
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        for j in np.flatnonzero(bad):
-            i = int(j)
-            if missing[i]:
-                if not allow_missing and not allow_nan:
-                    raise _fail("a value", "an empty cell", source, int(rows[i]), name)
-            elif not allow_nan:
-                raise _fail("a finite number", _fmt(float(arr[i])), source, int(rows[i]), name)
-    return out
-
-
-def _string_column(s: pd.Series, name: str, source: str, rows: np.ndarray, *, required: bool) -> pd.Series:
-    obj = s.astype(object).to_numpy()
-    if len(obj) and _all_str(obj):
-        stripped = pd.Series(obj, dtype=object).str.strip()
-        empty = (stripped == "").to_numpy(dtype=bool)
-        if required and empty.any():
-            i = int(np.flatnonzero(empty)[0])
-            raise _fail("a non-empty value", "an empty cell", source, int(rows[i]), name)
-        res = stripped.to_numpy(dtype=object, copy=True)
-        res[empty] = None
-        return pd.Series(res, index=s.index, name=name, dtype=object)
-    out: list[str | None] = []
-    for i, v in enumerate(obj):
-        if _is_missing(v) or (isinstance(v, str) and v.strip() == ""):
-            if required:
-                raise _fail("a non-empty value", "an empty cell", source, int(rows[i]), name)
-            out.append(None)
-        elif isinstance(v, bool | np.bool_):
-            raise _fail("a string", _fmt(bool(v)), source, int(rows[i]), name)
-        elif isinstance(v, float | np.floating) and float(v) == round(float(v)) and math.isfinite(float(v)):
-            out.append(str(int(v)))  # "3.0" from a numeric CSV column means run 3
-        elif isinstance(v, str | int | float | np.integer | np.floating):
-            out.append(str(v).strip())
-        else:
-            raise _fail("a string", _fmt(v), source, int(rows[i]), name)
-    return pd.Series(out, index=s.index, name=name, dtype=object)
-
-
-def _looks_numeric(s: pd.Series) -> tuple[bool, int | None]:
-    """(any numeric cell?, position of the first non-empty non-numeric cell or None)."""
-    if pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype):
-        return True, None
-    obj = s.astype(object).to_numpy()
-    _, missing, bad_at = _parse_numbers(obj)
-    if bad_at is None:
-        return bool((~missing).any()), None
-    if _all_str(obj):
-        any_num = bool(pd.Series(obj, dtype=object).str.match(_NUMBER_RE).any())
-    else:
-        any_num = any(_is_number_cell(v) for v in obj)
-    return any_num, bad_at
-
-
-def _is_number_cell(v: Any) -> bool:
-    if isinstance(v, bool | np.bool_):
-        return False
-    if isinstance(v, int | float | np.integer | np.floating):
-        return True
-    return isinstance(v, str) and bool(_NUMBER_MATCH(v.strip()))
-
-
-def validate_table(
-    df: pd.DataFrame,
-    source: str = "<table>",
-    *,
-    allow_nan: bool = False,
-    allow_missing: bool = False,
-    rows: Sequence[int] | np.ndarray | None = None,
-    require_loss: bool = True,
-) -> pd.DataFrame:
-    """Validate a RunTable and return a clean copy with canonical dtypes.
-
-    Every table that enters mixlaw (readers, :meth:`RunStore.ingest_table`, :meth:`RunStore.append_evals`)
-    goes
-    through this function. Checks, each raising one :class:`~mixlaw.errors.InputError`
-    ``expected ..., got ... in FILE:ROW:COLUMN``:
-
-    - columns: names are unique non-empty strings; ``run_id`` is present; at least one ``loss`` /
-      ``loss_<set>``
-      column (unless ``require_loss=False``); ``step`` is present, or absent with each run having exactly one
-      row
-      (then ``step = 0``);
-    - numeric columns (canonical numeric columns, ``w_*``, ``loss*`` and every extra column holding numbers):
-      every cell a number; finite (NaN / inf refused unless ``allow_nan``); empty cells refused unless
-      ``allow_missing`` (sparse logs) or ``allow_nan``;
-    - ``step``, ``tokens``, ``lr``, ``n_params``, ``n_params_total``, ``compute_flops``, ``unique_tokens_*``,
-      ``tokens_*`` and losses non-negative; ``step`` and ``seed`` integers;
-    - mixture weights ``w_*``: non-negative and summing to 1 within 1e-6 per row. A row whose weights are all
-      empty
-      has no recorded mixture (e.g. a base checkpoint trained elsewhere); some empty and some not is an error;
-    - ``phase`` is ``pt`` or ``cpt`` (case-insensitive); ``schedule`` cells are JSON objects;
-    - no duplicate ``(run_id, step)``.
-
-    Extra columns pass through: numeric ones as float64, all-text ones as strings (per-run metadata in the
-    store).
-
-    Parameters
-    ----------
-    df
-        The table (canonical column names; map foreign names first, see :func:`mixlaw.runs.io.read_table`).
-    source
-        File name (or label) used in messages.
-    allow_nan
-        Accept NaN / inf values and empty cells in numeric columns.
-    allow_missing
-        Accept empty cells (but not explicit NaN / inf) in numeric columns.
-    rows
-        The row number a user sees for each row of ``df`` (see the module docstring); default ``1 ..
-        len(df)``.
-    require_loss
-        Require a loss column (``False`` for evaluation chunks that only carry e.g. ``lr``).
-
-    Returns
-    -------
-    pandas.DataFrame
-        A new frame with a fresh RangeIndex: ``run_id`` (str), ``step`` (int64), numeric columns float64,
-        ``phase`` / ``parent_run`` / extra text columns as object (None where empty).
-    """
-    if not isinstance(df, pd.DataFrame):
-        raise InputError(f"expected a table (pandas DataFrame), got {type(df).__name__} in {source}")
-    n = len(df)
-    row_nums = np.arange(1, n + 1) if rows is None else np.asarray(rows, dtype=np.int64)
-    if len(row_nums) != n:
-        raise InputError(f"expected {n} row numbers, got {len(row_nums)} in {source}")
-    names: list[str] = []
-    for c in df.columns:
-        if not isinstance(c, str):
-            c = str(c)
-        c = c.strip()
-        if not c:
-            raise _fail("a column name", "an empty header cell", source, None, None)
-        if c in names:
-            raise _fail("unique column names", f"{c!r} twice", source, None, c)
-        names.append(c)
-    df = df.copy()
-    df.columns = names
-    if "run_id" not in names:
-        raise _fail(
-            "a column 'run_id' (map one with --map run_id=COLUMN, or use --run-id / --run-id-from-row)",
-            f"columns {_short(names)}",
-            source,
-            None,
-            "run_id",
-        )
-    losses = [c for c in names if is_loss_column(c)]
-    if require_loss and not losses:
-        raise _fail(
-            "a loss column 'loss' or 'loss_<evalset>' (map one with --map loss_<evalset>=COLUMN)",
-            f"columns {_short(names)}",
-            source,
-            None,
-            "loss",
-        )
-    if n == 0:
-        raise InputError(f"expected at least one data row, got none in {source}")
-    out: dict[str, pd.Series] = {}
-    out["run_id"] = _string_column(df["run_id"], "run_id", source, row_nums, required=True)
-    weight_cols: list[str] = []
-    for c in names:
-        if c == "run_id":
-            continue
-        s = df[c]
-        if c in ("phase", "parent_run"):
-            col = _string_column(s, c, source, row_nums, required=False)
-            if c == "phase":
-                for i, v in enumerate(col.to_numpy()):
-                    if v is not None and v.lower() not in PHASES:
-                        raise _fail("phase 'pt' or 'cpt'", _fmt(v), source, int(row_nums[i]), c)
-                col = col.map(lambda v: v.lower() if isinstance(v, str) else None).astype(object)
-            out[c] = col
-            continue
-        if c == "schedule":
-            vals: list[str | None] = []
-            for i, v in enumerate(s.astype(object).to_numpy()):
-                if _is_missing(v) or (isinstance(v, str) and not v.strip()):
-                    vals.append(None)
-                    continue
-                try:
-                    parsed = json.loads(v) if isinstance(v, str) else v
-                    sched = validate_schedule(parsed)
-                except (ValueError, InputError) as exc:
-                    msg = str(exc) if isinstance(exc, InputError) else "unparsable JSON"
-                    raise _fail("a JSON schedule object", f"{_fmt(v)} ({msg})", source, int(row_nums[i]), c) from None
-                vals.append(json.dumps(sched, sort_keys=True))
-            out[c] = pd.Series(vals, index=df.index, dtype=object)
-            continue
-        canonical_numeric = (
-            c in ("step", "tokens", "lr", "n_params", "n_params_total", "seed", "compute_flops")
-            or is_loss_column(c)
-            or is_weight_column(c)
-            or _is_unique_tokens(c)
-            or _is_domain_tokens(c)
-        )
-        if not canonical_numeric:
-            any_num, first_bad = _looks_numeric(s)
-            if not any_num:
-                out[c] = _string_column(s, c, source, row_nums, required=False)
-                continue
-            if first_bad is not None:
-                raise _fail(
-                    "a number (column holds numbers elsewhere; drop it with --drop if it is a label)",
-                    _fmt(s.iloc[first_bad]),
-                    source,
-                    int(row_nums[first_bad]),
-                    c,
-                )
-        if is_weight_column(c):
-            _check_name(c[2:], "domain")
-            weight_cols.append(c)
-        col = _numeric_column(
-            s, c, source, row_nums, allow_nan=allow_nan, allow_missing=allow_missing or is_weight_column(c)
-        )
-        arr = col.to_numpy()
-        nonneg = c in _NONNEG_COLUMNS or is_loss_column(c) or is_weight_column(c) or _is_unique_tokens(c)
-        nonneg = nonneg or _is_domain_tokens(c)
-        if nonneg:
-            with np.errstate(invalid="ignore"):
-                neg = np.flatnonzero(arr < 0)
-            if len(neg):
-                i = int(neg[0])
-                raise _fail("a non-negative value", _fmt(float(arr[i])), source, int(row_nums[i]), c)
-        if c in _INTEGER_COLUMNS:
-            with np.errstate(invalid="ignore"):
-                frac = np.flatnonzero(np.isfinite(arr) & (arr != np.round(arr)))
-            if len(frac):
-                i = int(frac[0])
-                raise _fail("an integer", _fmt(float(arr[i])), source, int(row_nums[i]), c)
-        out[c] = col
-    # step: required unless one row per run
-    if "step" not in out:
-        counts = out["run_id"].value_counts()
-        if (counts > 1).any():
-            rid = counts.index[counts > 1][0]
-            first = int(row_nums[np.flatnonzero(out["run_id"].to_numpy() == rid)[1]])
-            raise _fail(
-                "a column 'step' (or one row per run)",
-                f"run {rid!r} with {int(counts[rid])} rows and no step column",
-                source,
-                first,
-                "step",
-            )
-        out["step"] = pd.Series(np.zeros(n, dtype=np.int64), index=df.index)
-    else:
-        st = out["step"].to_numpy()
-        if np.isnan(st).any():
-            i = int(np.flatnonzero(np.isnan(st))[0])
-            raise _fail("a step", "an empty cell", source, int(row_nums[i]), "step")
-        out["step"] = pd.Series(st.astype(np.int64), index=df.index)
-    # mixtures per row
-    if weight_cols:
-        W = np.column_stack([out[c].to_numpy() for c in weight_cols])
-        isn = np.isnan(W)
-        all_missing = isn.all(axis=1)
-        partial = np.flatnonzero(isn.any(axis=1) & ~all_missing)
-        if len(partial):
-            i = int(partial[0])
-            j = int(np.flatnonzero(isn[i])[0])
-            raise _fail(
-                "all or none of a row's mixture weights",
-                "an empty cell",
-                source,
-                int(row_nums[i]),
-                weight_cols[j],
-            )
-        sums = np.where(all_missing, 1.0, np.nansum(W, axis=1))
-        off = np.flatnonzero(np.abs(sums - 1.0) > MIXTURE_ROW_ATOL)
-        if len(off):
-            i = int(off[0])
-            raise _fail(
-                f"mixture weights summing to 1 (within {MIXTURE_ROW_ATOL:g})",
-                f"sum {float(sums[i])!r} over {', '.join(weight_cols)}",
-                source,
-                int(row_nums[i]),
-                weight_cols[-1],
-            )
-    # duplicates
-    key = pd.DataFrame({"run_id": out["run_id"].to_numpy(), "step": out["step"].to_numpy()})
-    dup = key.duplicated(keep=False).to_numpy()
-    if dup.any():
-        second = key.duplicated(keep="first").to_numpy()
-        i = int(np.flatnonzero(second)[0])
-        rid, st = key.iloc[i]["run_id"], int(key.iloc[i]["step"])
-        firsts = np.flatnonzero(dup & (key["run_id"].to_numpy() == rid) & (key["step"].to_numpy() == st))
-        raise _fail(
-            "one row per (run_id, step)",
-            f"a second row for ({rid!r}, {st}) (first at row {int(row_nums[firsts[0]])})",
-            source,
-            int(row_nums[i]),
-            "step",
-        )
-    order = ["run_id", "step"] + [c for c in names if c not in ("run_id", "step")]
-    res = pd.DataFrame({c: out[c].to_numpy() for c in order})
-    for c in res.columns:
-        if c not in ("run_id",) and out[c].dtype == object:
-            res[c] = res[c].astype(object)
-    res["run_id"] = res["run_id"].astype(object)
-    res.attrs["rows"] = [int(r) for r in row_nums]
-    return res

@@ -19,12 +19,10 @@ NaN.
 from __future__ import annotations
 
 import itertools
-import json
-import math
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -35,20 +33,24 @@ import pandas as pd
 from mixlaw.errors import InputError
 from mixlaw.runs.schema import (
     RUN_LEVEL_COLUMNS,
-    Mixture,
     RunMeta,
-    is_loss_column,
     is_weight_column,
     validate_schedule,
     validate_table,
 )
+from mixlaw.runs.store_ingest import _py, infer_run_metas, iter_chunks
+from mixlaw.runs.store_reads import StoreReads, _column, _scalar, query_frame
 
-__all__ = ["RunStore", "SCHEMA_VERSION", "STATUSES", "DEFAULT_STORE"]
+__all__ = ["RunStore", "SCHEMA_VERSION", "STATUSES", "DEFAULT_STORE", "query_frame", "iter_chunks"]
+# Helpers that lived in this module before it was split (kept importable from here).
+_REEXPORTED = (_column, _py, _scalar)
+_infer_run_metas = infer_run_metas
 
 SCHEMA_VERSION = 1
 DEFAULT_STORE = "mixlaw.db"
 STATUSES = ("pending", "running", "finished", "failed")
 _BUSY_TIMEOUT_S = 60.0
+_MAX_MESSAGE = 2000  # characters of a status message kept
 
 _DDL = """
 CREATE TABLE runs (
@@ -79,11 +81,8 @@ CREATE TABLE status (
 """
 _TABLES = {"runs", "steps", "evals", "status"}
 
-# RunTable columns that come from the run metadata (never stored as evaluations).
-_META_COLUMNS = ("n_params", "n_params_total", "phase", "parent_run", "seed")
 
-
-class RunStore:
+class RunStore(StoreReads):
     """SQLite store of runs (metadata once per run) and their evaluations (per run and step).
 
     Parameters
@@ -270,6 +269,9 @@ class RunStore:
         message."""
         if status not in STATUSES:
             raise InputError(f"expected a status in {STATUSES}, got {status!r} for run {run_id!r}")
+        if message is not None:  # a message comes from an exception: keep it printable and bounded
+            message = str(message).encode("utf-8", "backslashreplace").decode("utf-8")
+            message = message if len(message) <= _MAX_MESSAGE else message[: _MAX_MESSAGE - 1] + "…"
         with self._tx() as con:
             if con.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is None:
                 raise InputError(f"expected a run in the store, got unknown run_id {run_id!r} in {self.path}")
@@ -439,7 +441,7 @@ class RunStore:
             before}``.
         """
         table = df if validated else validate_table(df, source, allow_nan=allow_nan, allow_missing=allow_missing)
-        metas = _infer_run_metas(table, source)
+        metas = infer_run_metas(table, source)
         if schedules:
             unknown = sorted(set(schedules) - set(metas))
             if unknown:
@@ -473,177 +475,6 @@ class RunStore:
             self._write_evals(con, evals, source, replace=replace)
         return {"runs": len(metas), "rows": len(table), "new_runs": new_runs}
 
-    # ------------------------------------------------------------------------------------------------ read
-
-    def _load_metas(self) -> dict[str, RunMeta]:
-        rows = self._con.execute("SELECT run_id, meta FROM runs ORDER BY rowid")
-        return {r[0]: RunMeta.from_json(r[1]) for r in rows}
-
-    def to_frame(self, where: str | None = None, *, include_schedule: bool = False) -> pd.DataFrame:
-        """The RunTable: one row per (run, step) with the run's metadata broadcast onto it.
-
-        Columns: ``run_id, step, tokens, lr, n_params, n_params_total, phase, parent_run, seed,
-        w_<domain>...``,
-        scalar ``meta`` entries (e.g. ``unique_tokens_<domain>``), ``loss``, ``loss_<set>...`` and any other
-        stored
-        columns. A run whose mixture lacks a domain another run has gets weight 0 there; a run without a
-        recorded
-        mixture gets NaN. Values never logged at a step are NaN.
-
-        Parameters
-        ----------
-        where
-            Filter in :meth:`pandas.DataFrame.query` syntax over these columns, e.g.
-            ``"n_params > 1e8 and phase == 'cpt' and step >= 1000"`` (backticks around names with '-').
-            Local variables (``@x``) and dunder names are refused.
-        include_schedule
-            Add a ``schedule`` column holding each run's schedule as JSON (``None`` where unset).
-        """
-        metas = self._load_metas()
-        cur = self._con.execute('SELECT run_id, step, "column", value FROM evals')
-        ev = pd.DataFrame(cur.fetchall(), columns=["run_id", "step", "column", "value"])
-        steps = pd.DataFrame(
-            self._con.execute("SELECT run_id, step FROM steps ORDER BY run_id, step").fetchall(),
-            columns=["run_id", "step"],
-        )
-        if len(ev):
-            wide = ev.pivot(index=["run_id", "step"], columns="column", values="value")
-            wide.columns.name = None
-            wide = wide.reset_index()
-            frame = steps.merge(wide, on=["run_id", "step"], how="left")
-        else:
-            frame = steps
-        frame["run_id"] = frame["run_id"].astype(object)
-        frame["step"] = frame["step"].astype("int64")
-        value_cols = [c for c in frame.columns if c not in ("run_id", "step")]
-        # run-level columns
-        run_ids = frame["run_id"].to_numpy()
-        domains: list[str] = []
-        meta_keys: list[str] = []
-        for m in metas.values():
-            if m.mixture is not None:
-                domains += [d for d in m.mixture.domains if d not in domains]
-            meta_keys += [k for k, v in m.meta.items() if _scalar(v) and k not in meta_keys and k not in value_cols]
-        per_run: dict[str, dict[str, Any]] = {}
-        for rid, m in metas.items():
-            d: dict[str, Any] = {
-                "n_params": m.n_params,
-                "n_params_total": m.n_params_total,
-                "phase": m.phase,
-                "parent_run": m.parent_run,
-                "seed": m.seed,
-            }
-            for dom in domains:
-                d[f"w_{dom}"] = math.nan if m.mixture is None else m.mixture.get(dom, 0.0)
-            for k in meta_keys:
-                v = m.meta.get(k)
-                d[k] = v if _scalar(v) else None
-            if include_schedule:
-                d["schedule"] = None if m.schedule is None else json.dumps(m.schedule, sort_keys=True)
-            per_run[rid] = d
-        run_cols = list(_META_COLUMNS) + [f"w_{d}" for d in domains] + meta_keys
-        if include_schedule:
-            run_cols.append("schedule")
-        for c in run_cols:
-            vals = [per_run[r][c] for r in run_ids]
-            frame[c] = _column(vals)
-        lead = [c for c in ("run_id", "step", "tokens", "lr") if c in frame.columns]
-        losses = sorted(c for c in value_cols if is_loss_column(c))
-        rest = sorted(c for c in value_cols if c not in lead and c not in losses)
-        order = lead + run_cols + losses + rest
-        for c in ("tokens", "lr"):
-            if c not in frame.columns:
-                frame[c] = np.nan
-        order = ["run_id", "step", "tokens", "lr"] + [c for c in order if c not in ("run_id", "step", "tokens", "lr")]
-        rank = {rid: i for i, rid in enumerate(metas)}
-        frame = frame[order]
-        key = np.lexsort((frame["step"].to_numpy(), np.array([rank[r] for r in frame["run_id"]], dtype=np.int64)))
-        frame = frame.iloc[key].reset_index(drop=True)
-        if where is not None and str(where).strip():
-            frame = query_frame(frame, where, source=self.path)
-        return frame
-
-    def runs(self, where: str | None = None) -> pd.DataFrame:
-        """One row per run: metadata, ``status``, ``message``, ``n_evals``, ``last_step``, ``schedule_kind``.
-
-        ``where`` filters in :meth:`pandas.DataFrame.query` syntax over these columns.
-        """
-        metas = self._load_metas()
-        stat = {r[0]: (r[1], r[2]) for r in self._con.execute("SELECT run_id, status, message FROM status")}
-        counts = {
-            r[0]: (int(r[1]), int(r[2]))
-            for r in self._con.execute("SELECT run_id, COUNT(*), MAX(step) FROM steps GROUP BY run_id")
-        }
-        domains: list[str] = []
-        meta_keys: list[str] = []
-        for m in metas.values():
-            if m.mixture is not None:
-                domains += [d for d in m.mixture.domains if d not in domains]
-            meta_keys += [k for k, v in m.meta.items() if _scalar(v) and k not in meta_keys]
-        recs = []
-        for rid, m in metas.items():
-            n, last = counts.get(rid, (0, None))
-            rec: dict[str, Any] = {
-                "run_id": rid,
-                "phase": m.phase,
-                "n_params": m.n_params,
-                "n_params_total": m.n_params_total,
-                "parent_run": m.parent_run,
-                "seed": m.seed,
-            }
-            for dom in domains:
-                rec[f"w_{dom}"] = math.nan if m.mixture is None else m.mixture.get(dom, 0.0)
-            rec["schedule_kind"] = None if m.schedule is None else m.schedule.get("kind")
-            for k in meta_keys:
-                rec[k] = m.meta.get(k) if _scalar(m.meta.get(k)) else None
-            st = stat.get(rid)
-            rec["status"] = None if st is None else st[0]
-            rec["message"] = None if st is None else st[1]
-            rec["n_evals"] = n
-            rec["last_step"] = last
-            recs.append(rec)
-        cols = (
-            ["run_id", "phase", "n_params", "n_params_total", "parent_run", "seed"]
-            + [f"w_{d}" for d in domains]
-            + ["schedule_kind"]
-            + meta_keys
-            + ["status", "message", "n_evals", "last_step"]
-        )
-        frame = pd.DataFrame({c: _column([r[c] for r in recs]) for c in cols})
-        if where is not None and str(where).strip():
-            frame = query_frame(frame, where, source=self.path)
-        return frame
-
-    def export(self, path: str | os.PathLike[str], where: str | None = None, *, include_schedule: bool = True) -> Path:
-        """Write the RunTable (optionally filtered) to ``.csv``, ``.jsonl`` or ``.parquet``; returns the path.
-
-        The export reads back with :func:`mixlaw.runs.io.read_table` and ingests into another store unchanged
-        (schedules travel as a JSON ``schedule`` column unless ``include_schedule=False``).
-        """
-        p = Path(path)
-        frame = self.to_frame(where, include_schedule=include_schedule)
-        if include_schedule and "schedule" in frame.columns and frame["schedule"].isna().all():
-            frame = frame.drop(columns="schedule")
-        suffix = p.suffix.lower()
-        try:
-            if suffix == ".csv":
-                frame.to_csv(p, index=False)
-            elif suffix in (".jsonl", ".ndjson"):
-                frame.to_json(p, orient="records", lines=True)
-            elif suffix in (".parquet", ".pq"):
-                try:
-                    import pyarrow  # noqa: F401
-                except ImportError:
-                    raise InputError(
-                        f"expected pyarrow for Parquet (pip install mixlaw[parquet]), got it missing in {p}"
-                    ) from None
-                frame.to_parquet(p, index=False)
-            else:
-                raise InputError(f"expected an export path ending in .csv, .jsonl or .parquet, got '{p.suffix}' in {p}")
-        except OSError as exc:
-            raise InputError(f"expected a writable export path, got '{exc.strerror or exc}' in {p}") from None
-        return p
-
     def dump(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every row of every table, sorted (for comparing two states of a store)."""
         out: dict[str, list[tuple[Any, ...]]] = {}
@@ -651,155 +482,3 @@ class RunStore:
             rows = self._con.execute(f"SELECT * FROM {t}").fetchall()  # noqa: S608 (fixed table names)
             out[t] = sorted(rows, key=repr)
         return out
-
-
-# ---------------------------------------------------------------------------------------------------- helpers
-
-
-def _scalar(v: Any) -> bool:
-    return v is None or isinstance(v, str | int | float | bool)
-
-
-def _column(vals: list[Any]) -> Any:
-    """A column from Python values: int64 if all ints, float64 if numeric or all None (None -> NaN), else
-    object."""
-    non_null = [v for v in vals if v is not None]
-    if not non_null:
-        return np.full(len(vals), np.nan)
-    if non_null and all(isinstance(v, int) and not isinstance(v, bool) for v in non_null):
-        if len(non_null) == len(vals):
-            return np.asarray(vals, dtype=np.int64)
-        return np.asarray([math.nan if v is None else float(v) for v in vals], dtype=np.float64)
-    if non_null and all(isinstance(v, int | float) and not isinstance(v, bool) for v in non_null):
-        return np.asarray([math.nan if v is None else float(v) for v in vals], dtype=np.float64)
-    return pd.Series(vals, dtype=object).to_numpy()
-
-
-def query_frame(frame: pd.DataFrame, where: str, *, source: str = "<table>") -> pd.DataFrame:
-    """Filter with :meth:`pandas.DataFrame.query` semantics; a bad expression is an :class:`InputError`.
-
-    Local-variable references (``@x``) and dunder names are refused so that a filter cannot reach Python
-    objects.
-    """
-    if not isinstance(where, str):
-        raise InputError(f"expected a filter string, got {type(where).__name__}")
-    if "@" in where or "__" in where or "import" in where or "lambda" in where:
-        raise InputError(
-            f"expected a filter over RunTable columns without '@', '__', 'import' or 'lambda', got {where!r}"
-        )
-    try:
-        res = frame.query(where, engine="python", local_dict={}, global_dict={})
-    except Exception as exc:  # pandas raises many types for a bad expression
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InputError(
-            f"expected a filter over columns {list(frame.columns)[:30]}, got {where!r} ({msg}) in {source}"
-        ) from None
-    if not isinstance(res, pd.DataFrame):
-        raise InputError(f"expected a boolean filter expression, got {where!r} in {source}")
-    return res.reset_index(drop=True)
-
-
-def _infer_run_metas(table: pd.DataFrame, source: str) -> dict[str, RunMeta]:
-    """Per-run metadata from the columns that must be constant within a run."""
-    run_cols = [
-        c
-        for c in table.columns
-        if c in RUN_LEVEL_COLUMNS or is_weight_column(c) or c.startswith("unique_tokens_") or table[c].dtype == object
-    ]
-    run_cols = [c for c in run_cols if c != "run_id"]
-    rids = table["run_id"].to_numpy()
-    user_rows = table.attrs.get("rows")
-    if user_rows is None or len(user_rows) != len(table):
-        user_rows = np.arange(1, len(table) + 1)
-    metas: dict[str, RunMeta] = {}
-    # positions of each run's rows, in order of first appearance
-    groups: dict[str, list[int]] = {}
-    for i, r in enumerate(rids):
-        groups.setdefault(str(r), []).append(i)
-    cols = {c: table[c].to_numpy() for c in run_cols}
-    for rid, idx in groups.items():
-        vals: dict[str, Any] = {}
-        for c in run_cols:
-            arr = cols[c][idx]
-            first = _first_present(arr)
-            for k, v in enumerate(arr):
-                if not _same(v, first):
-                    raise InputError(
-                        f"expected one value of {c!r} per run, got {_fmt_val(first)} and {_fmt_val(v)} "
-                        f"for run {rid!r} in {source}:{int(user_rows[idx[k]])}:{c}"
-                    )
-            vals[c] = first
-        mixture = None
-        wcols = {c[2:]: vals[c] for c in vals if is_weight_column(c) and vals[c] is not None}
-        if wcols:
-            try:
-                mixture = Mixture(wcols, atol=1e-6)
-            except InputError as exc:
-                raise InputError(f"{exc} for run {rid!r} in {source}") from None
-        meta = {c: _py(vals[c]) for c in vals if c.startswith("unique_tokens_") and vals[c] is not None}
-        meta.update(
-            {
-                c: vals[c]
-                for c in vals
-                if c not in RUN_LEVEL_COLUMNS
-                and not is_weight_column(c)
-                and not c.startswith("unique_tokens_")
-                and vals[c] is not None
-            }
-        )
-        parent = vals.get("parent_run")
-        phase = vals.get("phase") or ("cpt" if parent else "pt")
-        try:
-            metas[rid] = RunMeta(
-                run_id=rid,
-                phase=phase,
-                n_params=_py(vals.get("n_params")),
-                n_params_total=_py(vals.get("n_params_total")),
-                mixture=mixture,
-                parent_run=parent,
-                seed=_py(vals.get("seed")),
-                schedule=None if vals.get("schedule") is None else json.loads(vals["schedule"]),
-                meta=meta,
-            )
-        except InputError as exc:
-            raise InputError(f"{exc} in {source}:{int(user_rows[idx[0]])}") from None
-    return metas
-
-
-def _first_present(arr: np.ndarray) -> Any:
-    for v in arr:
-        if not _missing(v):
-            return v
-    return None
-
-
-def _missing(v: Any) -> bool:
-    return v is None or (isinstance(v, float | np.floating) and math.isnan(v))
-
-
-def _same(v: Any, ref: Any) -> bool:
-    if _missing(v):
-        return True  # an empty cell does not contradict the run's value
-    return bool(v == ref)
-
-
-def _fmt_val(v: Any) -> str:
-    if isinstance(v, np.generic):
-        v = v.item()
-    return repr(v)
-
-
-def _py(v: Any) -> Any:
-    if v is None:
-        return None
-    if isinstance(v, np.generic):
-        v = v.item()
-    if isinstance(v, float) and v == round(v) and abs(v) < 2**63:
-        return int(v)
-    return v
-
-
-def iter_chunks(df: pd.DataFrame, size: int) -> Iterable[pd.DataFrame]:
-    """Split a frame into chunks of ``size`` rows (helper for streaming writers)."""
-    for start in range(0, len(df), size):
-        yield df.iloc[start : start + size]
