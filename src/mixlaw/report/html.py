@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from mixlaw.decide.cmr import CMRDecision
-    from mixlaw.decide.cmr_cli import SizeScheduleCMR
+    from mixlaw.decide.cmr.schedule import SizeScheduleCMR
 
 __all__ = [
     "Section",

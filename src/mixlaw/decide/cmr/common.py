@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
-from mixlaw.laws import Law
+from mixlaw.laws import Law, get_law
 
 STATUS_OK = "ok"
 STATUS_WEAK = "weak"
@@ -27,6 +28,17 @@ BOOT_LOST_MAX = 0.2
 
 DEFAULT_LAMBDAS: tuple[float, ...] = (100.0, 300.0, 1000.0, 3000.0, 7000.0, math.inf)
 DEFAULT_EPSILONS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1)
+
+
+@lru_cache(maxsize=256)
+def _law_cached(name: str, options: tuple[tuple[str, Any], ...]) -> Law:
+    return get_law(name, **dict(options))
+
+
+def law_of(name: str, **options: Any) -> Law:
+    """``get_law`` from the registry, memoised per (name, options): the decision asks for the same few laws
+    thousands of times, and a registry lookup scans the law modules."""
+    return _law_cached(name, tuple(sorted(options.items())))
 
 
 def status_too_few(k: int = MIN_RATIOS_CMR_LAW) -> str:

@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mixlaw.decide.cmr.common import evaluate, r2_mse
+from mixlaw.decide.cmr.common import evaluate, law_of, r2_mse
 from mixlaw.decide.cmr.profile import fit_profiled, is_separable
 from mixlaw.decide.cmr.ratio import engine_fit
 from mixlaw.errors import FitError, InputError
-from mixlaw.laws import Law, get_law
+from mixlaw.laws import Law
 
 __all__ = ["RatioCurves", "SizeFits", "curve_laws", "fit_size", "bootstrap_size"]
 
@@ -69,7 +69,7 @@ def curve_laws(token_unit: float, pin_zero: bool, names: tuple[str, str] = DEFAU
     """The (domain, general) increment laws from the registry, validated by their spec (input ``tokens``)."""
     out = []
     for n in names:
-        law = get_law(n, token_unit=token_unit, pin_zero=pin_zero)
+        law = law_of(n, token_unit=token_unit, pin_zero=pin_zero)
         if tuple(law.inputs) != ("tokens",):
             raise InputError(f"law '{n}' cannot be an increment curve: its inputs are {', '.join(law.inputs)}")
         out.append(law)

@@ -171,7 +171,9 @@ def relative_to_control(inc: pd.DataFrame) -> pd.DataFrame:
     """
     if not has_control(inc):
         missing = sorted(map(str, set(inc["size"]) - set(inc.loc[inc["ratio"] == 0, "size"])))
-        raise InputError(f"--relative-to-control needs an R = 0 control run for every size; missing for {', '.join(missing)}")
+        raise InputError(
+            f"--relative-to-control needs an R = 0 control run for every size; missing for {', '.join(missing)}"
+        )
     parts = []
     for _size, d in inc.groupby("size", sort=False):
         ctrl = d[d["ratio"] == 0].groupby("tokens", as_index=False)[["dloss_general", "dloss_domain"]].mean()

@@ -22,6 +22,7 @@ from mixlaw.decide.cmr.common import (
     STATUS_NO_ROOT,
     STATUS_OK,
     evaluate,
+    law_of,
     num,
     size_json,
     status_too_few,
@@ -29,8 +30,17 @@ from mixlaw.decide.cmr.common import (
 from mixlaw.decide.cmr.curves import SizeFits, curve_laws
 from mixlaw.decide.cmr.profile import fit_profiled
 from mixlaw.decide.cmr.ratio import RatioLawFit, tolerance_boundary
-from mixlaw.decide.cmr.t0 import T0_FALLING, T0_ROOT, T0Result, critical_tokens, observed_shape
-from mixlaw.laws import Law, get_law
+from mixlaw.decide.cmr.t0 import (
+    T0_FALLING,
+    T0_ROOT,
+    T0Result,
+    critical_tokens,
+    critical_tokens_batch,
+    observed_shape,
+)
+from mixlaw.laws import Law
+
+T0_OBSERVED = "observed peak"
 
 __all__ = ["Decision", "ratio_rows", "cmr_points", "fit_cmr_laws", "headline", "cmr_law"]
 
@@ -54,7 +64,7 @@ class Decision:
 
 def cmr_law(token_unit: float, name: str = "cmr_law") -> Law:
     """The CMR law from the registry, validated: input ``tokens``, an inverse ``t0_tokens``."""
-    law = get_law(name, token_unit=token_unit)
+    law = law_of(name, token_unit=token_unit)
     if tuple(law.inputs) != ("tokens",) or not callable(getattr(law, "t0_tokens", None)):
         from mixlaw.errors import InputError
 
@@ -69,8 +79,13 @@ def ratio_rows(
     lagrange_mult: float,
     t0_search_factor: float,
     t0_cache: dict[tuple[float, float], T0Result] | None = None,
+    t0_given: dict[float, T0Result] | None = None,
+    require_turn: bool = True,
 ) -> list[dict[str, Any]]:
-    """Per trained ratio: fitted increments at the budget, T0, the observed shape and the verdict."""
+    """Per trained ratio: fitted increments at the budget, T0, the observed shape and the verdict.
+
+    ``require_turn=False`` (increments relative to the control) judges tolerance and domain gain only: relative to
+    the control a turning point means the gap to it closing, which the CMR paper's criterion does not ask for."""
     dom_law, gen_law = curve_laws(sf.token_unit, sf.pin_zero, sf.laws)
     budget = sf.budget_tokens
     rows: list[dict[str, Any]] = []
@@ -91,7 +106,9 @@ def ratio_rows(
         d_b = float(evaluate(dom_law, {"tokens": np.array([budget])}, c.dom_params)[0])
         row["dloss_general_at_budget"], row["dloss_domain_at_budget"] = g_b, d_b
         key = (float(lagrange_mult), c.ratio)
-        if t0_cache is not None and key in t0_cache:
+        if t0_given is not None and c.ratio in t0_given:
+            t0 = t0_given[c.ratio]
+        elif t0_cache is not None and key in t0_cache:
             t0 = t0_cache[key]
         else:
             t0 = critical_tokens(dom_law, c.dom_params, gen_law, c.gen_params, lagrange_mult=lagrange_mult,
@@ -117,18 +134,24 @@ def ratio_rows(
             if shape.never_rises:
                 turn = " (general loss never rises above its start)"
             elif shape.turned and shape.peak_tokens <= budget:
-                t0_tok, t0_status = shape.peak_tokens, "observed peak"
+                t0_tok, t0_status = shape.peak_tokens, T0_OBSERVED
                 turn = " (turning point from the observed peak; the fitted curve falls from its first point)"
             else:
                 t0_tok, t0_status = None, "contradicted by the observations"
                 reasons.append(f"observed general loss still rising at the budget (+{shape.rise:.4f}); the fitted "
                                "curve falls from its first point")  # fmt: skip
+        elif shape.turned and shape.peak_tokens < budget:
+            # the data turned inside the budget although the fitted curve does not: the model-free peak decides
+            t0_tok, t0_status = shape.peak_tokens, T0_OBSERVED
+            turn = " (turning point from the observed peak; the fitted curve misses it)"
         elif t0_tok is None:
             reasons.append(f"{STATUS_NO_ROOT} (still rising up to {t0_search_factor:g}× the budget)")
         else:
             reasons.append(f"{STATUS_NO_ROOT}: T0 = {t0_tok:.4g} tokens > budget {budget:.4g}")
         row["t0_tokens"], row["t0_status"] = t0_tok, t0_status
         row["within_tolerance"] = bool(g_b <= epsilon)
+        if not require_turn:
+            reasons = [x for x in reasons if x.startswith(("general loss rises", "domain loss"))]
         if c.ratio == 0.0:  # R = 0 (general data only) is the control run, not a candidate share
             reasons = ["control run (R = 0: no domain data)", *reasons]
         row["feasible"] = not reasons
@@ -137,9 +160,30 @@ def ratio_rows(
     return rows
 
 
+def t0_for_resamples(
+    sfs: list[SizeFits], *, lagrange_mult: float, t0_search_factor: float
+) -> list[dict[float, T0Result]]:
+    """T0 of every ratio of many resamples of one size: one vectorised solve per ratio (see ratio_rows)."""
+    if not sfs:
+        return []
+    sf = sfs[0]
+    dom_law, gen_law = curve_laws(sf.token_unit, sf.pin_zero, sf.laws)
+    out: list[dict[float, T0Result]] = [{} for _ in sfs]
+    for i, c in enumerate(sf.curves):
+        ok = [b for b, s in enumerate(sfs) if s.curves[i].gen_params is not None and s.curves[i].dom_params is not None]
+        res = critical_tokens_batch(
+            dom_law, [sfs[b].curves[i].dom_params for b in ok], gen_law, [sfs[b].curves[i].gen_params for b in ok],
+            lagrange_mult=lagrange_mult, t_lo=c.t_lo, t_hi=max(sf.budget_tokens, c.t_last) * t0_search_factor,
+        )  # type: ignore[arg-type]  # fmt: skip
+        for b, r in zip(ok, res, strict=True):
+            out[b][c.ratio] = r
+    return out
+
+
 def cmr_points(rows: list[dict[str, Any]]) -> list[tuple[float, float]]:
     """``(T0(R_j), R_j)`` of the candidate ratios with a turning point the data support."""
-    return [(r["t0_tokens"], r["ratio"]) for r in rows if r["t0_status"] == T0_ROOT and r["ratio"] > 0]
+    return [(r["t0_tokens"], r["ratio"]) for r in rows
+            if r["t0_status"] in (T0_ROOT, T0_OBSERVED) and r["ratio"] > 0]  # fmt: skip
 
 
 def fit_cmr_laws(law: Law, points: list[list[tuple[float, float]]]) -> list[dict[str, float] | None]:
@@ -167,8 +211,10 @@ def headline(
     cmr_params: dict[str, float] | None,
     ratio_fits: tuple[RatioLawFit | None, RatioLawFit | None, str | None],
     epsilon: float,
+    require_turn: bool = True,
 ) -> Decision:
-    """The CMR of one size from its rows, CMR law and ratio laws (pure)."""
+    """The CMR of one size from its rows, CMR law and ratio laws (pure); without ``require_turn`` the CMR is
+    the tolerance boundary."""
     budget = sf.budget_tokens
     notes: list[str] = []
     fitted = [r for r in rows if r["t0_status"] is not None]
@@ -195,7 +241,10 @@ def headline(
         r_max = max(c.ratio for c in sf.curves)
         if tol is not None and tol > r_max:
             notes.append(f"tolerance boundary {tol:.4f} lies beyond the largest trained ratio {r_max:g}")
-    if not fitted or not feas:
+    if not require_turn:
+        status, cmr, source = (STATUS_OK, tol, "tolerance boundary") if tol is not None else (
+            STATUS_NO_FEASIBLE, None, "none")  # fmt: skip
+    elif not fitted or not feas:
         status = STATUS_NO_FEASIBLE
         cand = [r for r in fitted if r["ratio"] > 0]
         if cand and all(r["within_tolerance"] for r in cand) and not any(

@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 
 from mixlaw.decide.cmr.common import DEFAULT_EPSILONS, DEFAULT_LAMBDAS
-from mixlaw.decide.cmr.data import has_control, prepare_increments, relative_to_control, resolve_columns
+from mixlaw.decide.cmr.data import has_control, prepare_increments, resolve_columns
+from mixlaw.decide.cmr.data import relative_to_control as _relative
 from mixlaw.decide.cmr.pipeline import check_args, cmr_size_trend, decide_size
 from mixlaw.decide.cmr.ratio import resolve_ratio_law
 from mixlaw.decide.cmr.result import CMRDecision, SizeCMR
@@ -95,7 +96,7 @@ def critical_mixture_ratio(
         raise InputError(f"c_method must be 'fit' or 'corr_grid', got {c_method!r}")
     cols = resolve_columns(table, general_eval, domain_eval, ratio_column, size_column)
     inc_abs = prepare_increments(table, cols)
-    inc = relative_to_control(inc_abs) if relative_to_control else inc_abs
+    inc = _relative(inc_abs) if relative_to_control else inc_abs
     rng = random_state if isinstance(random_state, np.random.Generator) else np.random.default_rng(random_state)
     kw: dict[str, Any] = dict(
         epsilon=epsilon, lagrange_mult=lagrange_mult, budget_tokens=budget_tokens, token_unit=token_unit,
@@ -143,7 +144,7 @@ def critical_mixture_ratio(
 
 def relative_to_control_safe(inc: pd.DataFrame) -> pd.DataFrame | None:
     try:
-        return relative_to_control(inc)
+        return _relative(inc)
     except InputError:
         return None
 

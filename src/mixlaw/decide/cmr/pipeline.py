@@ -29,6 +29,7 @@ from mixlaw.decide.cmr.decision import (
     fit_cmr_laws,
     headline,
     ratio_rows,
+    t0_for_resamples,
 )
 from mixlaw.decide.cmr.ratio import RatioLawFit, fit_ratio_law_batch, model_free_crossing, resolve_ratio_law
 from mixlaw.decide.cmr.result import SizeCMR
@@ -184,12 +185,13 @@ def decide_size(
     sf = fit_size(inc, size, budget_tokens, token_unit, pin_zero, fit_loss, sink=fit_notes)
     law = cmr_law(sf.token_unit)
     t0c: dict[tuple[float, float], Any] = {}
-    kw = dict(t0_search_factor=t0_search_factor)
+    turn = "dloss_general_abs" not in inc.columns  # relative to the control: tolerance only (see ratio_rows)
+    kw: dict[str, Any] = dict(t0_search_factor=t0_search_factor, require_turn=turn)
     rows = ratio_rows(sf, epsilon=epsilon, lagrange_mult=lagrange_mult, t0_cache=t0c, **kw)
     rl_name = choose_ratio_law(sf, rows, ratio_law, c_method, fit_loss)
     (rfit,), rl_note = ratio_fits_batch(sf, [rows], [sf], rl_name, c_method, fit_loss)
     (cparams,) = fit_cmr_laws(law, [cmr_points(rows)])
-    dec = headline(sf, rows, cparams, rfit, epsilon)
+    dec = headline(sf, rows, cparams, rfit, epsilon, require_turn=turn)
     notes = fit_notes + ([rl_note] if rl_note else []) + dec.notes
     if budget_tokens is not None and budget_tokens > max(c.t_last for c in sf.curves):
         notes.append("budget beyond the last evaluation: curves extrapolated")
@@ -200,12 +202,14 @@ def decide_size(
     n_failed = 0
     if bootstrap > 0:
         bsfs = bootstrap_size(sf, bootstrap, rng, fit_loss)
-        brows = [ratio_rows(b, epsilon=epsilon, lagrange_mult=lagrange_mult, **kw) for b in bsfs]
+        bt0 = t0_for_resamples(bsfs, lagrange_mult=lagrange_mult, t0_search_factor=t0_search_factor)
+        brows = [ratio_rows(b, epsilon=epsilon, lagrange_mult=lagrange_mult, t0_given=g, **kw)
+                 for b, g in zip(bsfs, bt0, strict=True)]  # fmt: skip
         bparams = fit_cmr_laws(law, [cmr_points(r) for r in brows])
         boot_rfits, _ = ratio_fits_batch(sf, brows, bsfs, rl_name, c_method, fit_loss)
         vals, tols = [], []
         for b, r, p, f in zip(bsfs, brows, bparams, boot_rfits, strict=True):
-            bd = headline(b, r, p, f, epsilon)
+            bd = headline(b, r, p, f, epsilon, require_turn=turn)
             v = _same_source(dec, bd)
             if v is None:
                 n_failed += 1
@@ -234,7 +238,7 @@ def decide_size(
             srows = ratio_rows(sf, epsilon=eps, lagrange_mult=lam, t0_cache=t0c, **kw)
             if prm is None:
                 (prm,) = fit_cmr_laws(law, [cmr_points(srows)])
-            sd = headline(sf, srows, prm, rfit, eps)
+            sd = headline(sf, srows, prm, rfit, eps, require_turn=turn)
             sens.append({"n_params": size_json(size), "lagrange_mult": "inf" if math.isinf(lam) else lam,
                          "epsilon": eps, "cmr": sd.cmr, "status": sd.status,
                          "n_feasible": sum(r["feasible"] for r in sd.ratios),
@@ -242,7 +246,8 @@ def decide_size(
     r_obs, g_obs, _ = budget_values(sf, rows)
     mf, mf_status = model_free_crossing(r_obs, g_obs - sf.ref_general, epsilon)
     misfit = ratio_law_misfit(sf, rows, rfit[0])
-    if dec.tolerance_boundary is not None and mf_status == STATUS_OK and mf is not None and abs(dec.tolerance_boundary - mf) > 0.05:
+    tb = dec.tolerance_boundary
+    if tb is not None and mf_status == STATUS_OK and mf is not None and abs(tb - mf) > 0.05:
         notes.append(f"tolerance boundary {dec.tolerance_boundary:.3f} ({rl_name}) vs model-free crossing of the "
                      f"observations {mf:.3f}")  # fmt: skip
     weak = _weak(sf, dec, bootstrap, n_failed, misfit)

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import brentq, least_squares
 
-from mixlaw.decide.cmr.common import STATUS_OK, evaluate, r2_mse, status_too_few
+from mixlaw.decide.cmr.common import STATUS_OK, evaluate, law_of, r2_mse, status_too_few
 from mixlaw.decide.cmr.profile import fit_profiled, is_separable
 from mixlaw.errors import BoundaryWarning, ConvergenceWarning, FitError, InputError
 from mixlaw.laws import Law, get_law, law_names
@@ -45,7 +45,7 @@ def resolve_ratio_law(name: str | Law) -> Law:
         key = _SHORT.get(str(name), str(name))
         if key not in law_names():
             raise InputError(f"--ratio-law must be one of {', '.join(_ratio_laws())} (or power, exp), got {name!r}")
-        law = get_law(key)
+        law = law_of(key)
     if tuple(law.inputs) != ("ratio",):
         raise InputError(
             f"law '{law.name}' is not a ratio law (its inputs are {', '.join(law.inputs)}; a ratio law takes "
@@ -78,7 +78,7 @@ class RatioLawFit:
     status: str = "converged"
 
     def predict(self, ratio: np.ndarray | float) -> np.ndarray:
-        return evaluate(get_law(self.law), {"ratio": np.asarray(ratio, dtype=np.float64)}, self.params)
+        return evaluate(law_of(self.law), {"ratio": np.asarray(ratio, dtype=np.float64)}, self.params)
 
     def to_dict(self) -> dict[str, Any]:
         return {"law": self.law, "params": dict(self.params), "method": self.method, "r2": self.r2,

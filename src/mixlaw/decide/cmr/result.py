@@ -9,10 +9,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mixlaw.decide.cmr.common import STATUS_NO_ROOT, STATUS_OK, evaluate, size_json
+from mixlaw.decide.cmr.common import STATUS_NO_ROOT, STATUS_OK, evaluate, law_of, size_json
 from mixlaw.decide.cmr.ratio import RatioLawFit
 from mixlaw.errors import FitError, InputError
-from mixlaw.laws import get_law
 from mixlaw.laws.cmr_law import CMRLaw
 
 __all__ = ["SizeCMR", "CMRDecision"]
@@ -68,7 +67,7 @@ class SizeCMR:
         """CMR-law prediction at other budgets (tokens); NaN-free: raises if the law was not fitted."""
         if self.cmr_law is None:
             raise FitError(f"no CMR law for size {self.n_params}: {self.status}")
-        law = get_law("cmr_law", token_unit=self.token_unit)
+        law = law_of("cmr_law", token_unit=self.token_unit)
         # shares are shares: the law is clipped to [0, 1] (the status says when the budget's value was clipped)
         return np.clip(evaluate(law, {"tokens": np.asarray(tokens, dtype=np.float64)}, self.cmr_law), 0.0, 1.0)
 
@@ -76,7 +75,7 @@ class SizeCMR:
         """Percentile band of the CMR law over bootstrap resamples (None without bootstrap)."""
         if not self.bootstrap_cmr_law:
             return None
-        law = get_law("cmr_law", token_unit=self.token_unit)
+        law = law_of("cmr_law", token_unit=self.token_unit)
         curves = np.array([evaluate(law, {"tokens": tokens}, p) for p in self.bootstrap_cmr_law])
         a = (1 - level) / 2
         curves = np.clip(curves, 0.0, 1.0)

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from scipy.optimize import brentq
 
 from mixlaw.errors import InputError
 from mixlaw.laws import Law
@@ -93,10 +92,20 @@ def critical_tokens(
     if crossings.size == 0:
         return T0Result(None, T0_NONE, 0)
     i = int(crossings[0])
-    if hv[i + 1] == 0.0:
-        root = float(u[i + 1])
-    else:
-        root = float(brentq(lambda v: float(h(np.array([v]))[0]), u[i], u[i + 1], xtol=1e-10))
+    lo_u, hi_u = float(u[i]), float(u[i + 1])
+    for _ in range(4):  # bracket refinement: 4 × 32-point sub-grids (one vectorised slope evaluation each)
+        sub = np.linspace(lo_u, hi_u, 33)
+        hs = h(sub)
+        j = np.flatnonzero((hs[:-1] > 0) & ~(hs[1:] > 0))
+        if j.size == 0:
+            break
+        k = int(j[0])
+        lo_u, hi_u = float(sub[k]), float(sub[k + 1])
+        if hs[k + 1] == 0.0:
+            lo_u = hi_u
+            break
+    h_lo, h_hi = h(np.array([lo_u, hi_u]))
+    root = lo_u if hi_u == lo_u or h_lo == h_hi else lo_u + (hi_u - lo_u) * h_lo / (h_lo - h_hi)
     return T0Result(float(math.exp(root)), T0_ROOT, int(crossings.size))
 
 
@@ -127,7 +136,8 @@ def observed_shape(tokens: np.ndarray, dloss: np.ndarray, noise: float, *, floor
     t, y = t[o], y[o]
     s = max(float(noise), floor)
     i = int(np.argmax(y))
-    rise, drop = float(y[i]), float(y[i] - y[-1])
+    end = float(np.mean(y[-2:])) if y.size >= 2 else float(y[-1])  # one low last point is not a turn
+    rise, drop = float(y[i]), float(y[i] - end)
     rose = rise > 2 * s
     return ObservedShape(
         rise=rise,
@@ -138,3 +148,80 @@ def observed_shape(tokens: np.ndarray, dloss: np.ndarray, noise: float, *, floor
         turned=rose and drop > 2 * s,
         never_rises=not rose,
     )
+
+
+def _slopes_batch(law: Law, params: list[Mapping[str, float]], tokens: np.ndarray) -> np.ndarray:
+    """``T · dΔL/dT`` for B parameter sets at once: tokens ``(B, G)`` → ``(B, G)`` (one autograd pass)."""
+    t = torch.tensor(np.array(tokens, dtype=np.float64, copy=True), requires_grad=True)
+    p = {k: torch.tensor([[float(q[k])] for q in params], dtype=torch.float64) for k in law.param_names}
+    y = law.predict({"tokens": t}, p)
+    (g,) = torch.autograd.grad(y.sum(), t)
+    return (g * t).detach().numpy()
+
+
+def critical_tokens_batch(
+    dom_law: Law,
+    dom_params: list[Mapping[str, float]],
+    gen_law: Law,
+    gen_params: list[Mapping[str, float]],
+    *,
+    lagrange_mult: float = math.inf,
+    t_lo: float,
+    t_hi: float,
+    n_grid: int = 512,
+) -> list[T0Result]:
+    """:func:`critical_tokens` for many parameter sets of the same laws on the same range, vectorised (the
+    bootstrap resamples of one ratio). Same rule: the first + → − change after a positive stretch."""
+    B = len(gen_params)
+    if B == 0:
+        return []
+    lam = float(lagrange_mult)
+
+    def h(u: np.ndarray) -> np.ndarray:
+        t = np.exp(u)
+        gen = _slopes_batch(gen_law, gen_params, t)
+        return gen if math.isinf(lam) else _slopes_batch(dom_law, dom_params, t) / lam + gen
+
+    u = np.broadcast_to(np.linspace(math.log(t_lo), math.log(t_hi), n_grid), (B, n_grid))
+    hv = h(u)
+    out: list[T0Result | None] = [None] * B
+    lo = np.zeros(B)
+    hi = np.zeros(B)
+    act = []
+    for b in range(B):
+        if not np.all(np.isfinite(hv[b])):
+            out[b] = T0Result(None, T0_NONE, 0)
+            continue
+        pos = hv[b] > 0
+        if not pos.any():
+            out[b] = T0Result(float(t_lo), T0_FALLING, 0)
+            continue
+        cr = np.flatnonzero(pos[:-1] & ~pos[1:])
+        if cr.size == 0:
+            out[b] = T0Result(None, T0_NONE, 0)
+            continue
+        lo[b], hi[b] = u[b, cr[0]], u[b, cr[0] + 1]
+        out[b] = T0Result(None, T0_ROOT, int(cr.size))
+        act.append(b)
+    if act:
+        ia = np.array(act)
+        sub_p = [gen_params[b] for b in ia], [dom_params[b] for b in ia]
+        for _ in range(4):
+            sub = np.linspace(lo[ia], hi[ia], 33, axis=1)  # (a, 33)
+            gen = _slopes_batch(gen_law, sub_p[0], np.exp(sub))
+            hs = gen if math.isinf(lam) else _slopes_batch(dom_law, sub_p[1], np.exp(sub)) / lam + gen
+            cross = (hs[:, :-1] > 0) & ~(hs[:, 1:] > 0)
+            has = cross.any(axis=1)
+            k = np.argmax(cross, axis=1)
+            rows = np.arange(ia.size)
+            lo[ia] = np.where(has, sub[rows, k], lo[ia])
+            hi[ia] = np.where(has, sub[rows, k + 1], hi[ia])
+        ends = np.stack([lo[ia], hi[ia]], axis=1)
+        gen = _slopes_batch(gen_law, sub_p[0], np.exp(ends))
+        he = gen if math.isinf(lam) else _slopes_batch(dom_law, sub_p[1], np.exp(ends)) / lam + gen
+        den = he[:, 0] - he[:, 1]
+        with np.errstate(all="ignore"):
+            root = np.where(den != 0, lo[ia] + (hi[ia] - lo[ia]) * he[:, 0] / den, lo[ia])
+        for j, b in enumerate(ia):
+            out[b] = T0Result(float(math.exp(root[j])), T0_ROOT, out[b].n_roots)  # type: ignore[union-attr]
+    return [o for o in out if o is not None]
