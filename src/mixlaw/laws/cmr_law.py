@@ -73,3 +73,18 @@ class CMRLaw(Law):
             "s4": np.array([-1.0, -0.4, -0.15, 0.1, 0.3, 0.6, 1.0]),
             "beta3": np.array([-1.0, -0.5, 0.0, 0.5, 1.0, 1.5]),
         }
+
+    # ---- separable form (used by mixlaw.decide.cmr.profile): the exponent nonlinear, the rest linear
+    def profile_points(self) -> dict[str, np.ndarray]:
+        """Token exponents over ``[-3, 3]`` without 0."""
+        e = np.round(np.arange(-3.0, 3.0001, 0.02), 3)
+        return {"s4": e[np.abs(e) > 0.005]}
+
+    def linear_design(
+        self, x: Mapping[str, np.ndarray], theta: Mapping[str, np.ndarray]
+    ) -> tuple[tuple[str, ...], np.ndarray]:
+        """Columns ``[T^s4, 1]`` for ``alpha4, beta3``."""
+        t = np.asarray(x["tokens"], dtype=np.float64) / self.token_unit
+        with np.errstate(all="ignore"):
+            a = t ** np.asarray(theta["s4"])[..., None]
+        return ("alpha4", "beta3"), np.stack([a, np.ones_like(a)], axis=-1)

@@ -94,3 +94,20 @@ class DLossDomain(Law):
             "s1": np.array([-1.0, -0.5, -0.2, 0.1, 0.3, 0.6, 1.0]),
             "beta1": np.array([-0.3, -0.05, 0.0, 0.05]),
         }
+
+    # ---- separable form (used by mixlaw.decide.cmr.profile): the exponent nonlinear, the rest linear
+    def profile_points(self) -> dict[str, np.ndarray]:
+        """Exponents over ``[-1.5, 2.5]`` without 0 (``> 0`` when pinned)."""
+        e = np.round(np.arange(-1.5, 2.5001, 0.05), 3)
+        return {"s1": e[np.abs(e) > 0.02] if not self.pin_zero else e[e > 0.02]}
+
+    def linear_design(
+        self, x: Mapping[str, np.ndarray], theta: Mapping[str, np.ndarray]
+    ) -> tuple[tuple[str, ...], np.ndarray]:
+        """Columns ``[T^s1(, 1)]`` for ``alpha1`` (and ``beta1``)."""
+        t = np.asarray(x["tokens"], dtype=np.float64) / self.token_unit
+        with np.errstate(all="ignore"):
+            a = t ** np.asarray(theta["s1"])[..., None]
+        if self.pin_zero:
+            return ("alpha1",), a[..., None]
+        return ("alpha1", "beta1"), np.stack([a, np.ones_like(a)], axis=-1)

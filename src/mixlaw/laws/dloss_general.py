@@ -97,6 +97,27 @@ class DLossGeneral(Law):
             "beta2": np.array([-0.05, 0.0, 0.05]),
         }
 
+    # ---- separable form (used by mixlaw.decide.cmr.profile): exponents nonlinear, the rest linear
+    def profile_points(self) -> dict[str, np.ndarray]:
+        """Exponent pairs ``s2 < s3`` (gap ≥ 0.05, no exponent at 0) over ``[-1.5, 2.5]`` (``> 0`` pinned)."""
+        e = np.round(np.arange(-1.5, 2.5001, 0.1), 3)
+        e = e[np.abs(e) > 0.02] if not self.pin_zero else e[e > 0.02]
+        i, j = np.triu_indices(e.size, k=1)
+        return {"s2": e[i], "s3": e[j]}
+
+    def linear_design(
+        self, x: Mapping[str, np.ndarray], theta: Mapping[str, np.ndarray]
+    ) -> tuple[tuple[str, ...], np.ndarray]:
+        """Columns ``[T^s2, T^s3(, 1)]`` for the amplitudes ``alpha2, alpha3`` (and ``beta2``)."""
+        t = np.asarray(x["tokens"], dtype=np.float64) / self.token_unit
+        with np.errstate(all="ignore"):
+            a = t ** np.asarray(theta["s2"])[..., None]
+            b = t ** np.asarray(theta["s3"])[..., None]
+        cols = [a, b] if self.pin_zero else [a, b, np.ones_like(a)]
+        return (("alpha2", "alpha3") if self.pin_zero else ("alpha2", "alpha3", "beta2")), np.stack(
+            np.broadcast_arrays(*cols), axis=-1
+        )
+
 
 def canonical_params(params: Mapping[str, float]) -> dict[str, float]:
     """Order the two interchangeable power terms so that ``s2 <= s3`` (for comparing fits)."""

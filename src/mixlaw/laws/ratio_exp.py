@@ -54,3 +54,26 @@ class RatioExp(Law):
             "k": np.linspace(-6.0, 6.0, 13),
             "b": np.linspace(-5.0, 1.0, 7),
         }
+
+    # ---- separable form (used by mixlaw.decide.cmr.profile): k nonlinear, c and the amplitude exp(b) linear
+    def profile_points(self) -> dict[str, np.ndarray]:
+        """Sensitivities ``k`` over ``[-30, 30]`` without 0."""
+        k = np.round(np.arange(-30.0, 30.0001, 0.1), 3)
+        return {"k": k[np.abs(k) > 0.05]}
+
+    def linear_design(
+        self, x: Mapping[str, np.ndarray], theta: Mapping[str, np.ndarray]
+    ) -> tuple[tuple[str, ...], np.ndarray]:
+        """Columns ``[1, exp(k R)]`` for ``c`` and the amplitude ``exp(b)``."""
+        r = np.asarray(x["ratio"], dtype=np.float64)
+        with np.errstate(all="ignore"):
+            e = np.exp(np.asarray(theta["k"])[..., None] * r)
+        return ("c", "amp"), np.stack([np.ones_like(e), e], axis=-1)
+
+    def from_profile(self, params: Mapping[str, float]) -> dict[str, float] | None:
+        """``b = log(amp)``; None when the amplitude is not positive (not this law's shape)."""
+        amp = float(params["amp"])
+        if not amp > 0:
+            return None
+        return {"c": float(params["c"]), "k": float(params["k"]), "b": float(np.log(amp))}
+

@@ -53,3 +53,18 @@ class RatioPower(Law):
             "s": np.array([-1.5, -0.5, -0.2, -0.05, 0.05, 0.2, 0.5, 1.0, 2.0]),
             "beta": np.array([0.0, 1.0, 2.0, 3.0, 5.0]),
         }
+
+    # ---- separable form (used by mixlaw.decide.cmr.profile): the exponent nonlinear, the rest linear
+    def profile_points(self) -> dict[str, np.ndarray]:
+        """Exponents of the share over ``[-2, 4]`` without 0."""
+        e = np.round(np.arange(-2.0, 4.0001, 0.02), 3)
+        return {"s": e[np.abs(e) > 0.005]}
+
+    def linear_design(
+        self, x: Mapping[str, np.ndarray], theta: Mapping[str, np.ndarray]
+    ) -> tuple[tuple[str, ...], np.ndarray]:
+        """Columns ``[R^s, 1]`` for ``alpha, beta``."""
+        r = np.asarray(x["ratio"], dtype=np.float64)
+        with np.errstate(all="ignore"):
+            a = r ** np.asarray(theta["s"])[..., None]
+        return ("alpha", "beta"), np.stack([a, np.ones_like(a)], axis=-1)

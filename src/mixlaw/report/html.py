@@ -19,11 +19,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from mixlaw.report.fmt import fmt_size, fmt_tokens
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from mixlaw.decide.cmr import CMRDecision
-    from mixlaw.decide.cmr_cli import SizeScheduleCMR
+    from mixlaw.decide.cmr.schedule import SizeScheduleCMR
 
 __all__ = [
     "Section",
@@ -128,229 +130,29 @@ def table_html(frame: pd.DataFrame | Iterable[dict[str, Any]], *, columns: Seque
 
 
 def _tok(v: float | None) -> str:
-    if v is None:
-        return "—"
-    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(v) >= scale:
-            return f"{v / scale:.3g}{unit}"
-    return f"{v:.3g}"
+    return fmt_tokens(v)
 
 
 def _size(v: Any) -> str:
-    return _tok(float(v)) if isinstance(v, (int, float, np.integer, np.floating)) else str(v)
+    return fmt_size(v)
 
 
 def _status_class(status: str) -> str:
-    return "ok" if status == "ok" else ("warn" if status.startswith("all ratios") else "bad")
+    return "ok" if status == "ok" else ("warn" if status.startswith(("all ratios", "weak", "CMR law")) else "bad")
 
 
 def cmr_sections(decision: CMRDecision, *, source: str | None = None) -> list[Section]:
-    """The CMR report sections: headline, data, CMR table, per-ratio table, fit quality, plots, sensitivity,
-    assumptions."""
-    import matplotlib.pyplot as plt
+    """The CMR report sections (see :mod:`mixlaw.report.cmr_page`)."""
+    from mixlaw.report.cmr_page import cmr_sections as sections
 
-    from mixlaw.report import plots
-
-    st = decision.settings
-    inc = decision.increments
-    out: list[Section] = []
-
-    # headline
-    kpis = []
-    for s in decision.sizes:
-        val = f"{s.cmr:.3f}" if s.cmr is not None else "—"
-        ci = f"95% CI [{s.ci[0]:.3f}, {s.ci[1]:.3f}]" if s.ci else "no bootstrap interval"
-        kpis.append(
-            f"<div><small>size {esc(_size(s.n_params))} · budget {esc(_tok(s.budget_tokens))} tokens</small>"
-            f'<b>{esc(val)}</b><small>{esc(ci)}</small><br><span class="{_status_class(s.status)}">'
-            f"{esc(s.status)}</span></div>"
-        )
-    out.append(
-        Section(
-            "Answer: largest domain share of the CPT mix",
-            f'<div class="kpi">{"".join(kpis)}</div><p>Domain eval <code>{esc(st["domain_eval"])}</code>, general eval '
-            f"<code>{esc(st['general_eval'])}</code>, ratio = <code>{esc(st['ratio_column'])}</code>. The CMR is the "
-            "largest domain share whose general loss has turned (peaked) within the budget and stays within "
-            f"ε = {st['epsilon']:g} nats/token of its value before CPT.</p>",
-        )
-    )
-
-    # data summary
-    summ = (
-        inc.groupby(["size", "ratio"])
-        .agg(
-            runs=("run_id", "nunique"),
-            evals=("tokens", "size"),
-            max_tokens=("tokens", "max"),
-            ref_general=("ref_general", "first"),
-            ref_domain=("ref_domain", "first"),
-        )  # fmt: skip
-        .reset_index()
-    )
-    summ["max_tokens"] = summ["max_tokens"].map(_tok)
-    summ["size"] = summ["size"].map(_size)
-    out.append(
-        Section(
-            "Data",
-            f"<p>{len(inc)} CPT evaluations from {inc['run_id'].nunique()} runs"
-            f"{' in ' + esc(source) if source else ''}; increments ΔL = L(T) − L(0) from each run's T = 0 "
-            "evaluation (or its parent's last evaluation).</p>" + table_html(summ),
-        )
-    )
-
-    # CMR table
-    rows = []
-    for s in decision.sizes:
-        rows.append(
-            {
-                "size": _size(s.n_params),
-                "budget (tokens)": _tok(s.budget_tokens),
-                "CMR": s.cmr,
-                "95% CI": f"[{s.ci[0]:.3f}, {s.ci[1]:.3f}]" if s.ci else "—",
-                "from": s.cmr_source,
-                "largest feasible tried": s.cmr_discrete,
-                "CMR law at budget": s.cmr_law_at_budget,
-                "tolerance boundary": s.tolerance_boundary,
-                "status": s.status,
-                "bootstrap (ok/failed)": f"{s.n_bootstrap - s.n_bootstrap_failed}/{s.n_bootstrap_failed}"
-                if s.n_bootstrap
-                else "—",
-            }
-        )
-    notes = "".join(f"<li>{esc(_size(s.n_params))}: {esc(n)}</li>" for s in decision.sizes for n in s.notes)
-    out.append(
-        Section(
-            "Critical mixture ratio per size",
-            table_html(rows) + (f"<p><b>Notes</b></p><ul>{notes}</ul>" if notes else ""),
-        )
-    )
-
-    # per ratio
-    rrows = []
-    for s in decision.sizes:
-        for r in s.ratios:
-            rrows.append(
-                {
-                    "size": _size(s.n_params),
-                    "ratio": r["ratio"],
-                    "T0 (tokens)": _tok(r["t0_tokens"]),
-                    "T0 / budget": (r["t0_tokens"] / s.budget_tokens) if r["t0_tokens"] is not None else None,
-                    "ΔL_gen @ budget (fit)": r["dloss_general_at_budget"],
-                    "ΔL_gen @ budget (obs)": r["observed_dloss_general_at_budget"],
-                    "ΔL_dom @ budget (fit)": r["dloss_domain_at_budget"],
-                    "feasible": r["feasible"],
-                    "reason": r["reason"],
-                }
-            )
-    out.append(Section("Per trained ratio", table_html(rrows)))
-
-    # fit quality
-    qrows = []
-    for s in decision.sizes:
-        for r in s.ratios:
-            qrows.append({"size": _size(s.n_params), "ratio": r["ratio"], "law": "dloss_general (Eq. 6)",
-                          "R²": r["r2_general"]})  # fmt: skip
-            qrows.append({"size": _size(s.n_params), "ratio": r["ratio"], "law": "dloss_domain (Eq. 6)",
-                          "R²": r["r2_domain"]})  # fmt: skip
-        for lbl, f in (("general", s.ratio_law_general), ("domain", s.ratio_law_domain)):
-            if f is not None:
-                qrows.append({"size": _size(s.n_params), "ratio": "all", "law": f"{f.law} on {lbl} loss ({f.method})",
-                              "R²": f.r2})  # fmt: skip
-    figs = []
-    for s in decision.sizes:
-        fig, axes = plt.subplots(1, 2, figsize=(11.5, 4.0))
-        plots.plot_fit_residuals(s, inc, ax=axes[0])
-        plots.plot_ratio_law(s, epsilon=st["epsilon"], ax=axes[1])
-        fig.tight_layout()
-        figs.append(figure_html(fig, alt=f"fit quality {_size(s.n_params)}"))
-    out.append(Section("Fit quality", table_html(qrows) + f'<div class="figs">{"".join(figs)}</div>'))
-
-    # plots
-    figs = []
-    for s in decision.sizes:
-        fig = plt.figure(figsize=(12.0, 4.6))
-        ax3 = fig.add_subplot(1, 2, 1, projection="3d")
-        plots.plot_tradeoff_3d(inc, size=s.n_params, ax=ax3)
-        plots.plot_general_increments(s, inc, epsilon=st["epsilon"], ax=fig.add_subplot(1, 2, 2))
-        fig.tight_layout()
-        figs.append(figure_html(fig, alt=f"trajectories {_size(s.n_params)}"))
-    fig, axes = plt.subplots(1, 2, figsize=(11.5, 4.0))
-    plots.plot_cmr_vs_budget(decision.sizes, ax=axes[0])
-    if sum(s.cmr is not None for s in decision.sizes) >= 2:
-        plots.plot_cmr_vs_size(decision, ax=axes[1])
-    else:
-        axes[1].axis("off")
-        axes[1].text(0.5, 0.5, "CMR vs model size needs ≥ 2 sizes with a CMR", ha="center", va="center")
-    fig.tight_layout()
-    figs.append(figure_html(fig, alt="CMR vs budget and size"))
-    trend = ""
-    if decision.trend is not None:
-        tr = decision.trend
-        trend = f"<p>Size trend: CMR = {tr['a']:.4f} + {tr['b']:.4f}·log10(N) over {tr['n_sizes']} sizes.</p>"
-    out.append(Section("Plots", f'<div class="figs">{"".join(figs)}</div>{trend}'))
-
-    # sensitivity
-    if not decision.sensitivity.empty:
-        sens = decision.sensitivity.copy()
-        sens["n_params"] = sens["n_params"].map(_size)
-        sens["lagrange_mult"] = sens["lagrange_mult"].map(lambda v: v if isinstance(v, str) else f"{v:g}")
-        pivot = sens.pivot_table(index=["n_params", "lagrange_mult"], columns="epsilon", values="cmr",
-                                 aggfunc="first", dropna=False)  # fmt: skip
-        pivot.columns = [f"ε = {c:g}" for c in pivot.columns]
-        pivot = pivot.reset_index().rename(columns={"n_params": "size", "lagrange_mult": "λ"})
-        out.append(
-            Section(
-                "Sensitivity of the CMR to λ and ε",
-                "<p>Point estimates; — marks an explicit non-numeric outcome (see the status column of the JSON "
-                "output).</p>" + table_html(pivot),
-            )
-        )
-
-    # assumptions
-    lam = st["lagrange_mult"]
-    units = ", ".join(f"{_size(s.n_params)}: T unit = {_tok(s.token_unit)} tokens" for s in decision.sizes)
-    out.append(
-        Section(
-            "Assumptions",
-            "<ul>"
-            f"<li>Tolerance ε = {st['epsilon']:g} nats/token on the general loss at the budget.</li>"
-            f"<li>λ = {esc(lam)}: T0 solves dΔL_dom/dT + λ·dΔL_gen/dT = 0 (first + → − sign change on log T); "
-            "λ = inf puts T0 at the peak of ΔL_gen.</li>"
-            "<li>Increment laws (Gu et al. 2024, arXiv:2407.17467, Eq. 6) fitted per ratio by least squares "
-            f"({esc(st['fit_loss'])}) on the evaluations with T &gt; 0; ΔL(0) pinned: {st['pin_zero']}.</li>"
-            f"<li>Ratio law: {esc(st['ratio_law'])} (c method {esc(st['c_method'])}) on the losses at the budget "
-            "(observed where an evaluation sits at the budget, else the fitted curve).</li>"
-            "<li>CMR law R = α4·T^s4 + β3 (Eq. 8) fitted through (T0(R_j), R_j) of the ratios with a root; "
-            "extrapolation beyond the fitted T0 range is indicative only.</li>"
-            f"<li>Bootstrap: {st['bootstrap']} resamples of {esc(st['bootstrap_unit'])}; percentile intervals "
-            f"at level {st['level']:g}. Evaluations along one run are autocorrelated, so intervals are a lower "
-            "bound on seed-to-seed spread.</li>"
-            f"<li>Units: tokens everywhere; {esc(units)} (the paper's unit is 0.2B tokens).</li>"
-            "</ul>",
-        )
-    )
-    return out
+    return sections(decision, source=source)
 
 
 def cmr_domains_section(decisions: Mapping[str, CMRDecision]) -> Section:
-    """Several domains side by side: CMR per (domain, size) and CMR vs model size, one curve per domain."""
-    import matplotlib.pyplot as plt
+    """Several domains side by side (see :mod:`mixlaw.report.cmr_page`)."""
+    from mixlaw.report.cmr_page import cmr_domains_section as section
 
-    from mixlaw.report import plots
-
-    rows = []
-    for d, dec in decisions.items():
-        for s in dec.sizes:
-            rows.append({"domain": d, "size": _size(s.n_params), "budget (tokens)": _tok(s.budget_tokens),
-                         "CMR": s.cmr, "95% CI": f"[{s.ci[0]:.3f}, {s.ci[1]:.3f}]" if s.ci else "—",
-                         "tolerance boundary": s.tolerance_boundary, "status": s.status})  # fmt: skip
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    plots.plot_cmr_vs_size(dict(decisions), ax=ax)
-    return Section(
-        "Domains side by side",
-        table_html(rows) + f'<div class="figs">{figure_html(fig, alt="CMR vs size per domain")}</div>'
-        "<p>The CMR paper's finding to check: a domain closer to the general data allows a higher CMR.</p>",
-    )
+    return section(decisions)
 
 
 def cmr_report(
@@ -360,18 +162,10 @@ def cmr_report(
     source: str | None = None,
     extra_sections: Sequence[Section] = (),
 ) -> str:
-    """The whole self-contained CMR report page (extra sections, e.g. from the CPT report, go at the end).
+    """The whole self-contained CMR report page (see :func:`mixlaw.report.cmr_page.cmr_report`)."""
+    from mixlaw.report.cmr_page import cmr_report as page
 
-    ``decision`` may be a mapping ``{domain: CMRDecision}``: the page then opens with the side-by-side
-    comparison, followed by each domain's sections.
-    """
-    if isinstance(decision, Mapping):
-        sections = [cmr_domains_section(decision)]
-        for d, dec in decision.items():
-            sections += [Section(f"[{d}] {sec.title}", sec.html) for sec in cmr_sections(dec, source=source)]
-    else:
-        sections = cmr_sections(decision, source=source)
-    return render_report(title, [*sections, *extra_sections], subtitle=source)
+    return page(decision, title=title, source=source, extra_sections=extra_sections)
 
 
 def schedule_cmr_section(

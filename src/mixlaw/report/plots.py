@@ -1,7 +1,8 @@
 """Pure plot functions for the critical-mixture-ratio decision (``ax=None`` in, ``Axes`` out).
 
 Every function draws on the given Axes (or a new figure) and returns it; none calls ``matplotlib.use`` or changes
-global state. Tokens are shown in billions (``B``) on token axes.
+global state. Token axes carry k/M/B tick labels as the data need (:func:`token_axis`); every title names the model
+size(s).
 """
 
 from __future__ import annotations
@@ -32,7 +33,20 @@ __all__ = [
     "plot_cpt_lr",
 ]
 
-_B = 1e9
+_B = 1.0  # token axes are drawn in tokens, labelled k/M/B by token_axis
+
+
+def token_axis(ax: Axes, which: str = "x") -> None:
+    """k/M/B tick labels on a token axis (linear or log)."""
+    from matplotlib.ticker import FuncFormatter
+
+    from mixlaw.report.fmt import fmt_tokens
+
+    fmt = FuncFormatter(lambda v, _pos: fmt_tokens(v) if v > 0 else ("0" if v == 0 else fmt_tokens(v)))
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    axis.set_major_formatter(fmt)
+    if (ax.get_xscale() if which == "x" else ax.get_yscale()) == "log":
+        axis.set_minor_formatter(FuncFormatter(lambda v, _pos: ""))
 
 
 def _axes(ax: Axes | None, projection: str | None = None, figsize: tuple[float, float] = (6.0, 4.2)) -> Axes:
@@ -72,9 +86,10 @@ def plot_tradeoff_3d(increments: pd.DataFrame, *, size: Any = None, ax: Axes | N
         ax.plot(g["dloss_domain"], g["tokens"] / _B, g["dloss_general"], color=color, marker="o", ms=2.5,
                 label=f"R = {r:.3g}")  # fmt: skip
     ax.set_xlabel("ΔL domain")
-    ax.set_ylabel("CPT tokens (B)")
+    ax.set_ylabel("CPT tokens")
+    token_axis(ax, "y")
     ax.set_zlabel("ΔL general")  # type: ignore[attr-defined]
-    ax.set_title("Trade-off trajectories")
+    ax.set_title(f"Trade-off trajectories, size {_size_label(d['size'].iloc[0])}")
     ax.legend(fontsize=7, loc="upper left")
     return ax
 
@@ -114,7 +129,8 @@ def plot_general_increments(
         ax.axhline(epsilon, color="firebrick", ls=":", lw=1)
         ax.text(ax.get_xlim()[0], epsilon, f" ε = {epsilon:g}", va="bottom", fontsize=7, color="firebrick")
     ax.axhline(0.0, color="black", lw=0.5)
-    ax.set_xlabel("CPT tokens (B)")
+    ax.set_xlabel("CPT tokens")
+    token_axis(ax)
     ax.set_ylabel("ΔL general (nats/token)")
     ax.set_title(f"General-loss increment, size {_size_label(size_cmr.n_params)} (★ = T0)")
     ax.legend(fontsize=7)
@@ -136,9 +152,10 @@ def plot_fit_residuals(size_cmr: SizeCMR, increments: pd.DataFrame, *, ax: Axes 
             res = g[f"dloss_{which}"].to_numpy() - law.evaluate({"tokens": t}, params)
             ax.plot(t / _B, res, marker, color=color, ms=3.5, label=f"R = {r:.3g}" if which == "general" else None)
     ax.axhline(0.0, color="black", lw=0.5)
-    ax.set_xlabel("CPT tokens (B)")
+    ax.set_xlabel("CPT tokens")
+    token_axis(ax)
     ax.set_ylabel("residual (nats/token)")
-    ax.set_title("Increment-fit residuals (● general, × domain)")
+    ax.set_title(f"Increment-fit residuals, size {_size_label(size_cmr.n_params)} (● general, × domain)")
     ax.legend(fontsize=7)
     return ax
 
@@ -162,38 +179,43 @@ def plot_ratio_law(size_cmr: SizeCMR, *, epsilon: float | None = None, ax: Axes 
         ax.axhline(size_cmr.reference_general + epsilon, color="firebrick", ls=":", lw=1, label="+ ε")
     if size_cmr.tolerance_boundary is not None:
         ax.axvline(size_cmr.tolerance_boundary, color="firebrick", ls="--", lw=1, label="tolerance boundary")
+    if size_cmr.model_free_crossing is not None and size_cmr.model_free_status == "ok":
+        ax.axvline(size_cmr.model_free_crossing, color="grey", ls=":", lw=1, label="model-free crossing")
     ax.set_xlabel("domain share R")
     ax.set_ylabel("general loss at the budget")
-    ax.set_title("Ratio law at the budget")
+    ax.set_title(f"Ratio law at the budget, size {_size_label(size_cmr.n_params)}")
     ax.legend(fontsize=7)
     return ax
 
 
 def plot_cmr_vs_budget(sizes: Sequence[SizeCMR], *, tokens: np.ndarray | None = None, ax: Axes | None = None) -> Axes:
-    """CMR law ``R_CMR(T)`` per size with its bootstrap band, the points ``(T0(R_j), R_j)`` and the budget."""
+    """CMR law ``R_CMR(T)`` per size (clipped to [0, 1]) with its bootstrap band, the points ``(T0(R_j), R_j)``,
+    the tolerance boundary at the budget (▬) and the reported CMR (◆)."""
     ax = _axes(ax)
     fitted = [s for s in sizes if s.cmr_law is not None]
     if tokens is None:
         hi = max((s.budget_tokens for s in sizes), default=1.0) * 2.5
         tokens = np.geomspace(hi / 25, hi, 200)
     for color, s in zip(_colors(len(sizes)), sizes, strict=True):
-        pts = [(r["t0_tokens"], r["ratio"]) for r in s.ratios if r["t0_status"] == "root"]
+        pts = [(r["t0_tokens"], r["ratio"]) for r in s.ratios if r["t0_status"] in ("root", "observed peak")]
         if pts:
-            ax.plot([p[0] / _B for p in pts], [p[1] for p in pts], "o", color=color, ms=4)
-        if s not in fitted:
-            continue
-        ax.plot(tokens / _B, s.cmr_at(tokens), "-", color=color, label=f"{_size_label(s.n_params)}")
-        band = s.cmr_at_band(tokens)
-        if band is not None:
-            ax.fill_between(tokens / _B, band[0], band[1], color=color, alpha=0.2, lw=0)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o", color=color, ms=4)
+        if s in fitted:
+            ax.plot(tokens, s.cmr_at(tokens), "-", color=color, label=f"{_size_label(s.n_params)}")
+            band = s.cmr_at_band(tokens)
+            if band is not None:
+                ax.fill_between(tokens, band[0], band[1], color=color, alpha=0.2, lw=0)
+        if s.tolerance_boundary is not None:
+            ax.plot([s.budget_tokens], [s.tolerance_boundary], marker="_", color=color, ms=16, mew=2.5)
         if s.cmr is not None:
-            ax.plot([s.budget_tokens / _B], [s.cmr], marker="D", color=color, mec="black", ms=6)
+            ax.plot([s.budget_tokens], [s.cmr], marker="D", color=color, mec="black", ms=6)
     ax.set_xscale("log")
-    lo, hi = ax.get_ylim()
-    ax.set_ylim(max(lo, -0.05), min(hi, 1.05))  # shares: keep the extrapolated law from dwarfing the data
-    ax.set_xlabel("CPT token budget (B)")
+    ax.set_ylim(-0.03, 1.03)  # shares are shares: the law is drawn clipped to [0, 1]
+    ax.set_xlabel("CPT token budget")
+    token_axis(ax)
     ax.set_ylabel("critical mixture ratio")
-    ax.set_title("CMR vs token budget (◆ = CMR at the budget)")
+    names = ", ".join(_size_label(s.n_params) for s in sizes)
+    ax.set_title(f"CMR vs token budget, sizes {names}\n(◆ CMR at the budget, ▬ tolerance boundary)", fontsize=9)
     if fitted:
         ax.legend(fontsize=7)
     return ax
@@ -231,7 +253,9 @@ def plot_cmr_vs_size(decisions: CMRDecision | Mapping[str, CMRDecision], *, ax: 
     ax.set_xscale("log")
     ax.set_xlabel("model size (parameters)")
     ax.set_ylabel("critical mixture ratio")
-    ax.set_title("CMR vs model size")
+    allsizes = {s.n_params for _, d in items for s in d.sizes}
+    ordered = sorted(allsizes, key=lambda v: (0, float(v), "") if _numeric(v) else (1, 0.0, str(v)))
+    ax.set_title("CMR vs model size (sizes " + ", ".join(_size_label(v) for v in ordered) + ")", fontsize=9)
     ax.legend(fontsize=7)
     return ax
 

@@ -1,0 +1,79 @@
+"""Shared constants, statuses and small helpers of the CMR decision (no heavy logic here)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from mixlaw.laws import Law, get_law
+
+STATUS_OK = "ok"
+STATUS_WEAK = "weak"
+STATUS_NO_FEASIBLE = "no feasible ratio"
+STATUS_ALL_FEASIBLE = "all ratios feasible — CMR ≥ largest tried"
+STATUS_NO_ROOT = "no root in budget"
+STATUS_LAW_ABOVE_1 = "CMR law exceeds 1 at this budget: every ratio tried is feasible"
+STATUS_LAW_BELOW_0 = "CMR law below 0 at this budget: no ratio is feasible"
+MIN_RATIOS_CMR_LAW = 3  # the CMR law has three parameters
+
+#: A decision is ``weak`` when a candidate ratio's ΔL_gen fit explains less than this share of the variance of
+#: its own increments (the CMR paper's Table 3 reports R² ≥ 0.87 for every ΔL_gen fit).
+R2_MIN = 0.9
+#: ... or when more than this share of the bootstrap resamples gave no CMR.
+BOOT_LOST_MAX = 0.2
+
+DEFAULT_LAMBDAS: tuple[float, ...] = (100.0, 300.0, 1000.0, 3000.0, 7000.0, math.inf)
+DEFAULT_EPSILONS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1)
+
+
+@lru_cache(maxsize=256)
+def _law_cached(name: str, options: tuple[tuple[str, Any], ...]) -> Law:
+    return get_law(name, **dict(options))
+
+
+def law_of(name: str, **options: Any) -> Law:
+    """``get_law`` from the registry, memoised per (name, options): the decision asks for the same few laws
+    thousands of times, and a registry lookup scans the law modules."""
+    return _law_cached(name, tuple(sorted(options.items())))
+
+
+def status_too_few(k: int = MIN_RATIOS_CMR_LAW) -> str:
+    """Status when the CMR law cannot be fitted."""
+    return f"too few ratios to fit (need ≥ {k})"
+
+
+def evaluate(law: Law, x: Mapping[str, Any], params: Mapping[str, float]) -> np.ndarray:
+    """``law.evaluate`` on writable float64 copies (pandas may hand out read-only views)."""
+    return law.evaluate({k: np.array(v, dtype=np.float64, copy=True) for k, v in x.items()}, params)
+
+
+def r2_mse(y: np.ndarray, yhat: np.ndarray) -> tuple[float, float]:
+    """Coefficient of determination and mean squared error of a fit."""
+    resid = y - yhat
+    mse = float(np.mean(resid**2))
+    ss_tot = float(np.sum((y - y.mean()) ** 2))
+    r2 = 1.0 - float(np.sum(resid**2)) / ss_tot if ss_tot > 0 else float("nan")
+    return r2, mse
+
+
+def size_json(size: Any) -> Any:
+    """A model size as a JSON-friendly value (ints stay ints)."""
+    if isinstance(size, (int, np.integer)):
+        return int(size)
+    if isinstance(size, (float, np.floating)):
+        return int(size) if float(size).is_integer() else float(size)
+    return size
+
+
+def num(v: float | None) -> float | None:
+    """A finite float or None."""
+    return None if v is None or not math.isfinite(v) else float(v)
+
+
+def is_number(v: Any) -> bool:
+    """A positive finite number (a numeric model size)."""
+    return isinstance(v, (int, float, np.integer, np.floating)) and math.isfinite(float(v)) and float(v) > 0

@@ -1,0 +1,224 @@
+"""Per-ratio increment curves (CMR paper, Eq. 6) of one model size, and their residual bootstrap — batched.
+
+Every ratio's ΔL_gen and ΔL_dom curve is fitted by exact profiled least squares (:mod:`.profile`): the
+amplitudes and offsets are solved in closed form for every exponent, so only the exponents are searched. The
+point estimates of a size are one solve per law; all ``ratios × resamples`` bootstrap refits another.
+Laws that do not declare a separable form, and non-``l2`` objectives, go through the engine instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mixlaw.decide.cmr.common import evaluate, law_of, r2_mse
+from mixlaw.decide.cmr.profile import fit_profiled, is_separable
+from mixlaw.decide.cmr.ratio import engine_fit
+from mixlaw.errors import FitError, InputError
+from mixlaw.laws import Law
+
+__all__ = ["RatioCurves", "SizeFits", "curve_laws", "fit_size", "bootstrap_size"]
+
+DEFAULT_CURVE_LAWS = ("dloss_domain", "dloss_general")
+
+
+@dataclass(frozen=True)
+class RatioCurves:
+    """The fitted ΔL_dom and ΔL_gen curves of one trained ratio, with their quality and the observations."""
+
+    ratio: float
+    run_ids: tuple[str, ...]
+    t_lo: float
+    t_last: float
+    n_points: int
+    gen_params: dict[str, float] | None
+    dom_params: dict[str, float] | None
+    r2_gen: float
+    r2_dom: float
+    mse_gen: float
+    mse_dom: float
+    obs_gen_at_budget: float | None
+    obs_dom_at_budget: float | None
+    tokens: np.ndarray
+    obs_gen: np.ndarray
+    obs_dom: np.ndarray
+    gen_status: str = "converged"
+    dom_status: str = "converged"
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class SizeFits:
+    """Every ratio's curves of one model size at one budget."""
+
+    size: Any
+    budget_tokens: float
+    token_unit: float
+    ref_general: float
+    ref_domain: float
+    curves: tuple[RatioCurves, ...]
+    pin_zero: bool
+    excluded_runs: tuple[str, ...] = ()
+    laws: tuple[str, str] = DEFAULT_CURVE_LAWS
+
+
+def curve_laws(token_unit: float, pin_zero: bool, names: tuple[str, str] = DEFAULT_CURVE_LAWS) -> tuple[Law, Law]:
+    """The (domain, general) increment laws from the registry, validated by their spec (input ``tokens``)."""
+    out = []
+    for n in names:
+        law = law_of(n, token_unit=token_unit, pin_zero=pin_zero)
+        if tuple(law.inputs) != ("tokens",):
+            raise InputError(f"law '{n}' cannot be an increment curve: its inputs are {', '.join(law.inputs)}")
+        out.append(law)
+    return out[0], out[1]
+
+
+def _fit_many(law: Law, t: np.ndarray, Y: np.ndarray, fit_loss: str) -> list[tuple[dict[str, float] | None, str]]:
+    """Fit ``law`` to every row of ``Y`` on the same tokens: one profiled solve, or engine fits as fallback."""
+    if is_separable(law) and fit_loss == "l2":
+        pf = fit_profiled(law, {"tokens": t}, Y)
+        return [(pf.params[b], str(pf.status[b])) for b in range(Y.shape[0])]
+    out: list[tuple[dict[str, float] | None, str]] = []
+    for y in Y:
+        try:
+            p = engine_fit(law, pd.DataFrame({"tokens": t, "y": y}), "y", loss=fit_loss, sink=[])
+            out.append((law.canonical(p), "converged"))
+        except FitError:
+            out.append((None, "failed"))
+    return out
+
+
+def _quality(law: Law, params: dict[str, float] | None, t: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    if params is None:
+        return float("nan"), float("nan")
+    return r2_mse(y, evaluate(law, {"tokens": t}, params))
+
+
+def fit_size(
+    inc: pd.DataFrame,
+    size: Any,
+    budget_tokens: float | None,
+    token_unit: float | None,
+    pin_zero: bool,
+    fit_loss: str,
+    sink: list[str] | None = None,
+    laws: tuple[str, str] = DEFAULT_CURVE_LAWS,
+) -> SizeFits:
+    """Fit every ratio's increment curves of one size (evaluations with ``T > 0``)."""
+    d = inc[inc["size"] == size]
+    fitted = d[d["tokens"] > 0]
+    if fitted.empty:
+        raise InputError(f"size {size}: no CPT evaluation after T = 0")
+    t_last_runs = fitted.groupby("run_id")["tokens"].max()
+    excluded: tuple[str, ...] = ()
+    if budget_tokens is not None:
+        budget = float(budget_tokens)
+    else:
+        # The budget the runs were planned for: the median final token count (a sweep in progress, or a crashed
+        # run, must not drag it down to its own last evaluation). Runs that stop before it are left out, noted.
+        budget = float(t_last_runs.sort_values().iloc[(len(t_last_runs) - 1) // 2 :].min())
+        budget = float(t_last_runs[t_last_runs >= budget].min())
+        short = t_last_runs[t_last_runs < 0.995 * budget]
+        if not short.empty:
+            excluded = tuple(sorted(map(str, short.index)))
+            fitted = fitted[~fitted["run_id"].isin(excluded)]
+            if sink is not None:
+                sink.append(f"left out {len(excluded)} run(s) that stop before the budget {budget:.4g} tokens: "
+                            + ", ".join(excluded))  # fmt: skip
+    unit = float(token_unit) if token_unit is not None else budget / 100.0
+    dom_law, gen_law = curve_laws(unit, pin_zero, laws)
+    need = len(gen_law.param_names) + 1
+    groups: dict[tuple[float, ...], list[tuple[float, pd.DataFrame]]] = {}
+    base: dict[float, dict[str, Any]] = {}
+    for ratio, grp in fitted.groupby("ratio", sort=True):
+        grp = grp.sort_values("tokens", kind="stable")
+        t = grp["tokens"].to_numpy(dtype=np.float64, copy=True)
+        near = np.isclose(t, budget, rtol=5e-3)
+        base[float(ratio)] = dict(
+            ratio=float(ratio), run_ids=tuple(sorted(map(str, grp["run_id"].unique()))), t_lo=float(t.min()),
+            t_last=float(t.max()), n_points=int(t.size),
+            obs_gen_at_budget=float(grp.loc[near, "dloss_general"].mean()) if near.any() else None,
+            obs_dom_at_budget=float(grp.loc[near, "dloss_domain"].mean()) if near.any() else None,
+            tokens=t, obs_gen=grp["dloss_general"].to_numpy(dtype=np.float64, copy=True),
+            obs_dom=grp["dloss_domain"].to_numpy(dtype=np.float64, copy=True),
+        )  # fmt: skip
+        if np.unique(t).size >= need:
+            groups.setdefault(tuple(t), []).append((float(ratio), grp))
+    fits: dict[float, dict[str, Any]] = {}
+    for key, members in groups.items():
+        t = np.array(key)
+        Yd = np.stack([base[r]["obs_dom"] for r, _ in members])
+        Yg = np.stack([base[r]["obs_gen"] for r, _ in members])
+        fd, fg = _fit_many(dom_law, t, Yd, fit_loss), _fit_many(gen_law, t, Yg, fit_loss)
+        for i, (r, _) in enumerate(members):
+            fits[r] = {"dom_params": fd[i][0], "dom_status": fd[i][1], "gen_params": fg[i][0],
+                       "gen_status": fg[i][1]}  # fmt: skip
+    curves = []
+    for r, b in base.items():
+        if r not in fits:
+            n_t = np.unique(b["tokens"]).size
+            curves.append(RatioCurves(**b, gen_params=None, dom_params=None, r2_gen=float("nan"),
+                                      r2_dom=float("nan"), mse_gen=float("nan"), mse_dom=float("nan"),
+                                      gen_status="failed", dom_status="failed",
+                                      error=f"too few evaluations to fit ΔL_gen (need ≥ {need} token values, "
+                                      f"got {n_t})"))  # fmt: skip
+            continue
+        f = fits[r]
+        r2g, mg = _quality(gen_law, f["gen_params"], b["tokens"], b["obs_gen"])
+        r2d, md = _quality(dom_law, f["dom_params"], b["tokens"], b["obs_dom"])
+        err = None if f["gen_params"] is not None and f["dom_params"] is not None else "curve fit failed"
+        curves.append(RatioCurves(**b, **f, r2_gen=r2g, r2_dom=r2d, mse_gen=mg, mse_dom=md, error=err))
+    refs = d.groupby("run_id")[["ref_general", "ref_domain"]].first()
+    return SizeFits(size=size, budget_tokens=budget, token_unit=unit, ref_general=float(refs["ref_general"].mean()),
+                    ref_domain=float(refs["ref_domain"].mean()), curves=tuple(curves), pin_zero=pin_zero,
+                    excluded_runs=excluded, laws=laws)  # fmt: skip
+
+
+def bootstrap_size(sf: SizeFits, n_boot: int, rng: np.random.Generator, fit_loss: str) -> list[SizeFits]:
+    """Residual bootstrap within runs: every ratio's curves refitted on ``fitted + resampled residuals``.
+
+    Why residuals and not runs: with one run per (size, ratio), resampling runs drops whole ratios and leaves the
+    CMR law undetermined; why not evaluation points: a pairs resample of ~15 points leaves too few distinct
+    token values for a 5-parameter curve. One index draw is shared by the general and the domain curve of a run
+    (keeps their correlation at an evaluation). Evaluations along one trajectory are autocorrelated, so the
+    intervals are a lower bound on the seed-to-seed spread. All ``ratios × resamples`` refits of a law are one
+    solve.
+    """
+    dom_law, gen_law = curve_laws(sf.token_unit, sf.pin_zero, sf.laws)
+    use = [c for c in sf.curves if c.gen_params is not None and c.dom_params is not None]
+    groups: dict[tuple[float, ...], list[RatioCurves]] = {}
+    for c in use:
+        groups.setdefault(tuple(c.tokens), []).append(c)
+    boot: dict[float, list[RatioCurves]] = {}
+    for key, members in groups.items():
+        t = np.array(key)
+        n = t.size
+        Yd, Yg, idxs = [], [], []
+        for c in members:
+            fg = evaluate(gen_law, {"tokens": t}, c.gen_params)  # type: ignore[arg-type]
+            fd = evaluate(dom_law, {"tokens": t}, c.dom_params)  # type: ignore[arg-type]
+            idx = rng.integers(0, n, size=(n_boot, n))
+            Yg.append(fg[None] + (c.obs_gen - fg)[idx])
+            Yd.append(fd[None] + (c.obs_dom - fd)[idx])
+            idxs.append(idx)
+        fd_all = _fit_many(dom_law, t, np.concatenate(Yd), fit_loss)
+        fg_all = _fit_many(gen_law, t, np.concatenate(Yg), fit_loss)
+        near = np.isclose(t, sf.budget_tokens, rtol=5e-3)
+        for i, c in enumerate(members):
+            rows = []
+            for b in range(n_boot):
+                (dp, ds), (gp, gs) = fd_all[i * n_boot + b], fg_all[i * n_boot + b]
+                yg, yd = Yg[i][b], Yd[i][b]
+                rows.append(replace(
+                    c, gen_params=gp, dom_params=dp, gen_status=gs, dom_status=ds, obs_gen=yg, obs_dom=yd,
+                    error=None if gp is not None and dp is not None else "bootstrap refit failed",
+                    obs_gen_at_budget=float(yg[near].mean()) if near.any() else None,
+                    obs_dom_at_budget=float(yd[near].mean()) if near.any() else None,
+                ))  # fmt: skip
+            boot[c.ratio] = rows
+    return [
+        replace(sf, curves=tuple(boot[c.ratio][b] if c.ratio in boot else c for c in sf.curves)) for b in range(n_boot)
+    ]

@@ -1,0 +1,188 @@
+"""Run tables → increments ``ΔL(T) = L(T) − L(0)`` per CPT evaluation, and the reading relative to the R = 0 control."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from mixlaw.errors import InputError
+
+__all__ = ["resolve_columns", "prepare_increments", "relative_to_control", "has_control"]
+
+
+@dataclass(frozen=True)
+class _Columns:
+    general: str
+    domain: str
+    ratio: str
+    size: str | None
+
+
+def _resolve_loss_column(table: pd.DataFrame, name: str, what: str) -> str:
+    for cand in (name, f"loss_{name}"):
+        if cand in table.columns:
+            return cand
+    known = [c for c in table.columns if str(c).startswith("loss_")]
+    raise InputError(f"{what} eval column '{name}' not found; loss columns: {', '.join(known) or 'none'}")
+
+
+def resolve_columns(
+    table: pd.DataFrame,
+    general_eval: str,
+    domain_eval: str,
+    ratio_column: str | None = None,
+    size_column: str | None = None,
+) -> _Columns:
+    """Resolve the user's column names (``loss_`` prefix optional; ratio defaults to ``w_<domain>``)."""
+    gen = _resolve_loss_column(table, general_eval, "general")
+    dom = _resolve_loss_column(table, domain_eval, "domain")
+    if gen == dom:
+        raise InputError(f"general and domain eval are the same column '{gen}'")
+    if ratio_column is None:
+        dname = dom[len("loss_") :] if dom.startswith("loss_") else dom
+        for cand in (f"w_{dname}", "ratio"):
+            if cand in table.columns:
+                ratio_column = cand
+                break
+        else:
+            ws = [c for c in table.columns if str(c).startswith("w_")]
+            raise InputError(
+                f"no ratio column w_{dname} for domain eval '{dom}'; pass --ratio-column (mixture columns: "
+                f"{', '.join(ws) or 'none'})"
+            )
+    elif ratio_column not in table.columns:
+        raise InputError(f"ratio column '{ratio_column}' not found", column=ratio_column)
+    if size_column is None:
+        size_column = "n_params" if "n_params" in table.columns else None
+    elif size_column not in table.columns:
+        raise InputError(f"size column '{size_column}' not found", column=size_column)
+    return _Columns(gen, dom, ratio_column, size_column)
+
+
+def prepare_increments(table: pd.DataFrame, cols: _Columns) -> pd.DataFrame:
+    """CPT rows with their increments from the ``T = 0`` reference.
+
+    Returns one row per CPT evaluation with columns ``size, run_id, ratio, tokens, loss_general, loss_domain,
+    dloss_general, dloss_domain, ref_general, ref_domain`` (``tokens`` counted from the reference).
+    """
+    for c in ("tokens",):
+        if c not in table.columns:
+            raise InputError(f"the run table needs a '{c}' column", column=c)
+    df = table.copy()
+    if "run_id" not in df.columns:
+        df["run_id"] = [
+            f"{s}|{r}" for s, r in zip(df[cols.size] if cols.size else [""] * len(df), df[cols.ratio], strict=True)
+        ]
+    df["_size"] = df[cols.size] if cols.size else "all"
+    is_pt = df["phase"].astype(str).eq("pt") if "phase" in df.columns else pd.Series(False, index=df.index)
+    # A table holding CPT runs for several domains tags each run with its domain (probe runs: ``domain``):
+    # keep the runs of this domain only (a run of another domain has w_<this domain> = 0, not a ratio-0 run).
+    dname = cols.domain[len("loss_") :] if cols.domain.startswith("loss_") else cols.domain
+    if "domain" in df.columns:
+        this = df["domain"].astype(str).eq(dname)
+        if (this & ~is_pt).any():
+            df, is_pt = df[this | is_pt], is_pt[this | is_pt]
+    for c in (cols.general, cols.domain, "tokens"):
+        bad = ~np.isfinite(pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=np.float64))
+        if bad.any():
+            pos = int(np.flatnonzero(bad)[0])
+            raise InputError(f"expected a finite number, got {df[c].iloc[pos]!r}", row=df.index[pos], column=c)
+    pt = df[is_pt]
+    cpt = df[~is_pt]
+    if cpt.empty:
+        raise InputError("no continual pre-training rows (every row has phase = pt)")
+    out = []
+    for run_id, run in cpt.groupby("run_id", sort=False):
+        run = run.sort_values("tokens")
+        ratios = pd.to_numeric(run[cols.ratio], errors="coerce").to_numpy(dtype=np.float64)
+        ratios_pos = (
+            ratios[run["tokens"].to_numpy(dtype=np.float64, copy=True) > run["tokens"].min()]
+            if len(run) > 1
+            else ratios
+        )
+        if not np.all(np.isfinite(ratios_pos)):
+            raise InputError(f"run '{run_id}' has a missing ratio", column=cols.ratio)
+        if np.ptp(ratios_pos) > 1e-9:
+            raise InputError(f"run '{run_id}' changes its ratio during CPT", column=cols.ratio)
+        ratio = float(ratios_pos[-1])
+        if not 0.0 <= ratio <= 1.0:
+            raise InputError(f"run '{run_id}': ratio must be in [0, 1], got {ratio}", column=cols.ratio)
+        size = run["_size"].iloc[0]
+        first = run.iloc[0]
+        step0 = ("step" in run.columns and first["step"] == 0) or first["tokens"] == 0
+        if step0 and len(run) > 1:
+            ref_gen, ref_dom, t_ref = (
+                float(first[cols.general]),
+                float(first[cols.domain]),
+                float(first["tokens"]),
+            )
+        else:
+            parent = None
+            if "parent_run" in run.columns and isinstance(first["parent_run"], str):
+                par = df[df["run_id"] == first["parent_run"]]
+                if not par.empty:
+                    parent = par.sort_values("tokens").iloc[-1]
+            if parent is None:
+                same = pt[pt["_size"] == size]
+                if same["run_id"].nunique() == 1:
+                    parent = same.sort_values("tokens").iloc[-1]
+            if parent is None:
+                raise InputError(
+                    f"run '{run_id}' has no T = 0 evaluation: add its step-0 eval, a parent_run, or one "
+                    f"phase=pt run for its size"
+                )
+            ref_gen, ref_dom = float(parent[cols.general]), float(parent[cols.domain])
+            t_par = float(parent["tokens"])
+            t_ref = t_par if float(first["tokens"]) > t_par > 0 else 0.0
+        out.append(
+            pd.DataFrame(
+                {
+                    "size": size,
+                    "run_id": run_id,
+                    "ratio": ratio,
+                    "tokens": run["tokens"].to_numpy(dtype=np.float64) - t_ref,
+                    "loss_general": run[cols.general].to_numpy(dtype=np.float64),
+                    "loss_domain": run[cols.domain].to_numpy(dtype=np.float64),
+                    "ref_general": ref_gen,
+                    "ref_domain": ref_dom,
+                }
+            )
+        )
+    inc = pd.concat(out, ignore_index=True)
+    inc["dloss_general"] = inc["loss_general"] - inc["ref_general"]
+    inc["dloss_domain"] = inc["loss_domain"] - inc["ref_domain"]
+    return inc
+
+
+def has_control(inc: pd.DataFrame) -> bool:
+    """Whether every model size has an R = 0 (general data only) control run."""
+    return bool(inc.groupby("size")["ratio"].apply(lambda r: bool((r == 0).any())).all())
+
+
+def relative_to_control(inc: pd.DataFrame) -> pd.DataFrame:
+    """Increments relative to the R = 0 control of the same size: ``ΔL − ΔL_control`` at the same tokens.
+
+    The control's increments are interpolated linearly in log tokens (its evaluations sit at the same steps in a
+    sweep). What remains is the effect of the domain share itself, not the continued learning (or forgetting)
+    that general replay alone causes. The control rows are dropped (their relative increment is zero by
+    construction); ``dloss_*_abs`` keep the absolute increments.
+    """
+    if not has_control(inc):
+        missing = sorted(map(str, set(inc["size"]) - set(inc.loc[inc["ratio"] == 0, "size"])))
+        raise InputError(
+            f"--relative-to-control needs an R = 0 control run for every size; missing for {', '.join(missing)}"
+        )
+    parts = []
+    for _size, d in inc.groupby("size", sort=False):
+        ctrl = d[d["ratio"] == 0].groupby("tokens", as_index=False)[["dloss_general", "dloss_domain"]].mean()
+        ctrl = ctrl.sort_values("tokens")
+        tc = np.log1p(ctrl["tokens"].to_numpy(dtype=np.float64))
+        out = d[d["ratio"] != 0].copy()
+        tt = np.log1p(out["tokens"].to_numpy(dtype=np.float64))
+        for c in ("dloss_general", "dloss_domain"):
+            out[f"{c}_abs"] = out[c]
+            out[c] = out[c] - np.interp(tt, tc, ctrl[c].to_numpy(dtype=np.float64))
+        parts.append(out)
+    return pd.concat(parts, ignore_index=True)

@@ -1,0 +1,289 @@
+"""The decision of one size from its fitted curves: per-ratio verdicts, the CMR law, the headline.
+
+Phases, so that bootstrap resamples can be batched: :func:`ratio_rows` (per-ratio T0 and verdict, checked
+against the observations), :func:`fit_cmr_laws` (the CMR law through ``(T0(R_j), R_j)`` of many decisions in one
+solve), :func:`headline` (CMR, source and status).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mixlaw.decide.cmr.common import (
+    MIN_RATIOS_CMR_LAW,
+    STATUS_ALL_FEASIBLE,
+    STATUS_LAW_ABOVE_1,
+    STATUS_LAW_BELOW_0,
+    STATUS_NO_FEASIBLE,
+    STATUS_NO_ROOT,
+    STATUS_OK,
+    evaluate,
+    law_of,
+    num,
+    size_json,
+    status_too_few,
+)
+from mixlaw.decide.cmr.curves import SizeFits, curve_laws
+from mixlaw.decide.cmr.profile import fit_profiled
+from mixlaw.decide.cmr.ratio import RatioLawFit, tolerance_boundary
+from mixlaw.decide.cmr.t0 import (
+    T0_FALLING,
+    T0_ROOT,
+    T0Result,
+    critical_tokens,
+    critical_tokens_batch,
+    observed_shape,
+)
+from mixlaw.laws import Law
+
+T0_OBSERVED = "observed peak"
+
+__all__ = ["Decision", "ratio_rows", "cmr_points", "fit_cmr_laws", "headline", "cmr_law"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    ratios: list[dict[str, Any]]
+    cmr: float | None
+    cmr_source: str
+    status: str
+    cmr_discrete: float | None
+    cmr_law_params: dict[str, float] | None
+    cmr_law_at_budget: float | None
+    cmr_law_at_budget_raw: float | None
+    tolerance_boundary: float | None
+    tolerance_status: str
+    ratio_law_general: RatioLawFit | None
+    ratio_law_domain: RatioLawFit | None
+    notes: list[str]
+
+
+def cmr_law(token_unit: float, name: str = "cmr_law") -> Law:
+    """The CMR law from the registry, validated: input ``tokens``, an inverse ``t0_tokens``."""
+    law = law_of(name, token_unit=token_unit)
+    if tuple(law.inputs) != ("tokens",) or not callable(getattr(law, "t0_tokens", None)):
+        from mixlaw.errors import InputError
+
+        raise InputError(f"law '{name}' cannot be a CMR law: it needs input 'tokens' and a t0_tokens inverse")
+    return law
+
+
+def ratio_rows(
+    sf: SizeFits,
+    *,
+    epsilon: float,
+    lagrange_mult: float,
+    t0_search_factor: float,
+    t0_cache: dict[tuple[float, float], T0Result] | None = None,
+    t0_given: dict[float, T0Result] | None = None,
+    require_turn: bool = True,
+) -> list[dict[str, Any]]:
+    """Per trained ratio: fitted increments at the budget, T0, the observed shape and the verdict.
+
+    ``require_turn=False`` (increments relative to the control) judges tolerance and domain gain only: relative to
+    the control a turning point means the gap to it closing, which the CMR paper's criterion does not ask for."""
+    dom_law, gen_law = curve_laws(sf.token_unit, sf.pin_zero, sf.laws)
+    budget = sf.budget_tokens
+    rows: list[dict[str, Any]] = []
+    for c in sf.curves:
+        row: dict[str, Any] = {
+            "n_params": size_json(sf.size), "ratio": c.ratio, "run_ids": list(c.run_ids), "t0_tokens": None,
+            "t0_status": None, "dloss_general_at_budget": None, "dloss_domain_at_budget": None,
+            "observed_dloss_general_at_budget": c.obs_gen_at_budget,
+            "observed_dloss_domain_at_budget": c.obs_dom_at_budget, "within_tolerance": None, "feasible": False,
+            "reason": "", "r2_general": num(c.r2_gen), "r2_domain": num(c.r2_dom), "fit_general": c.gen_status,
+            "fit_domain": c.dom_status, "observed_peak_tokens": None, "observed_still_rising": None,
+        }  # fmt: skip
+        if c.gen_params is None or c.dom_params is None:
+            row["reason"] = c.error or "fit failed"
+            rows.append(row)
+            continue
+        g_b = float(evaluate(gen_law, {"tokens": np.array([budget])}, c.gen_params)[0])
+        d_b = float(evaluate(dom_law, {"tokens": np.array([budget])}, c.dom_params)[0])
+        row["dloss_general_at_budget"], row["dloss_domain_at_budget"] = g_b, d_b
+        key = (float(lagrange_mult), c.ratio)
+        if t0_given is not None and c.ratio in t0_given:
+            t0 = t0_given[c.ratio]
+        elif t0_cache is not None and key in t0_cache:
+            t0 = t0_cache[key]
+        else:
+            t0 = critical_tokens(dom_law, c.dom_params, gen_law, c.gen_params, lagrange_mult=lagrange_mult,
+                                 t_lo=c.t_lo, t_hi=max(budget, c.t_last) * t0_search_factor)  # fmt: skip
+            if t0_cache is not None:
+                t0_cache[key] = t0
+        upto = c.tokens <= budget * 1.005
+        shape = observed_shape(c.tokens[upto], c.obs_gen[upto], math.sqrt(c.mse_gen) if c.mse_gen >= 0 else 0.0)
+        row["observed_peak_tokens"], row["observed_still_rising"] = shape.peak_tokens, shape.still_rising
+        t0_tok, t0_status = t0.t0_tokens, t0.status
+        reasons = []
+        if not g_b <= epsilon:
+            reasons.append(f"general loss rises {g_b:+.4f} > ε = {epsilon:g} at the budget")
+        if d_b >= 0:
+            reasons.append(f"domain loss does not improve ({d_b:+.4f})")
+        turn = ""
+        if t0_status == T0_ROOT and t0_tok is not None and t0_tok <= budget:
+            if shape.still_rising:
+                reasons.append(f"observed general loss still rising at the budget (+{shape.rise:.4f} near the "
+                               f"end): the fitted turning point at {t0_tok:.4g} tokens is not in the data")  # fmt: skip
+                t0_status = "root contradicted by the observations"
+        elif t0_status == T0_FALLING:
+            if shape.never_rises:
+                turn = " (general loss never rises above its start)"
+            elif shape.turned and shape.peak_tokens <= budget:
+                t0_tok, t0_status = shape.peak_tokens, T0_OBSERVED
+                turn = " (turning point from the observed peak; the fitted curve falls from its first point)"
+            else:
+                t0_tok, t0_status = None, "contradicted by the observations"
+                reasons.append(f"observed general loss still rising at the budget (+{shape.rise:.4f}); the fitted "
+                               "curve falls from its first point")  # fmt: skip
+        elif shape.turned and shape.peak_tokens < budget:
+            # the data turned inside the budget although the fitted curve does not: the model-free peak decides
+            t0_tok, t0_status = shape.peak_tokens, T0_OBSERVED
+            turn = " (turning point from the observed peak; the fitted curve misses it)"
+        elif t0_tok is None:
+            reasons.append(f"{STATUS_NO_ROOT} (still rising up to {t0_search_factor:g}× the budget)")
+        else:
+            reasons.append(f"{STATUS_NO_ROOT}: T0 = {t0_tok:.4g} tokens > budget {budget:.4g}")
+        row["t0_tokens"], row["t0_status"] = t0_tok, t0_status
+        row["within_tolerance"] = bool(g_b <= epsilon)
+        if not require_turn:
+            reasons = [x for x in reasons if x.startswith(("general loss rises", "domain loss"))]
+        if c.ratio == 0.0:  # R = 0 (general data only) is the control run, not a candidate share
+            reasons = ["control run (R = 0: no domain data)", *reasons]
+        row["feasible"] = not reasons
+        row["reason"] = "; ".join(reasons) if reasons else "feasible" + turn
+        rows.append(row)
+    return rows
+
+
+def t0_for_resamples(
+    sfs: list[SizeFits], *, lagrange_mult: float, t0_search_factor: float
+) -> list[dict[float, T0Result]]:
+    """T0 of every ratio of many resamples of one size: one vectorised solve per ratio (see ratio_rows)."""
+    if not sfs:
+        return []
+    sf = sfs[0]
+    dom_law, gen_law = curve_laws(sf.token_unit, sf.pin_zero, sf.laws)
+    out: list[dict[float, T0Result]] = [{} for _ in sfs]
+    for i, c in enumerate(sf.curves):
+        ok = [b for b, s in enumerate(sfs) if s.curves[i].gen_params is not None and s.curves[i].dom_params is not None]
+        res = critical_tokens_batch(
+            dom_law, [sfs[b].curves[i].dom_params for b in ok], gen_law, [sfs[b].curves[i].gen_params for b in ok],
+            lagrange_mult=lagrange_mult, t_lo=c.t_lo, t_hi=max(sf.budget_tokens, c.t_last) * t0_search_factor,
+        )  # type: ignore[arg-type]  # fmt: skip
+        for b, r in zip(ok, res, strict=True):
+            out[b][c.ratio] = r
+    return out
+
+
+def cmr_points(rows: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    """``(T0(R_j), R_j)`` of the candidate ratios with a turning point the data support."""
+    return [(r["t0_tokens"], r["ratio"]) for r in rows
+            if r["t0_status"] in (T0_ROOT, T0_OBSERVED) and r["ratio"] > 0]  # fmt: skip
+
+
+def fit_cmr_laws(law: Law, points: list[list[tuple[float, float]]]) -> list[dict[str, float] | None]:
+    """The CMR law ``R = α4 T^s4 + β3`` through each list of points, all in one profiled solve."""
+    out: list[dict[str, float] | None] = [None] * len(points)
+    use = [i for i, p in enumerate(points) if len({q[1] for q in p}) >= MIN_RATIOS_CMR_LAW]
+    if not use:
+        return out
+    n = max(len(points[i]) for i in use)
+    T = np.ones((len(use), n))
+    R = np.zeros((len(use), n))
+    W = np.zeros((len(use), n))
+    for k, i in enumerate(use):
+        for j, (t, r) in enumerate(points[i]):
+            T[k, j], R[k, j], W[k, j] = t, r, 1.0
+    pf = fit_profiled(law, {"tokens": T}, R, weights=W)
+    for k, i in enumerate(use):
+        out[i] = pf.params[k]
+    return out
+
+
+def headline(
+    sf: SizeFits,
+    rows: list[dict[str, Any]],
+    cmr_params: dict[str, float] | None,
+    ratio_fits: tuple[RatioLawFit | None, RatioLawFit | None, str | None],
+    epsilon: float,
+    require_turn: bool = True,
+) -> Decision:
+    """The CMR of one size from its rows, CMR law and ratio laws (pure); without ``require_turn`` the CMR is
+    the tolerance boundary."""
+    budget = sf.budget_tokens
+    notes: list[str] = []
+    fitted = [r for r in rows if r["t0_status"] is not None]
+    feas = [r["ratio"] for r in rows if r["feasible"]]
+    cmr_discrete = max(feas) if feas else None
+    n_pts = len({p[1] for p in cmr_points(rows)})
+    if cmr_params is None:
+        notes.append(f"CMR law not fitted: {n_pts} ratio(s) with a turning point, {status_too_few()}")
+    raw = None
+    if cmr_params is not None:
+        raw = float(evaluate(cmr_law(sf.token_unit), {"tokens": np.array([budget])}, cmr_params)[0])
+    at_budget = None if raw is None else min(max(raw, 0.0), 1.0)
+    clip = STATUS_LAW_ABOVE_1 if raw is not None and raw > 1 else (STATUS_LAW_BELOW_0 if raw is not None and raw < 0
+                                                                    else None)  # fmt: skip
+    if clip is not None:
+        notes.append(f"{clip} (law value {raw:.3f}, clipped)")
+    rl_gen, rl_dom, rl_note = ratio_fits
+    tol, tol_status = None, "not computed"
+    if rl_note:
+        tol_status = rl_note
+        notes.append(rl_note)
+    if rl_gen is not None:
+        tol, tol_status = tolerance_boundary(rl_gen, sf.ref_general, epsilon)
+        r_max = max(c.ratio for c in sf.curves)
+        if tol is not None and tol > r_max:
+            notes.append(f"tolerance boundary {tol:.4f} lies beyond the largest trained ratio {r_max:g}")
+    if not require_turn:
+        status, cmr, source = (STATUS_OK, tol, "tolerance boundary") if tol is not None else (
+            STATUS_NO_FEASIBLE, None, "none")  # fmt: skip
+    elif not fitted or not feas:
+        status = STATUS_NO_FEASIBLE
+        cand = [r for r in fitted if r["ratio"] > 0]
+        if cand and all(r["within_tolerance"] for r in cand) and not any(
+            r["t0_tokens"] is not None and r["t0_tokens"] <= budget for r in cand
+        ):
+            status = STATUS_NO_ROOT
+        cmr, source = None, "none"
+    elif len(feas) == sum(r["ratio"] > 0 for r in rows):
+        status, cmr, source = STATUS_ALL_FEASIBLE, cmr_discrete, "largest tried (lower bound)"
+    elif at_budget is None:
+        status, cmr, source = status_too_few(MIN_RATIOS_CMR_LAW), cmr_discrete, "largest feasible trained ratio"
+    else:
+        status, cmr, source = STATUS_OK, at_budget, "CMR law at the budget"
+        if clip is not None:
+            status = clip
+        if tol is not None and tol < at_budget:
+            status, cmr, source = STATUS_OK, tol, "tolerance boundary (binding)"
+        elif tol is None and tol_status == "no ratio within tolerance":
+            status, cmr, source = STATUS_NO_FEASIBLE, None, "none"
+    sorted_feas = sorted(feas)
+    all_sorted = sorted(r["ratio"] for r in rows if r["ratio"] > 0)
+    if sorted_feas and sorted_feas != all_sorted[: len(sorted_feas)]:
+        notes.append("feasible set is not contiguous from the smallest ratio (noisy fits?)")
+    return Decision(
+        ratios=rows, cmr=cmr, cmr_source=source, status=status, cmr_discrete=cmr_discrete, cmr_law_params=cmr_params,
+        cmr_law_at_budget=at_budget, cmr_law_at_budget_raw=raw, tolerance_boundary=tol, tolerance_status=tol_status,
+        ratio_law_general=rl_gen, ratio_law_domain=rl_dom, notes=notes,
+    )  # fmt: skip
+
+
+def budget_values(sf: SizeFits, rows: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Absolute losses at the budget per ratio: observed if an evaluation sits there, else the curve fit."""
+    r, g, d = [], [], []
+    for c, row in zip(sf.curves, rows, strict=True):
+        vg = c.obs_gen_at_budget if c.obs_gen_at_budget is not None else row["dloss_general_at_budget"]
+        vd = c.obs_dom_at_budget if c.obs_dom_at_budget is not None else row["dloss_domain_at_budget"]
+        if vg is None or vd is None:
+            continue
+        r.append(c.ratio)
+        g.append(sf.ref_general + vg)
+        d.append(sf.ref_domain + vd)
+    return np.array(r), np.array(g), np.array(d)

@@ -1,0 +1,198 @@
+"""Terminal and JSON output of ``mixlaw cmr`` (rich tables; imported by the verb only when it prints)."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import typer
+
+from mixlaw.decide.cmr.schedule import SizeScheduleCMR
+from mixlaw.decide.cmr.schedule import _size_value as size_value
+from mixlaw.report.fmt import fmt_size, fmt_tokens
+
+__all__ = ["print_decision", "print_schedule", "emit_schedule", "json_default"]
+
+
+def domain_notes(sizes: Any) -> list[str]:
+    """Notes of one domain, one line per kind of issue: identical notes of several sizes are merged
+    ("note (12k, 25k): …")."""
+    seen: dict[str, list[str]] = {}
+    for s in sizes:
+        for n in s.notes:
+            seen.setdefault(n, []).append(fmt_size(s.n_params))
+    return [f"({', '.join(v)}) {k}" for k, v in seen.items()]
+
+
+def status_text(s: Any) -> str:
+    """The status with its reasons when weak."""
+    return s.status + (f" ({'; '.join(s.weak_reasons)})" if s.weak_reasons else "")
+
+
+def print_decision(decision: Any, domain: str | None = None) -> None:
+    """The CMR table (with both readings when a control exists), the per-ratio table and the notes."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if not console.is_terminal:  # piped or captured: do not squeeze the reasons into 80 columns
+        console = Console(width=160)
+    s0 = decision.settings
+    lam = s0["lagrange_mult"]
+    for s in decision.sizes:
+        console.print(s.sentence(domain or s0["domain_eval"]))
+    t = Table(
+        title=f"Critical mixture ratio — domain share of the CPT mix (ε = {s0['epsilon']:g}, λ = {lam}, "
+        f"ratio law {s0['ratio_law']}; increments {s0['increments']})"
+    )
+    other = next((s.control_reading["reading"] for s in decision.sizes if s.control_reading), None)
+    cols = ["model size", "budget (tokens)", "CMR", "95% CI", "from", "tolerance boundary", "model-free crossing"]
+    cols += [f"CMR {other}"] if other else []
+    for col in [*cols, "status"]:
+        t.add_column(col)
+    for s in decision.sizes:
+        ci = f"[{s.ci[0]:.3f}, {s.ci[1]:.3f}]" if s.ci else "—"
+        tb = f"{s.tolerance_boundary:.3f}" if s.tolerance_boundary is not None else s.tolerance_status
+        mf = f"{s.model_free_crossing:.3f}" if s.model_free_crossing is not None else "—"
+        style = "green" if s.status == "ok" else "yellow"
+        cells = [fmt_size(s.n_params), fmt_tokens(s.budget_tokens), f"{s.cmr:.3f}" if s.cmr is not None else "—",
+                 ci, s.cmr_source, tb, mf]  # fmt: skip
+        if other:
+            cr = s.control_reading or {}
+            v, civ = cr.get("cmr"), cr.get("ci")
+            cells.append("—" if v is None else f"{v:.3f}" + (f" [{civ[0]:.3f}, {civ[1]:.3f}]" if civ else "")
+                         + ("" if cr.get("status") == "ok" else f" ({cr.get('status')})"))  # fmt: skip
+        t.add_row(*cells, f"[{style}]{status_text(s)}[/{style}]")
+    console.print(t)
+    r = Table(title="Per ratio (T0: turning point of the general loss; feasible needs T0 ≤ budget and ΔL_gen ≤ ε)")
+    for col in ("size", "ratio", "T0 (tokens)", "ΔL_gen @budget", "observed", "ΔL_dom @budget", "R² gen/dom",
+                "feasible", "reason"):  # fmt: skip
+        r.add_column(col)
+    for s in decision.sizes:
+        for row in s.ratios:
+            g, d = row["dloss_general_at_budget"], row["dloss_domain_at_budget"]
+            o = row["observed_dloss_general_at_budget"]
+            r2 = "/".join(f"{v:.3f}" if v is not None else "—" for v in (row["r2_general"], row["r2_domain"]))
+            r.add_row(fmt_size(s.n_params), f"{row['ratio']:.4g}", fmt_tokens(row["t0_tokens"]),
+                      f"{g:+.4f}" if g is not None else "—", f"{o:+.4f}" if o is not None else "—",
+                      f"{d:+.4f}" if d is not None else "—", r2,
+                      "[green]yes[/green]" if row["feasible"] else "[red]no[/red]", row["reason"])  # fmt: skip
+    console.print(r)
+    for n in domain_notes(decision.sizes):
+        console.print(f"[dim]note {n}[/dim]")
+    v = decision.validation
+    if v:
+        console.print(validation_text(v))
+
+
+def validation_text(v: dict[str, Any]) -> str:
+    """One paragraph summarising the held-out checks."""
+    parts = []
+    ho = v.get("held_out_ratios")
+    if ho and ho.get("n_points"):
+        parts.append(f"held-out interior ratios: MAE ΔL_gen {ho['mae_general']:.4f}, ΔL_dom {ho['mae_domain']:.4f} "
+                     f"nats over {ho['n_points']} runs; {100 * ho['coverage']:.0f}% inside the 95% band; CMR moves "
+                     f"by up to {ho['max_cmr_shift']:.3f}")  # fmt: skip
+    hs = v.get("held_out_size")
+    if hs and hs.get("predicted") is not None:
+        parts.append(f"largest size {fmt_size(hs['n_params'])} held out: trend predicts CMR {hs['predicted']:.3f} "
+                     f"vs {hs['actual']:.3f} fitted (moves {hs['shift']:+.3f})")  # fmt: skip
+    return "validation: " + ("; ".join(parts) if parts else "not enough sizes or interior ratios")
+
+
+def print_schedule(results: list[SizeScheduleCMR], decision: Any, epsilon: float) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=160)
+    sched = results[0].schedule.spec()
+    t = Table(title=f"Schedule-aware CMR — domain share of the CPT mix under {sched} (ε = {epsilon:g}, cpt_replay)")
+    for col in ("model size", "budget (steps)", "budget (tokens)", "CMR", "95% CI", "constant LR (law)",
+                "95% CI ", "CMR paper (data)", "status"):  # fmt: skip
+        t.add_column(col)
+    paper = {}
+    if decision is not None:
+        paper = {size_value(s.n_params): s for s in decision.sizes}
+    for r in results:
+        res = r.result
+        c = res.constant_lr_cmr if res is not None else None
+        civ = res.constant_lr_interval if res is not None else None
+        ps = paper.get(size_value(r.n_params))
+        style = "green" if r.status == "ok" else "yellow"
+        t.add_row(
+            fmt_size(r.n_params) if r.n_params is not None else "—",
+            str(r.budget_steps),
+            fmt_tokens(r.budget_tokens),
+            f"{r.cmr:.3f}" if r.cmr is not None else "—",
+            f"[{r.ci[0]:.3f}, {r.ci[1]:.3f}]" if r.ci else "—",
+            f"{c:.3f}" if c is not None else "—",
+            f"[{civ[0]:.3f}, {civ[1]:.3f}]" if civ else "—",
+            f"{ps.cmr:.3f}" if ps is not None and ps.cmr is not None else "—",
+            f"[{style}]{r.status}[/{style}]",
+        )
+    console.print(t)
+    for r in results:
+        for note in r.notes:
+            console.print(f"[dim]note ({fmt_size(r.n_params)}): {note}[/dim]")
+
+
+def emit_schedule(
+    results: list[SizeScheduleCMR],
+    decision: Any,
+    decision_error: str | None,
+    queries: list[dict[str, Any]],
+    epsilon: float,
+    as_json: bool,
+) -> None:
+    """Output of ``--law cpt_replay``: the schedule-aware CMR per size beside the constant-LR decision."""
+    paper = {} if decision is None else {size_value(s.n_params): s for s in decision.sizes}
+    if as_json:
+        obj: dict[str, Any] = decision.to_dict() if decision is not None else {"cmr": []}
+        rows = []
+        for r in results:
+            d = r.to_dict()
+            ps = paper.get(size_value(r.n_params))
+            d["cmr_paper"] = (
+                None
+                if ps is None
+                else {"cmr": ps.cmr, "ci": None if ps.ci is None else list(ps.ci), "status": ps.status}
+            )
+            rows.append(d)
+        obj["schedule_cmr"] = rows
+        obj["law"] = "cpt_replay"
+        obj["constant_lr_decision"] = (
+            {"status": "ok"}
+            if decision_error is None
+            else {"status": "skipped" if decision_error.startswith("not run") else "failed", "error": decision_error}
+        )
+        if queries:
+            obj["queries"] = queries
+        typer.echo(json.dumps(obj, default=json_default, allow_nan=False))
+        return
+    print_schedule(results, decision, epsilon)
+    if decision is not None:
+        typer.echo("\nConstant-LR decision (CMR paper) on the same runs:")
+        print_decision(decision)
+    else:
+        typer.echo(f"constant-LR decision (CMR paper) not available: {decision_error}")
+    for q in queries:
+        t0 = f"{q['t0_tokens']:.4g}" if q["t0_tokens"] is not None else "—"
+        typer.echo(
+            f"R = {q['ratio']:g} (size {fmt_size(q['n_params'])}): T0 = {t0} tokens, "
+            f"{'feasible' if q['feasible'] else 'not feasible'} — {q['reason']}"
+        )
+
+
+def json_default(o: Any) -> Any:
+    import numpy as np
+
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o) if math.isfinite(float(o)) else None
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    return str(o)

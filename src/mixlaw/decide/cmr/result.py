@@ -1,0 +1,190 @@
+"""Result objects of the CMR decision: :class:`SizeCMR` per model size and :class:`CMRDecision`."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mixlaw.decide.cmr.common import STATUS_NO_ROOT, STATUS_OK, evaluate, law_of, size_json
+from mixlaw.decide.cmr.ratio import RatioLawFit
+from mixlaw.errors import FitError, InputError
+from mixlaw.laws.cmr_law import CMRLaw
+
+__all__ = ["SizeCMR", "CMRDecision"]
+
+
+@dataclass(frozen=True)
+class SizeCMR:
+    """The CMR decision for one model size."""
+
+    n_params: Any
+    budget_tokens: float
+    token_unit: float
+    reference_general: float
+    reference_domain: float
+    cmr: float | None
+    ci: tuple[float, float] | None
+    cmr_source: str
+    status: str
+    cmr_discrete: float | None
+    cmr_law: dict[str, float] | None
+    cmr_law_at_budget: float | None
+    tolerance_boundary: float | None
+    tolerance_boundary_ci: tuple[float, float] | None
+    tolerance_status: str
+    ratio_law_general: RatioLawFit | None
+    ratio_law_domain: RatioLawFit | None
+    ratios: list[dict[str, Any]]
+    curves: dict[float, dict[str, Any]]
+    notes: list[str]
+    n_bootstrap: int = 0
+    n_bootstrap_failed: int = 0
+    bootstrap_cmr: np.ndarray | None = None
+    bootstrap_cmr_law: list[dict[str, float]] = field(default_factory=list)
+    outcome: str = STATUS_OK
+    weak_reasons: list[str] = field(default_factory=list)
+    cmr_law_at_budget_raw: float | None = None
+    model_free_crossing: float | None = None
+    model_free_status: str = "not computed"
+    control_reading: dict[str, Any] | None = None
+
+    def sentence(self, domain: str) -> str:
+        """The decision in one sentence, e.g. ``legal: CMR 0.61 [0.60, 0.64] at 200k parameters and 300k CPT
+        tokens; status ok``."""
+        from mixlaw.report.fmt import fmt_size, fmt_tokens
+
+        val = "no CMR" if self.cmr is None else f"CMR {self.cmr:.2f}"
+        ci = f" [{self.ci[0]:.2f}, {self.ci[1]:.2f}]" if self.ci else ""
+        why = f" ({'; '.join(self.weak_reasons)})" if self.weak_reasons else ""
+        return (f"{domain}: {val}{ci} at {fmt_size(self.n_params)} parameters and {fmt_tokens(self.budget_tokens)} "
+                f"CPT tokens; status {self.status}{why}")  # fmt: skip
+
+    def cmr_at(self, tokens: np.ndarray | float) -> np.ndarray:
+        """CMR-law prediction at other budgets (tokens); NaN-free: raises if the law was not fitted."""
+        if self.cmr_law is None:
+            raise FitError(f"no CMR law for size {self.n_params}: {self.status}")
+        law = law_of("cmr_law", token_unit=self.token_unit)
+        # shares are shares: the law is clipped to [0, 1] (the status says when the budget's value was clipped)
+        return np.clip(evaluate(law, {"tokens": np.asarray(tokens, dtype=np.float64)}, self.cmr_law), 0.0, 1.0)
+
+    def cmr_at_band(self, tokens: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray] | None:
+        """Percentile band of the CMR law over bootstrap resamples (None without bootstrap)."""
+        if not self.bootstrap_cmr_law:
+            return None
+        law = law_of("cmr_law", token_unit=self.token_unit)
+        curves = np.array([evaluate(law, {"tokens": tokens}, p) for p in self.bootstrap_cmr_law])
+        a = (1 - level) / 2
+        curves = np.clip(curves, 0.0, 1.0)
+        return np.quantile(curves, a, axis=0), np.quantile(curves, 1 - a, axis=0)
+
+    def t0_for_ratio(self, ratio: float) -> float | None:
+        """Critical token volume of an unseen ratio by the inverse CMR law (tokens; None if undefined)."""
+        if self.cmr_law is None:
+            return None
+        v = float(CMRLaw(token_unit=self.token_unit).t0_tokens(ratio, self.cmr_law))
+        return v if math.isfinite(v) else None
+
+    def assess_ratio(self, ratio: float, epsilon: float) -> dict[str, Any]:
+        """An unseen domain share at this size and budget: ratio-law losses, tolerance, T0 and feasibility.
+
+        The general and domain loss at the budget come from the ratio laws; ``T0`` from the inverse CMR law.
+        Outside the trained ratios both are extrapolations (``extrapolated``).
+        """
+        if not 0.0 <= ratio <= 1.0:
+            raise InputError(f"a domain share must lie in [0, 1], got {ratio}")
+        out: dict[str, Any] = {"n_params": size_json(self.n_params), "ratio": float(ratio)}
+        trained = [r["ratio"] for r in self.ratios]
+        out["extrapolated"] = not (min(trained) <= ratio <= max(trained)) if trained else True
+        g = self.ratio_law_general
+        d = self.ratio_law_domain
+        dg = float(g.predict(ratio)) - self.reference_general if g is not None else None
+        dd = float(d.predict(ratio)) - self.reference_domain if d is not None else None
+        t0 = self.t0_for_ratio(ratio)
+        out.update(dloss_general_at_budget=dg, dloss_domain_at_budget=dd, t0_tokens=t0)
+        reasons = []
+        if dg is None or t0 is None:
+            reasons.append("ratio law or CMR law not fitted for this size")
+        else:
+            if dg > epsilon:
+                reasons.append(f"general loss rises {dg:+.4f} > ε = {epsilon:g} at the budget")
+            if dd is not None and dd >= 0:
+                reasons.append(f"domain loss does not improve ({dd:+.4f})")
+            if t0 > self.budget_tokens:
+                reasons.append(f"{STATUS_NO_ROOT}: T0 = {t0:.4g} tokens > budget {self.budget_tokens:.4g}")
+        out["feasible"] = not reasons
+        out["reason"] = "; ".join(reasons) if reasons else "feasible"
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n_params": size_json(self.n_params),
+            "budget_tokens": self.budget_tokens,
+            "token_unit": self.token_unit,
+            "reference_general": self.reference_general,
+            "reference_domain": self.reference_domain,
+            "cmr": self.cmr,
+            "ci": list(self.ci) if self.ci is not None else None,
+            "cmr_source": self.cmr_source,
+            "status": self.status,
+            "cmr_discrete": self.cmr_discrete,
+            "cmr_law": self.cmr_law,
+            "cmr_law_at_budget": self.cmr_law_at_budget,
+            "tolerance_boundary": self.tolerance_boundary,
+            "tolerance_boundary_ci": list(self.tolerance_boundary_ci) if self.tolerance_boundary_ci else None,
+            "tolerance_status": self.tolerance_status,
+            "ratio_law_general": self.ratio_law_general.to_dict() if self.ratio_law_general else None,
+            "ratio_law_domain": self.ratio_law_domain.to_dict() if self.ratio_law_domain else None,
+            "n_bootstrap": self.n_bootstrap,
+            "n_bootstrap_failed": self.n_bootstrap_failed,
+            "notes": list(self.notes),
+            "outcome": self.outcome,
+            "weak_reasons": list(self.weak_reasons),
+            "cmr_law_at_budget_raw": self.cmr_law_at_budget_raw,
+            "model_free_crossing": self.model_free_crossing,
+            "model_free_status": self.model_free_status,
+            "control_reading": self.control_reading,
+        }
+
+
+@dataclass(frozen=True)
+class CMRDecision:
+    """Everything :func:`critical_mixture_ratio` decided, per size, with its settings."""
+
+    sizes: list[SizeCMR]
+    settings: dict[str, Any]
+    increments: pd.DataFrame
+    sensitivity: pd.DataFrame
+    trend: dict[str, Any] | None
+    validation: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        cmr = []
+        for s in self.sizes:
+            d = s.to_dict()
+            cmr.append(
+                {k: d[k] for k in ("n_params", "budget_tokens", "cmr", "ci", "tolerance_boundary", "status")}
+                | {k: d[k] for k in d if k not in ("cmr_law",)}
+            )
+        ratios = []
+        for s in self.sizes:
+            for r in s.ratios:
+                ratios.append(
+                    {k: r[k] for k in ("n_params", "ratio", "t0_tokens", "feasible", "reason")}
+                    | {k: v for k, v in r.items() if k not in ("n_params", "ratio", "t0_tokens", "feasible", "reason")}
+                )
+        return {
+            "cmr": cmr,
+            "ratios": ratios,
+            "cmr_law": [
+                {"n_params": size_json(s.n_params), "token_unit": s.token_unit, "params": s.cmr_law}
+                for s in self.sizes
+            ],
+            "sensitivity": self.sensitivity.replace({np.nan: None}).to_dict(orient="records"),
+            "trend": self.trend,
+            "settings": self.settings,
+            "validation": self.validation,
+        }

@@ -1,0 +1,231 @@
+"""The critical-mixture-ratio report: the decision first (one sentence per domain and size), then the plots, then
+the tables (each once; long fit-quality tables folded), the held-out checks and the assumptions."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from mixlaw.report.fmt import fmt_size, fmt_tokens
+from mixlaw.report.html import Section, _status_class, esc, figure_html, render_report, table_html
+
+if TYPE_CHECKING:
+    from mixlaw.decide.cmr import CMRDecision
+
+__all__ = ["cmr_sections", "cmr_domains_section", "cmr_report", "decision_sentences"]
+
+
+def _ci(ci: Sequence[float] | None) -> str:
+    return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "—"
+
+
+def decision_sentences(decisions: Mapping[str, CMRDecision]) -> str:
+    """One ``<li>`` per (domain, size): the decision in words, its status coloured."""
+    items = []
+    for d, dec in decisions.items():
+        for s in dec.sizes:
+            txt = s.sentence(d)
+            cr = s.control_reading
+            if cr:
+                v = "no CMR" if cr.get("cmr") is None else f"{cr['cmr']:.2f}"
+                txt += f" — {cr['reading']}: {v} {_ci(cr.get('ci'))} ({cr.get('status')})"
+            items.append(f'<li class="{_status_class(s.status)}">{esc(txt)}</li>')
+    return f"<ul>{''.join(items)}</ul>"
+
+
+def _notes(decision: CMRDecision) -> str:
+    seen: dict[str, list[str]] = {}
+    for s in decision.sizes:
+        for n in s.notes:
+            seen.setdefault(n, []).append(fmt_size(s.n_params))
+    lis = "".join(f"<li>{esc(', '.join(v))}: {esc(k)}</li>" for k, v in seen.items())
+    return f"<p><b>Notes</b> (one line per kind, with the sizes it concerns)</p><ul>{lis}</ul>" if lis else ""
+
+
+def _validation_html(v: dict[str, Any] | None) -> str:
+    if not v:
+        return ""
+    out = []
+    ho = v.get("held_out_ratios") or {}
+    if ho.get("n_points"):
+        out.append(f"<p>Each interior ratio held out in turn ({ho['n_points']} runs): MAE of the predicted "
+                   f"end-of-budget ΔL_gen {ho['mae_general']:.4f}, ΔL_dom {ho['mae_domain']:.4f} nats/token; "
+                   f"{100 * ho['coverage']:.0f}% of held-out points inside the 95% band; the CMR moves by up to "
+                   f"{ho['max_cmr_shift']:.3f}.</p>")  # fmt: skip
+        rows = [{"size": fmt_size(r["n_params"]), "held-out R": r["ratio"], "ΔL_gen obs": r["observed_dloss_general"],
+                 "ΔL_gen pred": r["predicted_dloss_general"], "inside": r["inside_general"],
+                 "ΔL_dom obs": r["observed_dloss_domain"], "ΔL_dom pred": r["predicted_dloss_domain"],
+                 "inside ": r["inside_domain"], "CMR": r["cmr"], "CMR without it": r["cmr_without"]}
+                for r in ho["rows"]]  # fmt: skip
+        out.append(f"<details><summary>per held-out ratio</summary>{table_html(rows)}</details>")
+    hs = v.get("held_out_size")
+    if hs and hs.get("predicted") is not None:
+        act = "—" if hs["actual"] is None else f"{hs['actual']:.3f}"
+        mae = "" if hs.get("mae_general") is None else (
+            f"; its end-of-budget ΔL_gen predicted by per-ratio size trends with MAE {hs['mae_general']:.4f} "
+            f"({100 * hs['coverage']:.0f}% inside the band)")  # fmt: skip
+        out.append(f"<p>Largest size {esc(fmt_size(hs['n_params']))} held out: the trend of the other sizes predicts "
+                   f"CMR {hs['predicted']:.3f}, fitted {act}{esc(mae)}.</p>")  # fmt: skip
+    return "".join(out) or "<p>Not enough sizes or interior ratios to hold any out.</p>"
+
+
+def _sensitivity(decision: CMRDecision) -> str:
+    sens = decision.sensitivity.copy()
+    sens["_n"] = pd.to_numeric(sens["n_params"], errors="coerce")
+    sens["_l"] = sens["lagrange_mult"].map(lambda v: math.inf if isinstance(v, str) else float(v))
+    sens = sens.sort_values(["_n", "_l", "epsilon"])
+    order = list(dict.fromkeys(zip(sens["n_params"], sens["lagrange_mult"], strict=True)))
+    pivot = sens.pivot_table(index=["n_params", "lagrange_mult"], columns="epsilon", values="cmr", aggfunc="first",
+                             dropna=False, sort=False)  # fmt: skip
+    pivot = pivot.reindex(order)
+    pivot.columns = [f"ε = {c:g}" for c in pivot.columns]
+    pivot = pivot.reset_index().rename(columns={"n_params": "size", "lagrange_mult": "λ"})
+    pivot["size"] = pivot["size"].map(fmt_size)
+    pivot["λ"] = pivot["λ"].map(lambda v: v if isinstance(v, str) else f"{v:g}")
+    return table_html(pivot)
+
+
+def cmr_sections(decision: CMRDecision, *, source: str | None = None, domain: str | None = None,
+                 lead: bool = True, assumptions: bool = True) -> list[Section]:  # fmt: skip
+    """The CMR report sections of one domain: answer, plots, CMR table, per-ratio table, fit quality (folded),
+    sensitivity, data, held-out checks, assumptions."""
+    import matplotlib.pyplot as plt
+
+    from mixlaw.report import plots
+
+    st = decision.settings
+    inc = decision.increments
+    dom = domain or str(st["domain_eval"]).removeprefix("loss_")
+    out: list[Section] = []
+    if lead:
+        out.append(Section("Answer: largest domain share of the CPT mix", decision_sentences({dom: decision})
+                           + f"<p>The CMR is the largest domain share whose general loss has turned (peaked) within "
+                           f"the budget and stays within ε = {st['epsilon']:g} nats/token of its value before CPT; "
+                           f"increments {esc(st['increments'])}.</p>"))  # fmt: skip
+    figs = []
+    fig, axes = plt.subplots(1, 2, figsize=(11.5, 4.2))
+    plots.plot_cmr_vs_budget(decision.sizes, ax=axes[0])
+    if sum(s.cmr is not None for s in decision.sizes) >= 2:
+        plots.plot_cmr_vs_size(decision, ax=axes[1])
+    else:
+        axes[1].axis("off")
+        axes[1].text(0.5, 0.5, "CMR vs model size needs ≥ 2 sizes with a CMR", ha="center", va="center")
+    fig.tight_layout()
+    figs.append(figure_html(fig, alt="CMR vs budget and size"))
+    for s in decision.sizes:
+        fig = plt.figure(figsize=(12.0, 4.4))
+        plots.plot_general_increments(s, inc, epsilon=st["epsilon"], ax=fig.add_subplot(1, 2, 1))
+        plots.plot_ratio_law(s, epsilon=st["epsilon"], ax=fig.add_subplot(1, 2, 2))
+        fig.tight_layout()
+        figs.append(figure_html(fig, alt=f"trajectories {fmt_size(s.n_params)}"))
+    trend = ""
+    if decision.trend is not None:
+        tr = decision.trend
+        trend = f"<p>Size trend: CMR = {tr['a']:.4f} + {tr['b']:.4f}·log10(N) over {tr['n_sizes']} sizes.</p>"
+    out.append(Section("Plots", f'<div class="figs">{"".join(figs)}</div>{trend}'))
+    rows = [{"size": fmt_size(s.n_params), "budget (tokens)": fmt_tokens(s.budget_tokens), "CMR": s.cmr,
+             "95% CI": _ci(s.ci), "from": s.cmr_source, "largest feasible tried": s.cmr_discrete,
+             "CMR law at budget": s.cmr_law_at_budget, "tolerance boundary": s.tolerance_boundary,
+             "model-free crossing": s.model_free_crossing,
+             "bootstrap (ok/failed)": f"{s.n_bootstrap - s.n_bootstrap_failed}/{s.n_bootstrap_failed}"
+             if s.n_bootstrap else "—", "status": s.status, "why weak": "; ".join(s.weak_reasons) or "—"}
+            for s in decision.sizes]  # fmt: skip
+    out.append(Section("Critical mixture ratio per size", table_html(rows) + _notes(decision)))
+    rrows = [{"size": fmt_size(s.n_params), "ratio": r["ratio"], "T0 (tokens)": fmt_tokens(r["t0_tokens"]),
+              "T0 from": r["t0_status"], "ΔL_gen @ budget (fit)": r["dloss_general_at_budget"],
+              "ΔL_gen @ budget (obs)": r["observed_dloss_general_at_budget"],
+              "ΔL_dom @ budget (fit)": r["dloss_domain_at_budget"], "feasible": r["feasible"], "reason": r["reason"]}
+             for s in decision.sizes for r in s.ratios]  # fmt: skip
+    out.append(Section("Per trained ratio", table_html(rrows)))
+    qrows = [{"size": fmt_size(s.n_params), "ratio": r["ratio"], "ΔL_gen fit": r["fit_general"],
+              "R² ΔL_gen": r["r2_general"], "ΔL_dom fit": r["fit_domain"], "R² ΔL_dom": r["r2_domain"]}
+             for s in decision.sizes for r in s.ratios]  # fmt: skip
+    lrows = [{"size": fmt_size(s.n_params), "law": f"{f.law} on {lbl} loss", "status": f.status, "R²": f.r2}
+             for s in decision.sizes for lbl, f in (("general", s.ratio_law_general), ("domain", s.ratio_law_domain))
+             if f is not None]  # fmt: skip
+    rfigs = []
+    for s in decision.sizes:
+        fig, ax = plt.subplots(figsize=(5.8, 3.8))
+        plots.plot_fit_residuals(s, inc, ax=ax)
+        fig.tight_layout()
+        rfigs.append(figure_html(fig, alt=f"residuals {fmt_size(s.n_params)}"))
+    out.append(Section("Fit quality", f"<details><summary>curve fits (Eq. 6) per ratio: status and R²</summary>"
+                       f"{table_html(qrows)}</details><details><summary>ratio laws at the budget</summary>"
+                       f"{table_html(lrows)}</details><details><summary>residual plots</summary>"
+                       f'<div class="figs">{"".join(rfigs)}</div></details>'))  # fmt: skip
+    if not decision.sensitivity.empty:
+        out.append(Section("Sensitivity of the CMR to λ and ε", "<p>Point estimates; — marks a non-numeric outcome "
+                           "(see the status column of the JSON output).</p>" + _sensitivity(decision)))  # fmt: skip
+    summ = (inc.groupby(["size", "ratio"]).agg(runs=("run_id", "nunique"), evals=("tokens", "size"),
+            max_tokens=("tokens", "max")).reset_index())  # fmt: skip
+    summ["max_tokens"] = summ["max_tokens"].map(fmt_tokens)
+    summ["size"] = summ["size"].map(fmt_size)
+    out.append(Section("Data", f"<details><summary>{len(inc)} CPT evaluations from {inc['run_id'].nunique()} runs"
+                       f"{' in ' + esc(source) if source else ''}</summary>{table_html(summ)}</details>"))  # fmt: skip
+    if decision.validation:
+        out.append(Section("Held-out checks (--validate)", _validation_html(decision.validation)))
+    if assumptions:
+        out.append(_assumptions(decision))
+    return out
+
+
+def _assumptions(decision: CMRDecision) -> Section:
+    from mixlaw.decide.cmr.common import BOOT_LOST_MAX, R2_MIN
+
+    st = decision.settings
+    units = ", ".join(f"{fmt_size(s.n_params)}: T unit = {fmt_tokens(s.token_unit)} tokens" for s in decision.sizes)
+    return Section("Assumptions", "<ul>"
+        f"<li>Tolerance ε = {st['epsilon']:g} nats/token on the general loss at the budget.</li>"
+        f"<li>λ = {esc(st['lagrange_mult'])}: T0 solves dΔL_dom/dT + λ·dΔL_gen/dT = 0 at its first + → − change "
+        "after a rise (a peak; a dip at the origin is not one); λ = inf puts T0 at the peak of ΔL_gen. Every "
+        "turning verdict is checked against the observed increments.</li>"
+        "<li>Increment laws (Gu et al. 2024, arXiv:2407.17467, Eq. 6) fitted per ratio by exact profiled least "
+        f"squares on T &gt; 0 (amplitudes in closed form, exponents searched); ΔL(0) pinned: {st['pin_zero']}.</li>"
+        f"<li>Ratio law: {esc(st['ratio_law'])} on the losses at the budget (observed where an evaluation sits "
+        "there); the model-free crossing interpolates the observations linearly.</li>"
+        "<li>CMR law R = α4·T^s4 + β3 (Eq. 8) through (T0(R_j), R_j), clipped to [0, 1].</li>"
+        f"<li>Weak: a fit the number rests on did not converge or has R² &lt; {R2_MIN:g}, more than "
+        f"{BOOT_LOST_MAX:.0%} of the resamples gave no CMR, or a binding ratio law misses its points by &gt; 3 "
+        "noise units.</li>"
+        f"<li>Bootstrap: {st['bootstrap']} resamples of {esc(st['bootstrap_unit'])}; percentile intervals at level "
+        f"{st['level']:g}; evaluations along one run are autocorrelated, so intervals are a lower bound on "
+        "seed-to-seed spread.</li>"
+        f"<li>Units: tokens everywhere; {esc(units)} (the paper's unit is 0.2B tokens).</li></ul>")  # fmt: skip
+
+
+def cmr_domains_section(decisions: Mapping[str, CMRDecision]) -> Section:
+    """Several domains side by side: the decision sentences, CMR per (domain, size), CMR vs size per domain."""
+    import matplotlib.pyplot as plt
+
+    from mixlaw.report import plots
+
+    rows = [{"domain": d, "size": fmt_size(s.n_params), "budget (tokens)": fmt_tokens(s.budget_tokens),
+             "CMR": s.cmr, "95% CI": _ci(s.ci), "tolerance boundary": s.tolerance_boundary,
+             "model-free crossing": s.model_free_crossing, "status": s.status}
+            for d, dec in decisions.items() for s in dec.sizes]  # fmt: skip
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    plots.plot_cmr_vs_size(dict(decisions), ax=ax)
+    return Section("Answer: domains side by side", decision_sentences(decisions)
+                   + f'<div class="figs">{figure_html(fig, alt="CMR vs size per domain")}</div>' + table_html(rows)
+                   + "<p>The CMR paper's finding to check: a domain closer to the general data allows a higher "
+                   "CMR.</p>")  # fmt: skip
+
+
+def cmr_report(decision: CMRDecision | Mapping[str, CMRDecision], *, title: str = "Critical mixture ratio",
+               source: str | None = None, extra_sections: Sequence[Section] = ()) -> str:  # fmt: skip
+    """The whole self-contained CMR report page (extra sections, e.g. from the CPT report, go at the end).
+
+    ``decision`` may be a mapping ``{domain: CMRDecision}``: the page then opens with every domain's decision and
+    the comparison, followed by each domain's plots and tables (the assumptions once, at the end)."""
+    if isinstance(decision, Mapping):
+        sections = [cmr_domains_section(decision)]
+        for d, dec in decision.items():
+            sections += [Section(f"[{d}] {sec.title}", sec.html)
+                         for sec in cmr_sections(dec, source=source, domain=d, lead=False, assumptions=False)]
+        sections.append(_assumptions(next(iter(decision.values()))))
+    else:
+        sections = cmr_sections(decision, source=source)
+    return render_report(title, [*sections, *extra_sections], subtitle=source)
