@@ -187,6 +187,65 @@ def test_large_grid_becomes_sobol_points() -> None:
     assert len(np.unique(np.round(design, 6), axis=0)) == 1024
 
 
+class Saturating(Law):
+    """``L = E + A * exp(-k * x)`` with a data-informed ``guess`` (test law; arXiv:2403.16952)."""
+
+    name = "test_saturating"
+    inputs = ("x",)
+    param_specs = (ParamSpec("E"), ParamSpec("A", 0.0, np.inf), ParamSpec("k", 0.0, np.inf))
+    example_params = {"E": 2.0, "A": 1.5, "k": 0.7}
+    formula = "L = E + A exp(-k x)"
+    citation = "test law, arXiv:2403.16952"
+    fit_space = "raw"
+    calls: list[int] = []
+
+    def predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
+        return p["E"] + p["A"] * torch.exp(-p["k"] * x["x"])
+
+    def guess(self, table: pd.DataFrame) -> list[dict[str, float]]:
+        self.calls.append(len(table))
+        x, y = table["x"].to_numpy(), table[self.target].to_numpy()
+        E = float(y.min()) - 1e-3 * float(np.ptp(y))
+        slope, icpt = np.polyfit(x, np.log(y - E), 1)
+        return [{"E": E, "A": float(np.exp(icpt)), "k": float(-slope)}]
+
+
+def test_guess_gives_data_informed_starts() -> None:
+    law = Saturating()
+    rng = np.random.default_rng(2)
+    x = rng.uniform(0.0, 6.0, 50)
+    df = pd.DataFrame({"x": x, "loss": 2.0 + 1.5 * np.exp(-0.7 * x) + 1e-3 * rng.standard_normal(50)})
+    res = fit_law(law, df, use_grid=False)  # the guess is the only start
+    assert Saturating.calls == [50] and res.settings["n_guess"] == 1 and res.n_starts == 1
+    assert res.status.value == "converged"
+    for p, v in {"E": 2.0, "A": 1.5, "k": 0.7}.items():
+        assert res.params[p] == pytest.approx(v, rel=0.02), p
+    with pytest.raises(InputError, match="expected at least one start"):
+        fit_law(law, df, use_grid=False, use_guess=False)
+
+    class BadGuess(Saturating):
+        name = "test_bad_guess"
+
+        def guess(self, table: pd.DataFrame) -> list[dict[str, float]]:
+            return [{"E": 1.0}]
+
+    with pytest.raises(InputError, match=r"law 'test_bad_guess': guess\(\) returned a bad start .*\['A', 'k'\]"):
+        fit_law(BadGuess(), df)
+
+
+def test_mixlaw_laws_lists_a_law_with_a_required_option(registered: None) -> None:
+    from typer.testing import CliRunner
+
+    from mixlaw.cli import app
+
+    out = CliRunner().invoke(app, ["laws", "--json"])
+    assert out.exit_code == 0, out.output
+    rows = {r["name"]: r for r in json.loads(out.output)["laws"]}
+    assert rows["test_intrinsic_mixture"]["options"][0]["required"] is True
+    table = CliRunner().invoke(app, ["laws"], env={"COLUMNS": "250"})
+    assert table.exit_code == 0 and "test_intrinsic_mixture" in table.output
+
+
 # ------------------------------------------------------------------------------------ simplex and vectors
 def test_simplex_law_is_recovered_from_its_own_design(registered: None) -> None:
     law = get_law("test_intrinsic_mixture", domains="web,code,math")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -112,9 +112,12 @@ def fit_batch(
     data = FitData(law_obj, df.assign(_target=Y[0]), target="_target", input_map=input_map, group_column=None)
     B = Y.shape[0]
     per_problem = len(starts) > 0 and not isinstance(starts[0], Mapping)
-    rows: list[Sequence[Mapping[str, Any]]] = (
-        [list(s) for s in starts] if per_problem else [list(starts)] * B  # type: ignore[arg-type]
-    )
+    rows: list[Sequence[Mapping[str, Any]]] = []
+    for s in starts if per_problem else [starts]:
+        if isinstance(s, Mapping):  # a flat list mixing dicts and lists
+            raise InputError("expected one list of start dicts, or one list of start dicts per problem")
+        rows.append(list(cast(Sequence[Mapping[str, Any]], s)))
+    rows = rows if per_problem else rows * B
     if len(rows) != B:
         raise InputError(f"expected {B} start lists (one per problem), got {len(rows)}")
     k = len(rows[0])

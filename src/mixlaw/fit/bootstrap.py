@@ -54,6 +54,7 @@ __all__ = [
 ]
 
 Scheme = Literal["runs", "rows", "residuals"]
+Loss = Literal["huber", "l2"]
 SCHEMES: tuple[str, ...] = ("runs", "rows", "residuals")
 USABLE: tuple[str, ...] = (STATUS_CONVERGED, STATUS_STALLED)
 """Final row states whose parameters count (see the module docstring)."""
@@ -140,7 +141,7 @@ def refit(
     weights: np.ndarray | None,
     seeds: np.ndarray,
     *,
-    loss: str = "huber",
+    loss: Loss = "huber",
     delta: float | None = None,
     max_iter: int = 300,
     ftol: float = 1e-11,
@@ -190,7 +191,7 @@ def refit(
             np.ascontiguousarray(S[lo:hi]).reshape(nb * k, -1),
             pid,
             W_all[lo:hi],
-            loss=loss,  # type: ignore[arg-type]
+            loss=loss,
             delta=d,
             max_iter=max_iter,
             ftol=ftol,
@@ -220,7 +221,7 @@ def bootstrap_law(
     rng: np.random.Generator,
     scheme: Scheme = "runs",
     params: Mapping[str, Any] | None = None,
-    loss: str = "huber",
+    loss: Loss = "huber",
     delta: float | None = None,
     max_iter: int = 300,
     ftol: float = 1e-11,

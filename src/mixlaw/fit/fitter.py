@@ -269,6 +269,7 @@ class Fitter:
             n_bootstrap=int(self.bootstrap),
             n_failed_resamples=0 if boot is None else boot.n_failed,
             bootstrap_unit=None if boot is None else boot.unit,
+            fitted_law=law,
         )
         warn_about(law, self.result_)
         return self

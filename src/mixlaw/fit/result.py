@@ -86,10 +86,14 @@ class FitResult:
     n_bootstrap: int = 0
     n_failed_resamples: int = 0
     bootstrap_unit: str | None = None
+    fitted_law: Law | None = field(default=None, repr=False, compare=False)
+    """The law instance that was fitted (not serialised; a result read from JSON rebuilds it by name)."""
 
     # ------------------------------------------------------------------ derived
     @property
     def law(self) -> Law:
+        if self.fitted_law is not None:
+            return self.fitted_law
         return get_law(self.law_name, **self.law_options)
 
     @property
