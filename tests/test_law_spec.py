@@ -408,3 +408,16 @@ def test_entry_point_laws_are_loaded_lazily(tmp_path: Any, monkeypatch: pytest.M
     finally:
         LAWS.pop("test_plugin_law", None)
         sys.modules.pop("thirdparty_laws_pkg", None)
+
+
+def test_configured_laws_and_fits_pickle_by_name_and_options(registered: None) -> None:
+    import copy
+    import pickle
+
+    law = get_law("test_intrinsic_mixture", domains="a,b,c")
+    back = pickle.loads(pickle.dumps(law))
+    assert type(back) is IntrinsicMixture and back.inputs == law.inputs and dict(back.options) == dict(law.options)
+    assert copy.deepcopy(get_law("cpt", fixed_E=100.0)).param_names == get_law("cpt", fixed_E=100.0).param_names
+    df = _simulate(law, {"A": 0.8, "E": 2.0, "alpha": 0.5, "t": [0.1, 0.7, 0.2]}, n=40, seed=0, noise=1e-3)
+    res = fit_law(law, df, random_state=0, n_polish=4)
+    assert pickle.loads(pickle.dumps(res)) == res

@@ -401,6 +401,14 @@ class Law:
         opts = ", ".join(f"{k}={v!r}" for k, v in self.options.items())
         return f"{type(self).__name__}({opts})"
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Pickle (process pools, Ray, deepcopy) as "class + options": the spec is rebuilt, never copied.
+        return (_rebuild, (type(self), dict(self.options)))
+
+
+def _rebuild(cls: type[Law], options: dict[str, Any]) -> Law:
+    return cls(**options)
+
 
 def _product(cols: list[np.ndarray]) -> np.ndarray:
     """Cartesian product of per-parameter ``(m_i, d_i)`` internal candidates → ``(Π m_i, Σ d_i)``."""
