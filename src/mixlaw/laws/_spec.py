@@ -190,7 +190,7 @@ class ParamSpec:
         return bool(value < lower or value > upper)
 
     def bounds_text(self) -> str:
-        return "simplex" if self.simplex else f"[{self.lower:g}, {self.upper:g}]"
+        return "[0, 1] (simplex)" if self.simplex else f"[{self.lower:g}, {self.upper:g}]"
 
     def plausible_internal(self) -> tuple[float, float]:
         """The internal-space box where default (grid-less) starts are drawn, per internal coordinate."""
@@ -384,3 +384,8 @@ class LawSpec:
             raise TypeError(f"law '{self.name}': fit_space must be 'log' or 'raw'")
         if self.symmetry is not None and not self.symmetry.names() <= set(names):
             raise TypeError(f"law '{self.name}': symmetry names unknown parameters")
+        if self.example_params and set(self.example_params) != set(names):
+            raise TypeError(
+                f"law '{self.name}': example_params must name exactly the parameters {names}, "
+                f"got {sorted(self.example_params)}"
+            )
