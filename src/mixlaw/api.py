@@ -262,24 +262,10 @@ def validate(
 
 
 def list_laws() -> list[dict[str, Any]]:
-    """Every registered law: name, formula, inputs, parameters, citation."""
-    out = []
-    for name in law_names():
-        try:
-            law = build_law(name)
-        except InputError:  # a law whose options have no defaults cannot be listed with an instance
-            continue
-        out.append(
-            {
-                "name": name,
-                "formula": law.formula,
-                "inputs": list(law.inputs),
-                "params": list(law.param_names),
-                "fit_space": law.fit_space,
-                "citation": law.citation,
-            }
-        )
-    return out
+    """Every registered law: name, formula, inputs, parameters, citation, options (name, default, help)."""
+    from mixlaw.laws import describe_law
+
+    return [describe_law(name) for name in law_names()]
 
 
 # ---------------------------------------------------------------------- runs (mixlaw ingest / mixlaw runs)

@@ -39,15 +39,16 @@ class FitResult:
     law_name, law_options
         The fitted law (rebuilt with :func:`mixlaw.laws.get_law`).
     params
-        Best parameters in natural units.
+        Best parameters in natural units: a float per scalar parameter, a list per vector or simplex parameter
+        (``{"t": [0.2, 0.5, 0.3]}``), never internal (logit) values.
     objective
         Objective at ``params`` (Huber sum with ``delta``, or half the sum of squares, in ``fit_space``).
     status, message
         :class:`FitStatus` and a human sentence.
     starts
-        One row per start: ``start_<p>`` and ``<p>`` (final) values, ``initial_objective``, ``objective``,
-        ``status`` (``converged``, ``max_iter``, ``failed``, ``merged``, or ``screened`` for starts that were only
-        evaluated), ``n_iter``.
+        One row per start: ``start_<p>`` and ``<p>`` (final) values (flat entries ``t[0]``, … for vectors),
+        ``initial_objective``, ``objective``, ``status`` (``converged``, ``max_iter``, ``failed``, ``merged``, or
+        ``screened`` for starts that were only evaluated), ``n_iter``.
     n_points, target, input_map, loss, delta, fit_space
         What was fitted and how.
     fingerprint
@@ -55,7 +56,7 @@ class FitResult:
     input_ranges
         ``{input: [min, max]}`` of the fitted data (for extrapolation checks).
     bootstrap_params
-        One row per successful bootstrap resample, or ``None``.
+        One row per successful bootstrap resample (columns ``law.flat_names``, natural units), or ``None``.
     n_bootstrap, n_failed_resamples, bootstrap_unit
         Bootstrap bookkeeping; ``bootstrap_unit`` is the column resampled (or ``"row"``).
     settings
@@ -66,7 +67,7 @@ class FitResult:
 
     law_name: str
     law_options: dict[str, Any]
-    params: dict[str, float]
+    params: dict[str, Any]
     objective: float
     status: FitStatus
     message: str
@@ -85,10 +86,14 @@ class FitResult:
     n_bootstrap: int = 0
     n_failed_resamples: int = 0
     bootstrap_unit: str | None = None
+    fitted_law: Law | None = field(default=None, repr=False, compare=False)
+    """The law instance that was fitted (not serialised; a result read from JSON rebuilds it by name)."""
 
     # ------------------------------------------------------------------ derived
     @property
     def law(self) -> Law:
+        if self.fitted_law is not None:
+            return self.fitted_law
         return get_law(self.law_name, **self.law_options)
 
     @property
@@ -103,15 +108,27 @@ class FitResult:
     def converged(self) -> bool:
         return self.status is FitStatus.CONVERGED
 
+    def flat_params(self) -> dict[str, float]:
+        """The parameters entry by entry: ``{"A": 1.0, "t[0]": 0.2, "t[1]": 0.8}`` (scalars keep their names)."""
+        out: dict[str, float] = {}
+        for name, v in self.params.items():
+            if isinstance(v, list | tuple | np.ndarray):
+                out.update({f"{name}[{j}]": float(x) for j, x in enumerate(v)})
+            else:
+                out[name] = float(v)
+        return out
+
     def ci(self, level: float = 0.95) -> dict[str, tuple[float, float]]:
-        """Percentile bootstrap intervals ``{name: (lo, hi)}`` (empty without a bootstrap)."""
+        """Percentile bootstrap intervals ``{entry: (lo, hi)}`` in natural units (empty without a bootstrap).
+
+        Keys are the flat entries of :meth:`flat_params` (``t[0]``, … for a vector parameter)."""
         if self.bootstrap_params is None or len(self.bootstrap_params) == 0:
             return {}
         if not 0 < level < 1:
             raise InputError(f"expected a level in (0, 1), got {level}")
         q = [(1 - level) / 2, (1 + level) / 2]
         out: dict[str, tuple[float, float]] = {}
-        for name in self.params:
+        for name in self.flat_params():
             lo, hi = np.quantile(self.bootstrap_params[name].to_numpy(), q)
             out[name] = (float(lo), float(hi))
         return out
@@ -120,12 +137,12 @@ class FitResult:
         """Bootstrap standard errors (empty without a bootstrap)."""
         if self.bootstrap_params is None or len(self.bootstrap_params) < 2:
             return {}
-        return {n: float(self.bootstrap_params[n].std(ddof=1)) for n in self.params}
+        return {n: float(self.bootstrap_params[n].std(ddof=1)) for n in self.flat_params()}
 
     def at_bounds(self) -> list[str]:
-        """Names of parameters that sit on a bound of their declared range."""
+        """Names of parameter entries that sit on a bound of their declared range."""
         law = self.law
-        return [n for n, v in self.params.items() if law.spec(n).at_bound(v)]
+        return [n for n, v in self.flat_params().items() if law.spec(n).at_bound(v)]
 
     def predict(self, data: pd.DataFrame | Mapping[str, Any]) -> np.ndarray:
         """Predicted target at the rows of ``data`` (law inputs looked up through ``input_map``)."""
@@ -160,13 +177,15 @@ class FitResult:
         ci = self.ci()
         bounds = set(self.at_bounds())
         lines.append("parameters")
-        for name, value in self.params.items():
+        for name, v in self.params.items():
+            if isinstance(v, list | tuple):
+                lines.append(f"  {name:<12} [{', '.join(f'{x:.6g}' for x in v)}]")
+        for name, value in self.flat_params().items():
             s = f"  {name:<12} {value:.6g}"
             if name in ci:
                 s += f"   95% CI [{ci[name][0]:.6g}, {ci[name][1]:.6g}]"
             if name in bounds:
-                spec = law.spec(name)
-                s += f"   AT BOUND [{spec.lower:g}, {spec.upper:g}] — widen the bound or check the data"
+                s += f"   AT BOUND {law.spec(name).bounds_text()} — widen the bound or check the data"
             lines.append(s)
         if self.n_bootstrap:
             lines.append(
@@ -224,7 +243,7 @@ class FitResult:
             return cls(
                 law_name=d["law"],
                 law_options=dict(d.get("law_options", {})),
-                params={k: float(v) for k, v in d["params"].items()},
+                params={k: _param_value(v) for k, v in d["params"].items()},
                 objective=float(d["objective"]),
                 status=FitStatus(d["status"]),
                 message=d.get("message", ""),
@@ -261,6 +280,13 @@ class FitResult:
         return self.to_json() == other.to_json()
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def _param_value(v: Any) -> Any:
+    """A JSON parameter value: a number, or a list of numbers (vector/simplex parameter)."""
+    if isinstance(v, list):
+        return [float(x) for x in v]
+    return float(v)
 
 
 def _records(df: pd.DataFrame) -> list[dict[str, Any]]:

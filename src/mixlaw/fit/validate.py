@@ -163,7 +163,7 @@ def validate_law(
                 "n_held_out": n_held,
                 "mre": float(np.mean(np.abs(rel))),
                 "max_abs_rel_error": float(np.max(np.abs(rel))),
-                **{f"param_{k}": v for k, v in res.params.items()},
+                **{f"param_{k}": v for k, v in res.flat_params().items()},
             }
         )
     pts = (

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from mixlaw.laws._base import Law, ParamSpec, Tensor, register
-from mixlaw.laws.dloss_domain import PAPER_TOKEN_UNIT, check_token_unit
+from mixlaw.laws._base import Law, Option, ParamSpec, Tensor, register
+from mixlaw.laws.dloss_domain import PAPER_TOKEN_UNIT, float_unit
 
 
 @register
@@ -47,9 +47,12 @@ class CMRLaw(Law):
     default_delta = 1e-3
     target = "ratio"
 
-    def __init__(self, *, token_unit: float = PAPER_TOKEN_UNIT) -> None:
-        self.token_unit = check_token_unit(self.name, token_unit)
-        self.options: dict[str, Any] = {"token_unit": self.token_unit}
+    options_schema = (
+        Option("token_unit", PAPER_TOKEN_UNIT, "tokens per unit of T (the paper's 0.2B tokens)", check=float_unit),
+    )
+
+    def configure(self, **options: Any) -> None:
+        self.token_unit = float(options["token_unit"])
 
     def predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
         return p["alpha4"] * torch.pow(x["tokens"] / self.token_unit, p["s4"]) + p["beta3"]

@@ -19,13 +19,13 @@ B, E, β one by one.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
 
 from mixlaw.errors import InputError
-from mixlaw.laws._base import DerivedInput, Law, ParamSpec, Tensor, register
+from mixlaw.laws._base import DerivedInput, Law, Option, ParamSpec, Tensor, register
 from mixlaw.laws.lr_annealing import safe_log
 
 __all__ = ["CPT", "shift_term", "CPT_SHIFT_PARAMS"]
@@ -38,16 +38,29 @@ def shift_term(s1_cpt: Tensor, B: Tensor, E: Tensor, beta: Tensor) -> Tensor:
     return -B * torch.expm1(-beta * torch.log1p(E * torch.clamp(s1_cpt, min=0.0)))
 
 
-def fix_shift_rate(law: Law, fixed_E: float | None) -> None:
-    """Apply the ``fixed_E`` option: drop ``E`` from the fitted parameters and use the given rate instead
-    (laws.md §5.7 item 5: "fix E and fit B·β"; the paper pins E = 100 in several fits)."""
-    law.options["fixed_E"] = fixed_E
+def check_fixed_E(value: Any) -> float | None:
+    """``check`` of the ``fixed_E`` option: ``None`` or a positive number."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value) or value <= 0:
+        raise InputError(f"fixed_E must be a positive number, got {value!r}")
+    return float(value)
+
+
+FIXED_E_OPTION = Option(
+    "fixed_E", None, "pin the shift rate E to this value and fit B, beta only (laws.md 5.7)", check=check_fixed_E
+)
+
+
+def fix_shift_rate(decl: Mapping[str, Any], fixed_E: float | None) -> dict[str, Any]:
+    """The declaration changes of the ``fixed_E`` option: ``E`` leaves the fitted parameters and the given rate is
+    used instead (laws.md §5.7 item 5: "fix E and fit B·β"; the paper pins E = 100 in several fits)."""
     if fixed_E is None:
-        return
-    if not isinstance(fixed_E, int | float) or not np.isfinite(fixed_E) or fixed_E <= 0:
-        raise InputError(f"fixed_E must be a positive number, got {fixed_E!r}")
-    law.param_specs = tuple(s for s in law.param_specs if s.name != "E")  # type: ignore[misc]
-    law.example_params = {k: v for k, v in law.example_params.items() if k != "E"}  # type: ignore[misc]
+        return {}
+    return {
+        "param_specs": tuple(s for s in decl["param_specs"] if s.name != "E"),
+        "example_params": {k: v for k, v in decl["example_params"].items() if k != "E"},
+    }
 
 
 def shift_rate(law: Law, p: Mapping[str, Tensor]) -> Tensor:
@@ -112,19 +125,22 @@ class CPT(Law):
     formula = "L = L0 + A*(S1pt+S1cpt)^(-alpha) - C1*S2pt - C2*S2cpt + B*(1-(1+E*S1cpt)^(-beta))"
     citation = "Wang et al. 2025, arXiv:2505.07796 (Eq. 4); Tissue et al. 2024, arXiv:2408.11029"
 
-    def __init__(self, *, base: Literal["known", "blackbox"] = "known", fixed_E: float | None = None) -> None:
-        if base not in ("known", "blackbox"):
-            raise InputError(f"cpt base must be 'known' or 'blackbox', got '{base}'")
-        self.options: dict[str, Any] = {"base": base}
-        if base == "blackbox":
-            self.inputs = ("s1_cpt", "s2_cpt")  # type: ignore[misc,assignment]
-            self.param_specs = (  # type: ignore[misc]
+    options_schema = (
+        Option("base", "known", "'known' PT history, or 'blackbox' (open/unknown base model)", ("known", "blackbox")),
+        FIXED_E_OPTION,
+    )
+
+    def configure(self, **options: Any) -> Mapping[str, Any]:
+        decl: dict[str, Any] = dict(self._declared)
+        if options["base"] == "blackbox":
+            decl["inputs"] = ("s1_cpt", "s2_cpt")
+            decl["param_specs"] = (
                 *base_specs(),
                 ParamSpec("s1_pt_offset", 0.0, np.inf, description="unknown PT forward area (fitted)"),
                 ParamSpec("C2", 0.0, np.inf, description="annealing coefficient of the CPT area"),
                 *shift_specs(),
             )
-            self.example_params = {  # type: ignore[misc]
+            decl["example_params"] = {
                 "L0": 2.742,
                 "A": 0.887,
                 "alpha": 0.414,
@@ -134,11 +150,9 @@ class CPT(Law):
                 "E": 100.0,
                 "beta": 0.072,
             }
-            self.formula = (  # type: ignore[misc]
-                "L = L0 + A*(S1cpt+s1_pt_offset)^(-alpha) - C2*S2cpt + B*(1-(1+E*S1cpt)^(-beta))"
-            )
-
-        fix_shift_rate(self, fixed_E)
+            decl["formula"] = "L = L0 + A*(S1cpt+s1_pt_offset)^(-alpha) - C2*S2cpt + B*(1-(1+E*S1cpt)^(-beta))"
+        decl.update(fix_shift_rate(decl, options["fixed_E"]))
+        return {k: decl[k] for k in ("inputs", "param_specs", "example_params", "formula")}
 
     def predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
         if self.options["base"] == "blackbox":

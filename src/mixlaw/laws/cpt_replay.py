@@ -25,14 +25,13 @@ factors look swapped against its own per-ratio fits (laws.md §5.7 item 4): fit 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
 
-from mixlaw.errors import InputError
-from mixlaw.laws._base import DerivedInput, Law, ParamSpec, Tensor, register
-from mixlaw.laws.cpt import base_specs, fix_shift_rate, shift_rate, shift_specs, shift_term
+from mixlaw.laws._base import DerivedInput, Law, Option, ParamSpec, Tensor, register
+from mixlaw.laws.cpt import FIXED_E_OPTION, base_specs, fix_shift_rate, shift_rate, shift_specs, shift_term
 from mixlaw.laws.lr_annealing import safe_log
 
 __all__ = ["CPTReplay", "replay_factor"]
@@ -78,27 +77,23 @@ class CPTReplay(Law):
     )
     citation = "Wang et al. 2025, arXiv:2505.07796 (Eq. 8; normalised replay factor per laws.md §5.7)"
 
-    def __init__(
-        self,
-        *,
-        form: Literal["normalised", "literal"] = "normalised",
-        side: Literal["pt", "cpt"] = "pt",
-        fixed_E: float | None = None,
-    ) -> None:
-        if form not in ("normalised", "literal"):
-            raise InputError(f"cpt_replay form must be 'normalised' or 'literal', got '{form}'")
-        if side not in ("pt", "cpt"):
-            raise InputError(f"cpt_replay side must be 'pt' or 'cpt', got '{side}'")
-        self.options: dict[str, Any] = {"form": form, "side": side}
+    options_schema = (
+        Option("form", "normalised", "'normalised' replay factor or the 'literal' Eq. 8", ("normalised", "literal")),
+        Option("side", "pt", "validation set of the literal form: 'pt' or 'cpt'", ("pt", "cpt")),
+        FIXED_E_OPTION,
+    )
+
+    def configure(self, **options: Any) -> Mapping[str, Any]:
+        form, side = options["form"], options["side"]
+        out: dict[str, Any] = fix_shift_rate(self._declared, options["fixed_E"])
         if form == "literal":
             side_txt = "exp(a1*r_pt)" if side == "pt" else "exp(a1*r_cpt)"
             fac = "(1-exp(-a2*r_cpt))" if side == "pt" else "(exp(a2*r_cpt)-1)"
-            self.formula = (  # type: ignore[misc]
+            out["formula"] = (
                 f"L = L0 + A*(S1pt+S1cpt)^(-alpha) - C1*S2pt - C2*S2cpt*{side_txt}"
                 f" + B*(1-(1+E*S1cpt)^(-beta))*{fac}  (Eq. 8 as printed, {side} side)"
             )
-
-        fix_shift_rate(self, fixed_E)
+        return out
 
     def predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
         r_pt = x["replay_ratio"]

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from mixlaw.laws._base import DerivedInput, Law, ParamSpec, Tensor, register
-from mixlaw.laws.cpt import base_specs, fix_shift_rate, shift_rate, shift_specs, shift_term
+from mixlaw.laws.cpt import FIXED_E_OPTION, base_specs, fix_shift_rate, shift_rate, shift_specs, shift_term
 from mixlaw.laws.lr_annealing import safe_log
 
 __all__ = ["CPTSize", "N_UNIT", "effective_single_size"]
@@ -62,9 +62,10 @@ class CPTSize(Law):
     )
     citation = "Wang et al. 2025, arXiv:2505.07796 (Eq. 7)"
 
-    def __init__(self, *, fixed_E: float | None = None) -> None:
-        self.options: dict[str, Any] = {}
-        fix_shift_rate(self, fixed_E)
+    options_schema = (FIXED_E_OPTION,)
+
+    def configure(self, **options: Any) -> Mapping[str, Any]:
+        return fix_shift_rate(self._declared, options["fixed_E"])
 
     def predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
         n = x["n_params"] / N_UNIT

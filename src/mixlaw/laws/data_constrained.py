@@ -15,12 +15,13 @@ Muennighoff et al., "Scaling Data-Constrained Language Models", arXiv:2305.16264
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import torch
 
 from mixlaw.errors import InputError
-from mixlaw.laws._base import Law, ParamSpec, Tensor, register
+from mixlaw.laws._base import Law, Option, ParamSpec, Tensor, register
 
 
 def saturate(total: Tensor, unique: Tensor, r_star: Tensor) -> Tensor:
@@ -32,6 +33,12 @@ def saturate(total: Tensor, unique: Tensor, r_star: Tensor) -> Tensor:
     """
     repeats = torch.clamp(total / unique - 1.0, min=0.0)
     return unique + unique * r_star * (-torch.expm1(-repeats / r_star))
+
+
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InputError(f"expected true/false, got {value!r}")
+    return value
 
 
 @register
@@ -59,10 +66,10 @@ class DataConstrained(Law):
         "R_N_star": 5.309743,
     }
 
-    def __init__(self, *, tie_exponents: bool = False) -> None:
-        if not isinstance(tie_exponents, bool):
-            raise InputError(f"expected tie_exponents true/false, got {tie_exponents!r}")
-        self.options = {"tie_exponents": tie_exponents}
+    options_schema = (Option("tie_exponents", False, "fix beta = alpha (the paper's stage-1 fit)", check=_bool),)
+
+    def configure(self, **options: Any) -> Mapping[str, Any]:
+        tie_exponents = options["tie_exponents"]
         specs = [
             ParamSpec("A", 0.0, np.inf, description="model-size coefficient"),
             ParamSpec("B", 0.0, np.inf, description="data coefficient"),
@@ -75,9 +82,10 @@ class DataConstrained(Law):
             ParamSpec("R_D_star", 0.0, np.inf, description="data repetition decay (epochs)"),
             ParamSpec("R_N_star", 0.0, np.inf, description="excess-parameter decay"),
         ]
-        self.param_specs = tuple(specs)  # type: ignore[misc]
+        example = dict(self._declared["example_params"])
         if tie_exponents:
-            self.example_params = {k: v for k, v in type(self).example_params.items() if k != "beta"}  # type: ignore[misc]
+            example.pop("beta")
+        return {"param_specs": tuple(specs), "example_params": example}
 
     def _beta(self, p: Mapping[str, Tensor]) -> Tensor:
         return p["alpha"] if self.options["tie_exponents"] else p["beta"]

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from mixlaw.errors import InputError
-from mixlaw.laws._base import Law, ParamSpec, Tensor, register
+from mixlaw.laws._base import Law, Option, ParamSpec, Tensor, register
 
 #: The CMR paper's token unit: T = 100 is 20B tokens, so one unit is 0.2B tokens (laws.md §6.1, §13).
 PAPER_TOKEN_UNIT = 2e8
@@ -33,6 +33,17 @@ def check_token_unit(name: str, token_unit: Any) -> float:
         raise InputError(f"law '{name}': token_unit must be a positive number, got {token_unit!r}") from exc
     if not math.isfinite(unit) or unit <= 0:
         raise InputError(f"law '{name}': token_unit must be a positive number, got {token_unit!r}")
+    return unit
+
+
+def float_unit(value: Any) -> float:
+    """``check`` of the ``token_unit`` option (a positive number)."""
+    try:
+        unit = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"token_unit must be a positive number, got {value!r}") from None
+    if not math.isfinite(unit) or unit <= 0:
+        raise InputError(f"token_unit must be a positive number, got {value!r}")
     return unit
 
 
@@ -66,16 +77,23 @@ class DLossDomain(Law):
     default_delta = 1e-3
     target = "dloss"
 
-    def __init__(self, *, token_unit: float = PAPER_TOKEN_UNIT, pin_zero: bool = False) -> None:
-        self.token_unit = check_token_unit(self.name, token_unit)
-        self.pin_zero = bool(pin_zero)
-        self.options: dict[str, Any] = {"token_unit": self.token_unit, "pin_zero": self.pin_zero}
-        if self.pin_zero:
-            self.param_specs = (  # type: ignore[misc,assignment]
+    options_schema = (
+        Option("token_unit", PAPER_TOKEN_UNIT, "tokens per unit of T (the paper's 0.2B tokens)", check=float_unit),
+        Option("pin_zero", False, "beta1 = 0 and s1 > 0, so that dL(0) = 0 exactly", check=bool),
+    )
+
+    def configure(self, **options: Any) -> Mapping[str, Any] | None:
+        self.token_unit = float(options["token_unit"])
+        self.pin_zero = bool(options["pin_zero"])
+        if not self.pin_zero:
+            return None
+        return {
+            "param_specs": (
                 ParamSpec("alpha1", description="amplitude (signed)"),
                 ParamSpec("s1", 0.0, np.inf, description="token exponent (> 0 so that dL(0) = 0)"),
-            )
-            self.example_params = {"alpha1": -0.05, "s1": 0.3}  # type: ignore[misc]
+            ),
+            "example_params": {"alpha1": -0.05, "s1": 0.3},
+        }
 
     def predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
         t = x["tokens"] / self.token_unit

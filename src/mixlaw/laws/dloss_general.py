@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from mixlaw.laws._base import Law, ParamSpec, Tensor, register
-from mixlaw.laws.dloss_domain import PAPER_TOKEN_UNIT, check_token_unit
+from mixlaw.laws._base import Law, Option, ParamSpec, Symmetry, Tensor, register
+from mixlaw.laws.dloss_domain import PAPER_TOKEN_UNIT, float_unit
 
 _AMPS = np.array([-0.1, -0.01, -1e-3, 1e-3, 0.01, 0.1])
 
@@ -52,28 +52,32 @@ class DLossGeneral(Law):
     fit_space = "raw"
     default_delta = 1e-3
     target = "dloss"
+    # The two power terms are interchangeable: fits and draws are reported with s2 <= s3 (canonical_params).
+    symmetry = Symmetry(components=(("s2", "alpha2"), ("s3", "alpha3")))
+    options_schema = (
+        Option("token_unit", PAPER_TOKEN_UNIT, "tokens per unit of T (the paper's 0.2B tokens)", check=float_unit),
+        Option("pin_zero", False, "beta2 = 0 and s2, s3 > 0, so that dL(0) = 0 exactly", check=bool),
+    )
 
-    def __init__(self, *, token_unit: float = PAPER_TOKEN_UNIT, pin_zero: bool = False) -> None:
-        self.token_unit = check_token_unit(self.name, token_unit)
-        self.pin_zero = bool(pin_zero)
-        self.options: dict[str, Any] = {"token_unit": self.token_unit, "pin_zero": self.pin_zero}
-        if self.pin_zero:
-            self.param_specs = (  # type: ignore[misc,assignment]
+    def configure(self, **options: Any) -> Mapping[str, Any] | None:
+        self.token_unit = float(options["token_unit"])
+        self.pin_zero = bool(options["pin_zero"])
+        if not self.pin_zero:
+            return None
+        return {
+            "param_specs": (
                 ParamSpec("alpha2", description="first amplitude (signed)"),
                 ParamSpec("s2", 0.0, np.inf, description="first token exponent (> 0)"),
                 ParamSpec("alpha3", description="second amplitude (signed)"),
                 ParamSpec("s3", 0.0, np.inf, description="second token exponent (> 0)"),
-            )
-            self.example_params = {"alpha2": 0.03, "s2": 0.3, "alpha3": -0.002, "s3": 0.9}  # type: ignore[misc]
+            ),
+            "example_params": {"alpha2": 0.03, "s2": 0.3, "alpha3": -0.002, "s3": 0.9},
+        }
 
     def predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
         t = x["tokens"] / self.token_unit
         out = p["alpha2"] * torch.pow(t, p["s2"]) + p["alpha3"] * torch.pow(t, p["s3"])
         return out if self.pin_zero else out + p["beta2"]
-
-    def canonical(self, params: dict[str, float]) -> dict[str, float]:
-        """The two power terms ordered so that ``s2 <= s3`` (see :func:`canonical_params`)."""
-        return params if self.pin_zero and "s2" not in params else canonical_params(params)
 
     def example_inputs(self, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """CPT token counts log-uniform over ``T ∈ [1, 100]`` units (the paper's trajectories)."""

@@ -40,7 +40,7 @@ import numpy as np
 import torch
 
 from mixlaw.errors import InputError
-from mixlaw.laws._base import DerivedInput, Law, ParamSpec, Tensor, register
+from mixlaw.laws._base import DerivedInput, Law, Option, ParamSpec, Tensor, register
 from mixlaw.laws.lr_annealing import safe_log
 from mixlaw.schedules.multi_power import (  # the history builders live beside the schedules; re-exported here
     DEFAULT_BINS,
@@ -93,6 +93,12 @@ PUBLISHED_MPL: dict[str, dict[str, float]] = {
 }
 
 
+def _bins(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+        raise InputError(f"multi_power n_bins must be an integer >= 2, got {value!r}")
+    return value
+
+
 @register
 class MultiPower(Law):
     """Multi-power law of Luo et al. 2025 (arXiv:2503.12811) on compressed per-row LR histories.
@@ -116,11 +122,12 @@ class MultiPower(Law):
     formula = "L = L0 + A*S1^(-alpha) - B*sum_k (eta_{k-1}-eta_k)*(1-(C*eta_k^(-gamma)*S_k(t)+1)^(-beta))"
     citation = "Luo et al. 2025, arXiv:2503.12811 (ICLR 2025)"
 
-    def __init__(self, *, n_bins: int = DEFAULT_BINS) -> None:
-        if not isinstance(n_bins, int) or n_bins < 2:
-            raise InputError(f"multi_power n_bins must be an integer >= 2, got {n_bins!r}")
-        self.options: dict[str, Any] = {"n_bins": n_bins}
-        self.inputs = ("mpl_s1", *mpl_columns(n_bins))  # type: ignore[misc]
+    options_schema = (
+        Option("n_bins", DEFAULT_BINS, "history bins per row (build the features with the same value)", check=_bins),
+    )
+
+    def configure(self, **options: Any) -> Mapping[str, Any]:
+        return {"inputs": ("mpl_s1", *mpl_columns(options["n_bins"]))}
 
     def _history(self, x: Mapping[str, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
         cols = mpl_columns(self.options["n_bins"])

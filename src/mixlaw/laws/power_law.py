@@ -9,12 +9,19 @@ single-variable laws (arXiv:2001.08361) and the Chinchilla law with one factor h
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import torch
 
 from mixlaw.errors import InputError
-from mixlaw.laws._base import Law, ParamSpec, Tensor, register
+from mixlaw.laws._base import Law, Option, ParamSpec, Tensor, register
+
+
+def _column(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise InputError(f"expected the name of an input column, got {value!r}")
+    return value
 
 
 @register
@@ -36,11 +43,12 @@ class PowerLaw(Law):
     formula = "L = E + A * x^(-alpha)"
     citation = "Kaplan et al. 2020, arXiv:2001.08361; Ye et al. 2024, arXiv:2403.16952"
 
-    def __init__(self, *, input: str = "tokens") -> None:  # noqa: A002 - the CLI option is called input
-        if not isinstance(input, str) or not input:
-            raise InputError(f"expected the name of an input column, got {input!r}")
-        self.options = {"input": input}
-        self.inputs = (input,)  # type: ignore[misc]
+    options_schema = (
+        Option("input", "tokens", "the input column the law reads (tokens, n_params, ...)", check=_column),
+    )
+
+    def configure(self, **options: Any) -> Mapping[str, Any]:
+        return {"inputs": (options["input"],)}
 
     def log_predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
         log_x = torch.log(x[self.options["input"]])

@@ -1,0 +1,279 @@
+"""One bootstrap and one usable-row rule for the whole package.
+
+The usable-row rule
+-------------------
+A solver row (one start of one problem, see :mod:`mixlaw.fit.solve`) is **usable** when its final state — that of
+the row it was merged into, for a merged row — is ``converged`` or ``stalled`` (the objective stopped decreasing
+measurably: final to the solver's precision, parameters not certified) and its objective is finite. Rows that ran
+out of iterations (``max_iter``) or failed are not usable. The estimate of a problem is its usable row with the
+lowest objective; a problem without a usable row has no estimate.
+
+Everything uses this rule: :func:`best_rows` implements it, :class:`~mixlaw.fit.Fitter` picks its point estimate
+with it, every bootstrap resample (:func:`refit`, :func:`bootstrap_law`) and every problem of
+:func:`~mixlaw.fit.fit_batch` is judged by it, and a resample without an estimate is counted in ``n_failed`` the
+same way everywhere. One documented exception: a point estimate is always returned — when no start of the main
+fit is usable the fitter falls back to the unfinished (``max_iter``) start with the lowest objective, reports
+status ``max_iter`` and warns; resamples have no such fallback.
+
+Resampling schemes
+------------------
+- ``"runs"`` (default): draw whole runs (the group column, default ``run_id``) with replacement; every run's points
+  enter or leave together (evaluations along one run are not independent). Without a group column: rows.
+- ``"rows"``: draw rows (evaluation points) with replacement.
+- ``"residuals"``: keep the design, refit ``fitted + residuals`` with the residuals resampled with replacement
+  *within* each run (for designs with one run per condition, where dropping runs leaves the law undetermined).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+import torch
+
+from mixlaw.errors import InputError
+from mixlaw.fit.data import FitData, make_residuals
+from mixlaw.fit.solve import STATUS_CONVERGED, STATUS_FAILED, STATUS_STALLED, SolveResult, solve
+from mixlaw.laws import Law, get_law
+
+__all__ = [
+    "SCHEMES",
+    "USABLE",
+    "BootstrapDraws",
+    "Scheme",
+    "best_rows",
+    "bootstrap_law",
+    "refit",
+    "resample_targets",
+    "resample_weights",
+    "root_status",
+    "usable",
+]
+
+Scheme = Literal["runs", "rows", "residuals"]
+Loss = Literal["huber", "l2"]
+SCHEMES: tuple[str, ...] = ("runs", "rows", "residuals")
+USABLE: tuple[str, ...] = (STATUS_CONVERGED, STATUS_STALLED)
+"""Final row states whose parameters count (see the module docstring)."""
+
+#: Rows × points of one batched solve; larger bootstraps are solved in chunks of resamples.
+CHUNK_CELLS = 200_000
+
+
+def root_status(sol: SolveResult) -> np.ndarray:
+    """Per-row final status, with merged rows given the status of the row they were merged into."""
+    st = sol.status.copy()
+    m = sol.merged_into >= 0
+    st[m] = sol.status[sol.merged_into[m]]
+    return st
+
+
+def usable(sol: SolveResult) -> np.ndarray:
+    """``(K,)`` bool: the rows that count (root status ``converged``/``stalled`` and a finite objective)."""
+    return np.isin(root_status(sol), USABLE) & np.isfinite(sol.f)
+
+
+def best_rows(sol: SolveResult, pid: np.ndarray, n_problems: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(best, ok)``: per problem, the index of its lowest-objective usable row (``-1`` and ``ok=False`` if none)."""
+    ok_row = usable(sol)
+    f = np.where(ok_row, sol.f, np.inf)
+    order = np.lexsort((f, pid))  # by problem, then objective
+    best = np.full(n_problems, -1, dtype=np.int64)
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = pid[order][1:] != pid[order][:-1]
+    for idx in order[first]:
+        best[pid[idx]] = idx
+    ok = best >= 0
+    ok[ok] = ok_row[best[ok]]
+    best[~ok] = -1
+    return best, ok
+
+
+def resample_weights(groups: np.ndarray | None, n: int, B: int, rng: np.random.Generator) -> np.ndarray:
+    """``(B, n)`` multiplicities of a bootstrap over groups (runs), or over rows when ``groups`` is ``None``."""
+    g = np.arange(n) if groups is None else np.asarray(groups)
+    G = int(g.max()) + 1
+    draws = rng.integers(0, G, size=(B, G))
+    counts = np.stack([np.bincount(d, minlength=G) for d in draws]) if B else np.zeros((0, G), dtype=np.int64)
+    return counts[:, g].astype(np.float64)
+
+
+def resample_targets(
+    fitted: np.ndarray, residuals: np.ndarray, groups: np.ndarray | None, B: int, rng: np.random.Generator
+) -> np.ndarray:
+    """``(B, n)`` targets ``fitted + residuals`` with the residuals resampled with replacement within each group."""
+    n = len(fitted)
+    g = np.zeros(n, dtype=np.int64) if groups is None else np.asarray(groups)
+    idx = np.empty((B, n), dtype=np.int64)
+    for grp in np.unique(g):
+        rows = np.flatnonzero(g == grp)
+        idx[:, rows] = rows[rng.integers(0, rows.size, size=(B, rows.size))]
+    return fitted[None, :] + residuals[idx]
+
+
+@dataclass(frozen=True)
+class BootstrapDraws:
+    """Outcome of one bootstrap: one natural-unit row per resample, canonical form.
+
+    ``params`` has the law's flat columns (``law.flat_names``) and one row per resample that has an estimate
+    (``ok``); ``status`` is the final status of each resample's best row (``failed`` when no row was finite).
+    """
+
+    params: pd.DataFrame
+    ok: np.ndarray
+    status: np.ndarray
+    objective: np.ndarray
+    scheme: str
+    unit: str
+
+    @property
+    def n_failed(self) -> int:
+        return int((~self.ok).sum())
+
+
+def refit(
+    law: Law,
+    x: Mapping[str, torch.Tensor],
+    targets: np.ndarray,
+    weights: np.ndarray | None,
+    seeds: np.ndarray,
+    *,
+    loss: Loss = "huber",
+    delta: float | None = None,
+    max_iter: int = 300,
+    ftol: float = 1e-11,
+    xtol: float = 1e-9,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Solve ``B`` problems over the same inputs in batched solves and judge them by the usable-row rule.
+
+    Parameters
+    ----------
+    law, x
+        The law and its input tensors (``(n,)`` each).
+    targets
+        ``(n,)`` (shared by every problem) or ``(B, n)`` targets.
+    weights
+        ``(B, n)`` point multiplicities, or ``None`` (all 1).
+    seeds
+        Internal starts: ``(k, P)`` shared by every problem, or ``(B, k, P)``.
+
+    Returns
+    -------
+    params, ok, status, objective
+        ``(B, len(flat_names))`` canonical natural entries (NaN without an estimate), ``(B,)`` bool, ``(B,)``
+        final status of the best row, ``(B,)`` objective (``inf`` without an estimate).
+    """
+    Y = np.asarray(targets, dtype=np.float64)
+    n = Y.shape[-1]
+    B = Y.shape[0] if Y.ndim == 2 else (weights.shape[0] if weights is not None else 1)
+    S = np.asarray(seeds, dtype=np.float64)
+    S = np.broadcast_to(S, (B, *S.shape)) if S.ndim == 2 else S
+    k = S.shape[1]
+    d = float(delta if delta is not None else law.default_delta)
+    W_all = torch.ones(B, n, dtype=torch.float64) if weights is None else torch.tensor(weights)
+    params = np.full((B, len(law.flat_names)), np.nan)
+    ok = np.zeros(B, dtype=bool)
+    status = np.array([STATUS_FAILED] * B, dtype=object)
+    objective = np.full(B, np.inf)
+    chunk = max(1, CHUNK_CELLS // max(1, n * k))
+    for lo in range(0, B, chunk):
+        hi = min(B, lo + chunk)
+        nb = hi - lo
+        Yc = torch.tensor(Y[lo:hi] if Y.ndim == 2 else Y)
+        residuals = make_residuals(law, x, Yc)
+        pid = np.repeat(np.arange(nb), k)
+        sol = solve(
+            residuals,
+            np.ascontiguousarray(S[lo:hi]).reshape(nb * k, -1),
+            pid,
+            W_all[lo:hi],
+            loss=loss,
+            delta=d,
+            max_iter=max_iter,
+            ftol=ftol,
+            xtol=xtol,
+        )
+        best, good = best_rows(sol, pid, nb)
+        st = root_status(sol)
+        for i in range(nb):
+            rows = np.flatnonzero(pid == i)
+            j = best[i] if good[i] else rows[np.argmin(np.where(np.isfinite(sol.f[rows]), sol.f[rows], np.inf))]
+            status[lo + i] = st[j] if np.isfinite(sol.f[j]) else STATUS_FAILED
+            if good[i]:
+                params[lo + i] = law.flatten(law.natural(sol.x[j]))
+                objective[lo + i] = sol.f[j]
+        ok[lo:hi] = good
+        if progress is not None:
+            progress(hi, B)
+    return params, ok, status, objective
+
+
+def bootstrap_law(
+    law: Law | str,
+    data: FitData,
+    seeds: np.ndarray,
+    *,
+    n: int,
+    rng: np.random.Generator,
+    scheme: Scheme = "runs",
+    params: Mapping[str, Any] | None = None,
+    loss: Loss = "huber",
+    delta: float | None = None,
+    max_iter: int = 300,
+    ftol: float = 1e-11,
+    xtol: float = 1e-9,
+    progress: Callable[[int, int], None] | None = None,
+) -> BootstrapDraws:
+    """Bootstrap one fit: ``n`` resamples under ``scheme``, each refitted from ``seeds`` (internal starts).
+
+    This is the one bootstrap of the package: :class:`~mixlaw.fit.Fitter` calls it, and a decision that needs
+    intervals on a fitted law calls it (or :func:`refit` for its own resampling of targets). ``params`` (the
+    point estimate, natural units) is needed by the ``"residuals"`` scheme.
+    """
+    law_obj = get_law(law)
+    if scheme not in SCHEMES:
+        raise InputError(f"expected bootstrap scheme {', '.join(SCHEMES)}, got {scheme!r}")
+    if n < 0:
+        raise InputError(f"expected a non-negative number of resamples, got {n}")
+    if scheme == "residuals":
+        if params is None:
+            raise InputError("the residual bootstrap needs the point estimate (params)")
+        fitted = np.asarray(law_obj.evaluate(data.x_np, params), dtype=np.float64).reshape(-1)
+        if law_obj.fit_space == "log":  # resample multiplicative residuals: log y = log ŷ + r
+            Y = np.exp(resample_targets(np.log(fitted), np.log(data.y) - np.log(fitted), data.groups, n, rng))
+        else:
+            Y = resample_targets(fitted, data.y - fitted, data.groups, n, rng)
+        W = None
+        unit = f"residuals within {data.group_unit}" if data.groups is not None else "residuals"
+    else:
+        groups = data.groups if scheme == "runs" else None
+        W = resample_weights(groups, data.n, n, rng)
+        Y = data.y
+        unit = data.group_unit if scheme == "runs" else "row"
+    out, ok, status, objective = refit(
+        law_obj, data.x, Y, W, np.asarray(seeds), loss=loss, delta=delta, max_iter=max_iter, ftol=ftol, xtol=xtol,
+        progress=progress,
+    )  # fmt: skip
+    return BootstrapDraws(
+        params=pd.DataFrame(out[ok], columns=list(law_obj.flat_names)),
+        ok=ok,
+        status=status,
+        objective=objective,
+        scheme=scheme,
+        unit=unit,
+    )
+
+
+def internal_starts(law: Law, starts: Sequence[Mapping[str, Any]]) -> np.ndarray:
+    """Natural-unit start dicts → ``(k, n_internal)`` internal array (``InputError`` for incomplete starts)."""
+    rows = []
+    for s in starts:
+        missing = [p for p in law.param_names if p not in s]
+        if missing:
+            raise InputError(f"expected a start with every parameter of law '{law.name}', got one missing {missing}")
+        rows.append(law.to_internal(s))
+    return np.array(rows, dtype=np.float64).reshape(len(rows), law.n_internal)

@@ -1,0 +1,115 @@
+"""The data of one fit: inputs and target validated and converted to float64 tensors, and the residual function."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from mixlaw.errors import InputError
+from mixlaw.laws import Law, get_law
+
+__all__ = ["FitData", "make_residuals", "numeric_column", "prepare_data"]
+
+Residuals = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+class FitData:
+    """Inputs and target of one fit, validated and converted to float64 tensors."""
+
+    def __init__(
+        self,
+        law: Law,
+        table: pd.DataFrame | Mapping[str, Any],
+        *,
+        target: str = "loss",
+        input_map: Mapping[str, str] | None = None,
+        group_column: str | None = "run_id",
+        source: str = "table",
+    ) -> None:
+        input_map = dict(input_map or {})
+        df = table if isinstance(table, pd.DataFrame) else pd.DataFrame(dict(table))
+        self.input_map = {name: input_map.get(name, name) for name in law.inputs}
+        self.x_np: dict[str, np.ndarray] = {}
+        for name, col in self.input_map.items():
+            self.x_np[name] = numeric_column(df, col, source, what=f"input '{name}' of law '{law.name}'")
+        self.y = numeric_column(df, target, source, what="the target")
+        if law.fit_space == "log":
+            bad = np.flatnonzero(self.y <= 0)
+            if bad.size:
+                raise InputError(
+                    f"expected a positive target for log-space law '{law.name}', got {self.y[bad[0]]:g}",
+                    file=source,
+                    row=int(bad[0]) + 1,
+                    column=target,
+                )
+        if len(self.y) == 0:
+            raise InputError(f"expected at least one row to fit, got none in {source}")
+        self.target = target
+        self.n = len(self.y)
+        self.x = {k: torch.tensor(v) for k, v in self.x_np.items()}
+        self.y_t = torch.tensor(self.y)
+        self.log_y = torch.log(self.y_t) if law.fit_space == "log" else None
+        if group_column is not None and group_column in df.columns:
+            self.groups: np.ndarray | None = pd.factorize(df[group_column])[0]
+            self.group_unit = group_column
+        else:
+            self.groups = None
+            self.group_unit = "row"
+
+    def ranges(self) -> dict[str, list[float]]:
+        return {k: [float(np.min(v)), float(np.max(v))] for k, v in self.x_np.items()}
+
+    def frame(self, law: Law) -> pd.DataFrame:
+        """The fitted rows as the law sees them: canonical input names and the target under ``law.target``."""
+        df = pd.DataFrame(self.x_np)
+        df[law.target] = self.y
+        return df
+
+
+def numeric_column(df: pd.DataFrame, col: str, source: str, what: str) -> np.ndarray:
+    """``df[col]`` as finite float64 values (``InputError`` naming file, row and column otherwise)."""
+    if col not in df.columns:
+        raise InputError(
+            f"expected column '{col}' ({what}), got columns {list(df.columns)[:12]}", file=source, column=col
+        )
+    values = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=np.float64)
+    bad = np.flatnonzero(~np.isfinite(values))
+    if bad.size:
+        raw = df[col].iloc[bad[0]]
+        raise InputError(f"expected a finite number, got {raw!r}", file=source, row=int(bad[0]) + 1, column=col)
+    return values
+
+
+def prepare_data(
+    law: Law | str,
+    table: pd.DataFrame | Mapping[str, Any],
+    *,
+    target: str = "loss",
+    input_map: Mapping[str, str] | None = None,
+    group_column: str | None = "run_id",
+    source: str = "table",
+) -> FitData:
+    """Validate and convert the data of one fit (see :class:`FitData`)."""
+    return FitData(get_law(law), table, target=target, input_map=input_map, group_column=group_column, source=source)
+
+
+def make_residuals(law: Law, x: Mapping[str, torch.Tensor], targets: torch.Tensor) -> Residuals:
+    """``residuals(U, pid)`` in the law's fit space against ``targets`` (``(n,)``, or ``(B, n)``: one per problem).
+
+    Log-space laws compare ``log_predict`` with ``log targets``; raw-space laws compare ``predict`` with the
+    targets. With ``(B, n)`` targets, row ``k`` of ``U`` is compared with the targets of its problem ``pid[k]``.
+    """
+    y = torch.log(targets) if law.fit_space == "log" else targets
+    per_problem = y.dim() == 2 and y.shape[0] > 1
+    y_one = y.reshape(-1) if not per_problem else y
+    predict = law.log_predict if law.fit_space == "log" else law.predict
+
+    def residuals(U: torch.Tensor, pid: torch.Tensor) -> torch.Tensor:
+        pred = predict(x, law.to_natural(U))
+        return pred - (y[pid] if per_problem else y_one)
+
+    return residuals

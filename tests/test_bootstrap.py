@@ -1,0 +1,132 @@
+"""One usable-row rule and one bootstrap: the Fitter, fit_batch and a decision calling the public functions count
+the same rows as usable and the same resamples as failed."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mixlaw.errors import ConvergenceWarning, InputError
+from mixlaw.fit import fit_batch, fit_law
+from mixlaw.fit.bootstrap import (
+    USABLE,
+    best_rows,
+    bootstrap_law,
+    resample_targets,
+    resample_weights,
+    root_status,
+    usable,
+)
+from mixlaw.fit.data import FitData
+from mixlaw.fit.solve import SolveResult
+from mixlaw.laws import get_law
+
+
+def _sol(status: list[str], f: list[float], merged_into: list[int]) -> SolveResult:
+    K = len(status)
+    return SolveResult(
+        x=np.arange(K, dtype=np.float64)[:, None],
+        f=np.array(f),
+        grad_norm=np.zeros(K),
+        n_iter=np.ones(K, dtype=np.int64),
+        status=np.array(status, dtype=object),
+        merged_into=np.array(merged_into),
+        total_iter=1,
+    )
+
+
+def test_usable_row_rule() -> None:
+    """converged and stalled rows count; max_iter and failed rows do not; a merged row inherits its root."""
+    sol = _sol(
+        ["converged", "max_iter", "stalled", "merged", "merged", "failed"],
+        [1.0, 0.5, 2.0, 1.0, 0.5, np.inf],
+        [-1, -1, -1, 0, 1, -1],
+    )
+    assert list(root_status(sol)) == ["converged", "max_iter", "stalled", "converged", "max_iter", "failed"]
+    assert list(usable(sol)) == [True, False, True, True, False, False]
+    assert set(USABLE) == {"converged", "stalled"}
+    # Problem 0 = rows 0-2, problem 1 = rows 3-5: the best usable row, never the lower-objective max_iter one.
+    best, ok = best_rows(sol, np.array([0, 0, 0, 1, 1, 1]), 2)
+    assert list(best) == [0, 3] and list(ok) == [True, True]
+    best, ok = best_rows(sol, np.array([0, 1, 1, 2, 2, 2]), 3)
+    assert list(ok) == [True, True, True] and list(best) == [0, 2, 3]
+    only_unfinished = _sol(["max_iter", "failed"], [0.1, np.inf], [-1, -1])
+    best, ok = best_rows(only_unfinished, np.array([0, 0]), 1)
+    assert list(ok) == [False] and list(best) == [-1]
+
+
+def _power_data(seed: int, n: int = 40) -> pd.DataFrame:
+    law = get_law("power_law")
+    rng = np.random.default_rng(seed)
+    x = law.example_inputs(n, rng)
+    y = law.evaluate(x, {"A": 40.0, "E": 2.0, "alpha": 0.3}) * np.exp(3e-3 * rng.standard_normal(n))
+    return pd.DataFrame(x).assign(loss=y, run_id=np.arange(n) // 4)
+
+
+def test_unfinished_resamples_fail_the_same_way_in_fitter_and_fit_batch() -> None:
+    df = _power_data(1)
+    law = get_law("power_law")
+    with pytest.warns(ConvergenceWarning):
+        res = fit_law(law, df, max_iter=1, bootstrap=12, random_state=0)
+    # The point estimate falls back to the best unfinished start (and says so) ...
+    assert res.status.value == "max_iter"
+    # ... but a resample without a usable row is a failed resample.
+    assert res.n_failed_resamples == 12 and res.bootstrap_params is not None and len(res.bootstrap_params) == 0
+    Y = np.tile(df["loss"].to_numpy(), (5, 1))
+    batch = fit_batch(law, df, Y, starts=[{"A": 10.0, "E": 1.0, "alpha": 0.5}], max_iter=1)
+    assert list(batch.status) == ["max_iter"] * 5 and batch.n_failed == 5
+    assert all(batch.row(b) is None for b in range(5)) and np.isinf(batch.objective).all()
+    ok = fit_batch(law, df, Y, starts=[{"A": 10.0, "E": 1.0, "alpha": 0.5}])
+    assert ok.n_failed == 0 and ok.row(0) is not None
+
+
+def test_fitter_bootstrap_is_the_public_bootstrap() -> None:
+    """A decision calling bootstrap_law with the fit's seeds gets exactly the Fitter's draws."""
+    df = _power_data(2)
+    law = get_law("power_law")
+    res = fit_law(law, df, bootstrap=25, random_state=7)
+    rng = np.random.default_rng(7)  # the Fitter's generator: no random starts, so resampling is its first use
+    data = FitData(law, df)
+    seeds = law.to_internal(res.params)[None, :]
+    draws = bootstrap_law(law, data, seeds, n=25, rng=rng, scheme="runs")
+    assert draws.n_failed == res.n_failed_resamples
+    assert draws.unit == "run_id" == res.bootstrap_unit
+    pd.testing.assert_frame_equal(draws.params, res.bootstrap_params)
+
+
+@pytest.mark.parametrize("scheme", ["runs", "rows", "residuals"])
+def test_every_scheme_gives_intervals_around_the_truth(scheme: str) -> None:
+    df = _power_data(3, n=60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        res = fit_law("power_law", df, bootstrap=40, bootstrap_scheme=scheme, random_state=0)
+    assert res.n_failed_resamples <= 4
+    lo, hi = res.ci()["alpha"]
+    assert lo < res.params["alpha"] < hi and hi - lo < 0.2
+    assert res.settings["bootstrap_scheme"] == scheme
+    assert (res.bootstrap_unit or "").startswith({"runs": "run_id", "rows": "row", "residuals": "residuals"}[scheme])
+
+
+def test_resampling_helpers() -> None:
+    rng = np.random.default_rng(0)
+    groups = np.array([0, 0, 1, 1, 1, 2])
+    W = resample_weights(groups, 6, 50, rng)
+    assert W.shape == (50, 6)
+    assert (W[:, 0] == W[:, 1]).all() and (W[:, 2] == W[:, 4]).all()  # a run's points move together
+    assert (W.reshape(50, 6)[:, [0, 2, 5]].sum(axis=1) == 3).all()  # G draws of G runs
+    fitted = np.arange(6, dtype=np.float64)
+    resid = np.array([0.1, -0.1, 0.2, 0.3, -0.5, 0.7])
+    Y = resample_targets(fitted, resid, groups, 30, rng)
+    r = Y - fitted
+
+    def drawn_from(block: np.ndarray, pool: np.ndarray) -> bool:
+        return bool((np.abs(block[..., None] - pool).min(-1) < 1e-12).all())
+
+    assert drawn_from(r[:, :2], resid[:2]) and drawn_from(r[:, 2:5], resid[2:5])  # within runs
+    assert not drawn_from(r[:, :2], resid[2:5])
+    assert np.allclose(r[:, 5], 0.7)
+    with pytest.raises(InputError, match="bootstrap_scheme"):
+        fit_law("power_law", _power_data(4), bootstrap=2, bootstrap_scheme="points")  # type: ignore[arg-type]
