@@ -32,7 +32,15 @@ def predict_plan(
     ``pred_<set>`` for each fitted set and each OOD combination, ``lo_<set>``/``hi_<set>`` (bootstrap
     percentile band at ``level``, when the fits carry bootstrap parameters) and with ``weights = (w_pt,
     w_cpt)`` the composite ``pred_composite = w_pt·L_pt + w_cpt·L_cpt``. ``df.attrs["warnings"]`` lists the
-    guard messages.
+    guard messages and the resamples left out of a band; ``df.attrs["n_boot"]`` the resamples behind each band.
+
+    A loss is positive, but the laws are not positivity-preserving: ``− C·S2`` is unbounded below and a
+    bootstrap resample that drew too few CPT runs leaves ``C2`` or ``(B, E, β)`` undetermined, so extrapolated
+    to the plan's areas it can predict a loss far below zero (one such draw put the 5 % quantile at −6842).
+    Resamples whose trajectory is not finite and positive everywhere are left out of the band, counted and
+    named in a warning; every band is therefore inside ``(0, ∞)``. The D_pt and D_cpt fits are resampled
+    separately and may keep different numbers of resamples; the composite and the OOD sets pair them by
+    position over the smaller count (:func:`paired`).
     """
     areas = plan_areas(plan)
     T = areas.step.size - 1
@@ -44,40 +52,77 @@ def predict_plan(
     else:
         idx = np.asarray(steps, dtype=np.int64)
     msgs = _guards(fits, plan, areas)
+    n_guard = len(msgs)
     x = _features(plan, areas, idx)
     out = pd.DataFrame({k: x[k] for k in ("step", "cpt_step", "lr", "s1_pt", "s1_cpt", "s2_pt", "s2_cpt")})
     preds: dict[str, np.ndarray] = {}
     for name, f in fits.fits.items():
         _law_needs(f, plan)
-        preds[name] = f.evaluate(x)
+        preds[name] = physical_sets(name, f.evaluate(x), msgs, "along this plan")
+    if fits.cpt_set is not None and (fits.ood or weights is not None):
+        l_pt, l_cpt = paired(preds[fits.pt_set], preds[fits.cpt_set])
     for name, f in fits.ood.items():
         if fits.cpt_set is None:  # CptFits refuses OOD sets without a CPT set; kept as a clear error
             raise InputError("an OOD combination needs fits for both the D_pt and the D_cpt set")
-        preds[name] = _ood_eval(f, preds[fits.pt_set], preds[fits.cpt_set])
+        preds[name] = physical_sets(name, _ood_eval(f, l_pt, l_cpt), msgs, "along this plan")
     if weights is not None:
         if fits.cpt_set is None:
             raise InputError("a composite needs fits for both the D_pt and the D_cpt set")
         w_pt, w_cpt = _check_weights(weights)
-        preds["composite"] = w_pt * preds[fits.pt_set] + w_cpt * preds[fits.cpt_set]
+        preds["composite"] = w_pt * l_pt + w_cpt * l_cpt
     q = (1 - level) / 2
+    n_boot: dict[str, int] = {}
     for name, p in preds.items():
         out[f"pred_{name}"] = p[0]
+        n_boot[name] = p.shape[0] - 1
         if p.shape[0] > 2:
             out[f"lo_{name}"] = np.quantile(p[1:], q, axis=0)
             out[f"hi_{name}"] = np.quantile(p[1:], 1 - q, axis=0)
+    for m in msgs[n_guard:]:
+        warnings.warn(m, ExtrapolationWarning, stacklevel=2)
+    out.attrs["n_boot"] = n_boot
     out.attrs["warnings"] = msgs
     return out
 
 
 def _ood_eval(f: LawFit, l_pt: np.ndarray, l_cpt: np.ndarray) -> np.ndarray:
     """OOD predictions row-matched with the (S, n) D_pt / D_cpt predictions (bootstrap sets paired by
-    index)."""
+    index), through the OOD law's own ``predict`` on its inputs ``loss_pt`` and ``loss_cpt``."""
     sets = f.param_sets()
     S = max(l_pt.shape[0], 1)
     ps = sets[np.arange(S) % sets.shape[0]]
-    names = f.law.param_names
-    c = {n: ps[:, i : i + 1] for i, n in enumerate(names)}
-    return c["ood_coef_pt"] * l_pt + c["ood_coef_cpt"] * l_cpt
+    return f.evaluate({"loss_pt": l_pt, "loss_cpt": l_cpt}, ps)
+
+
+def physical_sets(name: str, p: np.ndarray, msgs: list[str], where: str) -> np.ndarray:
+    """``(1 + B', n)``: the point row then the bootstrap rows whose predicted loss is finite and > 0 at every
+    column; a message naming how many rows were left out (and one when the point estimate itself is not
+    positive) is appended to ``msgs``."""
+    if not np.all(np.isfinite(p[0]) & (p[0] > 0)):
+        msgs.append(
+            f"the point estimate of {name} predicts a non-positive loss {where}: the plan lies outside the "
+            "areas where the fit holds"
+        )
+    if p.shape[0] <= 1:
+        return p
+    good = np.all(np.isfinite(p[1:]) & (p[1:] > 0), axis=1)
+    n_bad = int((~good).sum())
+    if n_bad:
+        msgs.append(
+            f"{n_bad} of {good.size} bootstrap resamples of {name} predict a non-positive loss {where} "
+            "(parameters the resample did not determine, extrapolated); they are left out of its interval"
+        )
+    return np.vstack([p[:1], p[1:][good]])
+
+
+def paired(*sets: np.ndarray) -> list[np.ndarray]:
+    """The ``(1 + B_i, n)`` prediction arrays cut to a common ``1 + min(B_i)`` rows.
+
+    Eval sets are fitted (and resampled) separately, and a resample that fails in one set is dropped there
+    only, so their counts differ; the fit records do not keep which draw a row came from, so rows are paired
+    by position (each pair is one draw of each set's sampling distribution)."""
+    S = min(a.shape[0] for a in sets)
+    return [a[:S] for a in sets]
 
 
 def _check_weights(weights: Sequence[float]) -> tuple[float, float]:
@@ -103,6 +148,7 @@ class OptimizeResult:
     at_edge: bool
     final_losses: dict[str, np.ndarray]  # set -> (n_grid,) final predicted loss
     warnings: list[str]
+    n_boot: int = 0  # paired D_pt/D_cpt resamples behind the interval
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -116,6 +162,7 @@ class OptimizeResult:
             "objective": self.objective.tolist(),
             "final_losses": {k: v.tolist() for k, v in self.final_losses.items()},
             "warnings": self.warnings,
+            "n_boot": self.n_boot,
         }
 
 
@@ -182,8 +229,9 @@ def optimize(
                 msgs.append(m)
         for n, arr in _final_losses(fits, p).items():
             finals[n].append(arr)
-    F = {n: np.stack(v, axis=1) for n, v in finals.items()}  # (S, n_grid)
-    obj = w_pt * F[fits.pt_set] + w_cpt * F[fits.cpt_set]
+    F = {n: physical_sets(n, np.stack(v, axis=1), msgs, f"on the {over} grid") for n, v in finals.items()}
+    f_pt, f_cpt = paired(F[fits.pt_set], F[fits.cpt_set])  # (1 + S, n_grid), S = the common resample count
+    obj = w_pt * f_pt + w_cpt * f_cpt
     k = int(np.argmin(obj[0]))
     interval = None
     if obj.shape[0] > 2:
@@ -203,6 +251,7 @@ def optimize(
         at_edge=k in (0, g.size - 1),
         final_losses={n: v[0] for n, v in F.items()},
         warnings=msgs,
+        n_boot=obj.shape[0] - 1,
     )
 
 
