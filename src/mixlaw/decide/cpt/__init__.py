@@ -28,7 +28,6 @@ Fits enter as :class:`LawFit` (law + natural-unit parameters + optional bootstra
 sets.
 """
 
-
 from mixlaw.decide.cpt.critical import (
     CriticalPoint,
     TurningLength,

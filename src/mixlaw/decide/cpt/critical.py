@@ -5,10 +5,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-import torch
 
 from mixlaw.decide.cpt.fits import CptFits, LawFit
 from mixlaw.decide.cpt.plan import CptPlan, _features, plan_areas
@@ -22,10 +21,9 @@ def critical_s1_constant(params: Mapping[str, float]) -> float:
 
     Only defined for ``B > 0`` (a forgetting set); raises :class:`InputError` otherwise.
     """
-    A, B, alpha = float(params["A"]), float(params["B"]), float(params["alpha"])
-    if B <= 0:
-        raise InputError(f"no critical point: the shift amplitude B = {B:.4g} is not positive (the set improves)")
-    return (A / B) ** (1.0 / alpha)
+    from mixlaw.laws.cpt import CPT
+
+    return CPT.critical_forward_area(CPT(), params)
 
 
 @dataclass(frozen=True)
@@ -54,53 +52,60 @@ def _composite_eval(
     return w_pt * a.evaluate(x, a.param_sets()[:1])[0] + w_cpt * b.evaluate(x, b.param_sets()[:1])[0]
 
 
+@runtime_checkable
+class HasAsymptote(Protocol):
+    """A law that knows the loss continued training converges to (``cpt``, ``cpt_replay``, ``cpt_size``,
+    ``lr_annealing``, ``multi_power`` and any law added later that implements the method)."""
+
+    name: str
+
+    def continued_asymptote(self, params: Mapping[str, float], limits: Mapping[str, float]) -> float: ...
+
+
+def continued_limits(plan: CptPlan) -> dict[str, float]:
+    """Inputs in the limit of the plan's CPT continued forever at its final LR (> 0): forward areas ``inf``,
+    annealing areas with the pending momentum decayed into them, ``S2(∞) = S2(T) + λ·m_T/(1 − λ)``; the
+    pending momentum is attributed to CPT (exact under the "time" split; under "origin" exact when the PT
+    momentum has decayed)."""
+    areas = plan_areas(plan)
+    final = float(areas.lr[-1])
+    if final <= 0:
+        raise InputError("the asymptote of continued CPT needs a final CPT LR > 0 (the curve stops at LR 0)")
+    m_T = (areas.s2[-1] - areas.s2[-2]) if areas.s2.size > 1 else 0.0
+    pending = float(plan.decay * m_T / (1.0 - plan.decay))
+    return {
+        "s1": math.inf,
+        "s1_pt": float(areas.s1_pt[-1]),
+        "s1_cpt": math.inf,
+        "s2_pt": float(areas.s2_pt[-1]),
+        "s2_cpt": float(areas.s2_cpt[-1]) + pending,
+        "s2": float(areas.s2[-1]) + pending,
+        "lr": final,
+        "peak_lr": float(np.max(areas.lr)),
+        "replay_ratio": float(plan.replay_ratio),
+        "n_params": math.nan if plan.n_params is None else float(plan.n_params),
+    }
+
+
+def law_asymptote(fit: LawFit, limits: Mapping[str, float]) -> float:
+    """``L_∞`` of one fitted set through its law's :meth:`continued_asymptote` (an ``InputError`` naming the
+    law when it has none, or when it needs an input the plan does not give)."""
+    law = fit.law
+    if not isinstance(law, HasAsymptote):
+        raise InputError(f"critical point needs a law with a continued-training asymptote, got '{law.name}'")
+    need = [c for c in ("n_params",) if c in law.inputs and math.isnan(limits.get(c, math.nan))]
+    if need:
+        raise InputError(f"law '{law.name}' needs n_params in the plan ([areas] n_params = ...)")
+    return float(law.continued_asymptote(fit.params, limits))
+
+
 def _asymptote(fits: CptFits, plan: CptPlan, weights: tuple[float, float] | None, set_name: str | None) -> float:
-    """``L_∞`` of continued CPT at the CPT schedule's final LR: the A-term vanishes, the shift saturates,
-    S2 at its limit."""
+    """``L_∞`` of continued CPT at the CPT schedule's final LR (each law's own limit, see
+    :meth:`continued_asymptote` on the laws); with ``weights`` the weighted composite of the two sets."""
+    limits = continued_limits(plan)
 
     def one(f: LawFit) -> float:
-        p = f.params
-        areas = plan_areas(plan)
-        final = float(areas.lr[-1])
-        # S2 limit: momentum still pending decays into the area: S2(∞) = S2(T) + decay·m_T/(1 − decay)
-        m_T = (areas.s2[-1] - areas.s2[-2]) if areas.s2.size > 1 else 0.0
-        pending = plan.decay * m_T / (1.0 - plan.decay)
-        s2_pt, s2_cpt = float(areas.s2_pt[-1]), float(areas.s2_cpt[-1])
-        if plan.split == "time":
-            s2_cpt += pending
-        else:
-            s2_cpt += pending  # approximation: pending momentum attributed to CPT (exact when PT momentum ≈ 0)
-        if final <= 0:
-            raise InputError("the asymptote of continued CPT needs a final CPT LR > 0 (the curve stops at LR 0)")
-        n = f.law.name
-        B = p.get("B", 0.0)
-        if n == "cpt_replay":
-            r_cpt = 1.0 - plan.replay_ratio
-            xt = torch.as_tensor(np.array([r_cpt]))
-            from mixlaw.laws.cpt_replay import replay_factor
-
-            if f.law.options.get("form") == "normalised":
-                fac = float(replay_factor(xt, torch.tensor(p["a2"], dtype=torch.float64))[0])
-                ann = math.exp(p["a1"] * r_cpt)
-            elif f.law.options.get("side") == "pt":
-                fac, ann = -math.expm1(-p["a2"] * r_cpt), math.exp(p["a1"] * plan.replay_ratio)
-            else:
-                fac, ann = math.expm1(p["a2"] * r_cpt), math.exp(p["a1"] * r_cpt)
-            return p["L0"] + B * fac - p["C1"] * s2_pt - p["C2"] * ann * s2_cpt
-        if n == "cpt_size":
-            nn = float(plan.n_params or 0) / 1e6
-            return (
-                p["L0"]
-                + B
-                + p["F"] * nn ** (-p["gamma3"])
-                - p["C1"] * s2_pt * nn ** p["gamma1"]
-                - p["C2"] * s2_cpt * nn ** p["gamma2"]
-            )
-        if n == "cpt":
-            if f.law.options.get("base") == "blackbox":
-                return p["L0"] + B - p["C2"] * (s2_cpt + s2_pt)
-            return p["L0"] + B - p["C1"] * s2_pt - p["C2"] * s2_cpt
-        raise InputError(f"critical point needs a CPT law (cpt, cpt_size, cpt_replay), got '{n}'")
+        return law_asymptote(f, limits)
 
     if weights is None:
         return one(fits.fits[set_name or fits.pt_set])

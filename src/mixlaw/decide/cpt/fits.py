@@ -7,6 +7,7 @@ spec: every declared parameter present, finite, and inside its declared bounds.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -45,6 +46,9 @@ class LawFit:
     target: str = "loss"
     max_lr: float | None = None
     record: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        validate_fit(self.law, self.params, self.bootstrap)
 
     @classmethod
     def from_any(cls, obj: Any, *, target: str | None = None, max_lr: float | None = None) -> LawFit:
@@ -112,6 +116,32 @@ class LawFit:
             return self.law.predict(xt, pt).numpy()
 
 
+def validate_fit(law: Law, params: Mapping[str, float], bootstrap: np.ndarray | None = None) -> None:
+    """Check a fit against the registry and the law's spec: the law is the registered one of its name (with
+    these options), every declared parameter is present, finite and inside its declared bounds, and bootstrap
+    rows have one column per parameter. Raises :class:`InputError` naming the law and the parameter."""
+    try:
+        registered = get_law(law.name, **dict(law.options))
+    except InputError as exc:
+        raise InputError(f"a decision needs a registered law: {exc}") from None
+    if type(registered) is not type(law):
+        raise InputError(f"law '{law.name}' is not the registered law of that name ({type(law).__name__})")
+    missing = [n for n in law.param_names if n not in params]
+    if missing:
+        raise InputError(f"fit of law '{law.name}' lacks parameters {missing}")
+    for n in law.param_names:
+        v, spec = float(params[n]), law.spec(n)
+        if not math.isfinite(v) or not spec.lower <= v <= spec.upper:
+            raise InputError(
+                f"fit of law '{law.name}': parameter {n} = {v:.6g} is outside its declared range "
+                f"[{spec.lower:g}, {spec.upper:g}]"
+            )
+    if bootstrap is not None and (bootstrap.ndim != 2 or bootstrap.shape[1] != len(law.param_names)):
+        raise InputError(
+            f"bootstrap parameters of law '{law.name}' must be (B, {len(law.param_names)}), got {bootstrap.shape}"
+        )
+
+
 def _num_or_none(v: Any) -> float | None:
     return None if v is None else float(v)
 
@@ -163,7 +193,8 @@ class CptFits:
 
     @property
     def blackbox(self) -> bool:
-        return all(f.law.options.get("base") == "blackbox" for f in self.fits.values())
+        """True when no fit reads the PT history (black-box base: only CPT areas are inputs)."""
+        return all(not {"s1_pt", "s2_pt", "s1", "s2"} & set(f.law.inputs) for f in self.fits.values())
 
     @property
     def max_lr(self) -> float | None:

@@ -17,6 +17,8 @@ from mixlaw.schedules import DEFAULT_DECAY, CptAreas, Schedule, as_schedule, cpt
 
 NEAR_ZERO_FRAC = 1e-3  # an LR below 0.1 % of the peak counts as "≈ 0" for the guard
 LR_TOL = 1.05  # 5 % above the largest fitted LR is still "inside" the fitted range
+#: Inputs a plan provides (:func:`_features`); a law needing anything else cannot be evaluated on a plan.
+PLAN_INPUTS = ("s1_pt", "s1_cpt", "s2_pt", "s2_cpt", "s1", "s2", "lr", "step", "cpt_step", "replay_ratio", "n_params")
 
 
 @dataclass(frozen=True)
@@ -221,5 +223,10 @@ def _law_needs(fit: LawFit, plan: CptPlan) -> None:
         raise InputError(f"law '{fit.law.name}' needs a replay ratio in the plan")
     if "n_params" in fit.law.inputs and plan.n_params is None:
         raise InputError(f"law '{fit.law.name}' needs n_params in the plan ([areas] n_params = ...)")
-    if any(c.startswith("mpl_") for c in fit.law.inputs):
-        raise InputError("multi_power fits predict single-phase runs; use lr_annealing/cpt laws for CPT plans")
+    missing = [c for c in fit.law.inputs if c not in PLAN_INPUTS]
+    if missing:
+        shown = missing[:3] + (["…"] if len(missing) > 3 else [])
+        raise InputError(
+            f"law '{fit.law.name}' needs inputs {shown} that a PT + CPT plan does not provide (a plan gives "
+            f"{', '.join(PLAN_INPUTS)}); use lr_annealing or a cpt law for CPT plans"
+        )

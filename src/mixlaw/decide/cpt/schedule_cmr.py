@@ -113,7 +113,7 @@ def schedule_aware_cmr(
         if pt_schedule is None
         else (pt_schedule if isinstance(pt_schedule, Schedule) else Schedule.parse(pt_schedule))
     )
-    if pt is None and fit.law.options.get("base") != "blackbox" and any(c in fit.law.inputs for c in ("s1_pt",)):
+    if pt is None and "s1_pt" in fit.law.inputs:
         raise InputError("schedule-aware CMR needs the PT schedule (pt_schedule) for the s1_pt/s2_pt areas")
 
     def cpt_to_budget(s: Schedule) -> Schedule:
