@@ -181,6 +181,10 @@ def fit_cmd(
     derive: DeriveOpt = None,
     drop_highest: Annotated[int, typer.Option("--drop-highest", help="Drop the K highest-target rows.")] = 0,
     out_path: Annotated[Path | None, typer.Option("--out", help="Write the fit as JSON here.")] = None,
+    report: Annotated[Path | None, typer.Option("--report", help="Write an HTML fit report here.")] = None,
+    validate: Annotated[
+        str | None, typer.Option("--validate", help="With --report: add held-out errors of this scheme.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Fit a registered law robustly (Huber on log residuals, batched multi-start) with optional bootstrap."""
@@ -205,16 +209,21 @@ def fit_cmd(
             )
         if out_path is not None:
             out_path.write_text(res.to_json(indent=1))
+        if validate is not None and report is None:
+            raise api.InputError("expected --report PATH with --validate SCHEME")
+        rep = api.fit_report(res, df, report, validate=validate) if report is not None else None
         if as_json:
             d = res.to_dict()
             d.pop("starts", None)
             if "bootstrap" in d:
                 d["bootstrap"].pop("params", None)
-            emit_json(d)
+            emit_json(d if rep is None else {**d, "report": rep})
         else:
             out.print(res.report())
             if out_path is not None:
                 out.print(f"saved {out_path}")
+            if rep is not None:
+                out.print(f"report {rep['report']}")
 
 
 @app.command("predict")
