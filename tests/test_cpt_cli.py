@@ -137,6 +137,8 @@ def test_plots_and_report_section() -> None:
     assert "not identifiable" in html  # one replay ratio only: a1, a2 are not determined
     assert html.startswith("<section") and html.rstrip().endswith("</section>")
     assert html.count("data:image/png;base64,") == 3 and "turning length" in html and "CMR" in html
+    # every fitted set's parameter table, the fit report's own (values, intervals, bounds)
+    assert "fitted parameters" in html and html.count("<td>a2</td>") == 2 and "90% lo" in html
     plt.close("all")
 
 

@@ -20,7 +20,7 @@ Matplotlib is imported inside the functions; nothing here selects a backend or c
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +41,7 @@ __all__ = [
     "plot_fit",
     "plot_residuals",
     "param_table",
+    "parameter_rows",
     "starts_summary",
     "fit_sections",
     "fit_report_html",
@@ -227,21 +228,31 @@ def plot_residuals(result: FitResult, table: pd.DataFrame, axes: Sequence[Any] |
 def param_table(result: FitResult, level: float = 0.95) -> pd.DataFrame:
     """One row per parameter: value, bootstrap interval at ``level`` (when bootstrapped), declared bounds, whether
     the value sits on a bound, and the law's description."""
-    law = result.law
-    ci = result.ci(level)
-    at = set(result.at_bounds())
+    law, boot = result.law, result.bootstrap_params
+    draws = None if boot is None or boot.empty else boot[list(law.param_names)].to_numpy(dtype=np.float64)
+    return parameter_rows(law, result.params, draws, level)
+
+
+def parameter_rows(
+    law: Any, params: Mapping[str, float], bootstrap: np.ndarray | None, level: float = 0.95
+) -> pd.DataFrame:
+    """:func:`param_table` for any law, parameters and ``(B, P)`` bootstrap draws (columns in
+    ``law.param_names`` order) — e.g. the fits of a CPT bundle."""
+    q = [(1 - level) / 2, (1 + level) / 2]
     rows = []
-    for n, v in result.params.items():
-        spec = law.spec(n)
-        lo, hi = ci.get(n, (math.nan, math.nan))
+    for j, n in enumerate(law.param_names):
+        spec, v = law.spec(n), float(params[n])
+        lo, hi = (math.nan, math.nan)
+        if bootstrap is not None and len(bootstrap) >= 2:
+            lo, hi = (float(t) for t in np.quantile(bootstrap[:, j], q))
         rows.append(
             {
                 "parameter": n,
-                "value": float(v),
+                "value": v,
                 f"{level:.0%} lo": lo,
                 f"{level:.0%} hi": hi,
                 "bounds": f"[{spec.lower:g}, {spec.upper:g}]",
-                "at bound": n in at,
+                "at bound": bool(spec.at_bound(v)),
                 "meaning": spec.description,
             }
         )
