@@ -227,7 +227,7 @@ def _fitted_rows(table: pd.DataFrame, result: FitResult) -> pd.DataFrame:
         from mixlaw.schedules import features_for_law
 
         table = features_for_law(table, law_obj)
-        area = [c for c in ("s1", "mpl_s1") if c in law_obj.inputs]
+        area: list[str] = [c for c in ("s1", "mpl_s1") if c in law_obj.inputs]
         if "s1_pt" in law_obj.inputs:
             table = table.assign(_area=table["s1_pt"] + table["s1_cpt"])
             area = ["_area"]
