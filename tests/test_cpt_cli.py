@@ -159,3 +159,31 @@ def test_report_section_object_renders_in_page() -> None:
     page = render_report("CPT", [sec])
     assert page.count("<section") == 1 and "Continual pre-training" in page
     plt.close("all")
+
+
+def test_cpt_verbs_option_sets_are_pinned() -> None:
+    import typer.main
+
+    group = typer.main.get_command(app)
+    got = {
+        name: sorted(o for p in cmd.params for o in p.opts)
+        for name, cmd in group.commands.items()  # type: ignore[attr-defined]
+    }
+    assert got == {
+        "predict": sorted(["fit", "--plan", "--weights", "--level", "--json"]),
+        "optimize": sorted(["fit", "--over", "--weights", "--plan", "--grid", "--json"]),
+        "critical": sorted(["fit", "--plan", "--weights", "--horizon", "--json"]),
+    }
+    for name in got:
+        r = runner.invoke(app, [name, "--help"])
+        assert r.exit_code == 0 and "--json" in r.stdout
+
+
+def test_fit_verb_has_report_and_validate_options() -> None:
+    import typer.main
+
+    from mixlaw.cli import app as main_app
+
+    fit = typer.main.get_command(main_app).commands["fit"]  # type: ignore[attr-defined]
+    opts = {o for p in fit.params for o in p.opts}
+    assert {"--report", "--validate", "--out", "--bootstrap", "--law"} <= opts
