@@ -137,6 +137,8 @@ def test_plots_and_report_section() -> None:
     assert "not identifiable" in html  # one replay ratio only: a1, a2 are not determined
     assert html.startswith("<section") and html.rstrip().endswith("</section>")
     assert html.count("data:image/png;base64,") == 3 and "turning length" in html and "CMR" in html
+    # every fitted set's parameter table, the fit report's own (values, intervals, bounds)
+    assert "fitted parameters" in html and html.count("<td>a2</td>") == 2 and "90% lo" in html
     plt.close("all")
 
 
@@ -157,3 +159,31 @@ def test_report_section_object_renders_in_page() -> None:
     page = render_report("CPT", [sec])
     assert page.count("<section") == 1 and "Continual pre-training" in page
     plt.close("all")
+
+
+def test_cpt_verbs_option_sets_are_pinned() -> None:
+    import typer.main
+
+    group = typer.main.get_command(app)
+    got = {
+        name: sorted(o for p in cmd.params for o in p.opts)
+        for name, cmd in group.commands.items()  # type: ignore[attr-defined]
+    }
+    assert got == {
+        "predict": sorted(["fit", "--plan", "--weights", "--level", "--json"]),
+        "optimize": sorted(["fit", "--over", "--weights", "--plan", "--grid", "--json"]),
+        "critical": sorted(["fit", "--plan", "--weights", "--horizon", "--json"]),
+    }
+    for name in got:
+        r = runner.invoke(app, [name, "--help"])
+        assert r.exit_code == 0 and "--json" in r.stdout
+
+
+def test_fit_verb_has_report_and_validate_options() -> None:
+    import typer.main
+
+    from mixlaw.cli import app as main_app
+
+    fit = typer.main.get_command(main_app).commands["fit"]  # type: ignore[attr-defined]
+    opts = {o for p in fit.params for o in p.opts}
+    assert {"--report", "--validate", "--out", "--bootstrap", "--law"} <= opts

@@ -434,3 +434,45 @@ def run_sweep(jobs: Sequence[Any], store: str | Path, **options: Any) -> dict[st
     from mixlaw.probe.sweep import run_sweep as run
 
     return run(list(jobs), store, **options)
+
+
+def _fitted_rows(table: pd.DataFrame, result: FitResult) -> pd.DataFrame:
+    """The rows :func:`fit` fitted: ``table`` with the law's derived inputs, through the one feature path."""
+    return add_features(table, result.law, input_map=result.input_map).reset_index(drop=True)
+
+
+def fit_report(
+    result: FitResult,
+    table: pd.DataFrame,
+    path: str | Path,
+    *,
+    validate: str | None = None,
+    **validate_options: Any,
+) -> dict[str, Any]:
+    """Write the HTML report of a fit (:func:`mixlaw.report.fit_report.write_fit_report`) for ``mixlaw fit --report``.
+
+    ``table`` is the table given to :func:`fit`; schedule features are added the same way. With ``validate`` (a
+    scheme of :func:`validate`) the law is refitted on each fold with the fit's target, options and seed and the
+    held-out errors are added to the report. Returns ``{"report": path, "validation": {...} | None}``.
+    """
+    from mixlaw.report.fit_report import write_fit_report
+
+    rows = _fitted_rows(table, result)
+    validation = None
+    if validate is not None:
+        has_tokens = "tokens" in rows and pd.to_numeric(rows["tokens"], errors="coerce").notna().any()
+        if validate == "rollout" and not has_tokens and "step" in rows:
+            validate_options.setdefault("order_column", "step")  # curves without a token count roll out in steps
+        validation = validate_law(
+            result.law_name,
+            rows,
+            scheme=validate,  # type: ignore[arg-type]
+            target=result.target,
+            input_map=result.input_map or None,
+            law_options=result.law_options,
+            random_state=result.settings.get("random_state"),
+            **validate_options,
+        )
+    out = write_fit_report(result, rows, path, validation=validation)
+    summary = None if validation is None else {"scheme": validate, "mre": validation.mre}
+    return {"report": str(out), "validation": summary}

@@ -85,12 +85,18 @@ def fit_cmd(
     derive: DeriveOpt = None,
     drop_highest: Annotated[int, typer.Option("--drop-highest", help="Drop the K highest-target rows.")] = 0,
     out_path: Annotated[Path | None, typer.Option("--out", help="Write the fit as JSON here.")] = None,
+    report: Annotated[Path | None, typer.Option("--report", help="Write an HTML fit report here.")] = None,
+    validate: Annotated[
+        str | None, typer.Option("--validate", help="With --report: add held-out errors of this scheme.")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Fit a registered law robustly (Huber on log residuals, batched multi-start) with optional bootstrap."""
     from mixlaw import api
 
     api.load_law_files(law_file)
+    if validate is not None and report is None:
+        raise api.InputError("expected --report PATH with --validate SCHEME")
     df = _table(table, store, where, maps, derive, drop_highest, loss_column)
     settings: dict[str, Any] = dict(n_random_starts=n_starts, n_polish=n_polish, strategy=strategy, bootstrap=bootstrap)
     with progress_bar(not as_json and sys.stderr.isatty()) as progress:
@@ -108,11 +114,15 @@ def fit_cmd(
         )
     if out_path is not None:
         out_path.write_text(res.to_json(indent=1))
+    rep = api.fit_report(res, df, report, validate=validate) if report is not None else None
     if as_json:
-        return emit_json(api.fit_summary(res))
+        summary = api.fit_summary(res)
+        return emit_json(summary if rep is None else {**summary, "report": rep})
     console().print(res.report())
     if out_path is not None:
         console().print(f"saved {out_path}")
+    if rep is not None:
+        console().print(f"report {rep['report']}")
 
 
 @verb

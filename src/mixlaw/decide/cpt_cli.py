@@ -100,6 +100,7 @@ def predict(
             "interval": {
                 s: [_num(float(last[f"lo_{s}"])), _num(float(last[f"hi_{s}"]))] for s in sets if f"lo_{s}" in pred
             },
+            "n_boot": dict(pred.attrs.get("n_boot", {})),
             "trajectory": json.loads(pred.to_json(orient="records")),
             "warnings": msgs,
         }
@@ -112,9 +113,11 @@ def predict(
     t.add_column("eval set")
     t.add_column("final loss", justify="right")
     t.add_column(f"{level:.0%} interval", justify="right")
+    t.add_column("resamples", justify="right")
+    n_boot = pred.attrs.get("n_boot", {})
     for s in sets:
         iv = f"{last[f'lo_{s}']:.4f} – {last[f'hi_{s}']:.4f}" if f"lo_{s}" in pred else "—"
-        t.add_row(s, f"{last[f'pred_{s}']:.4f}", iv)
+        t.add_row(s, f"{last[f'pred_{s}']:.4f}", iv, str(n_boot.get(s, 0)))
     Console().print(t)
 
 

@@ -171,6 +171,29 @@ class CPT(Law):
             + shift_term(x["s1_cpt"], p["B"], shift_rate(self, p), p["beta"])
         )
 
+    def continued_asymptote(self, params: Mapping[str, float], limits: Mapping[str, float]) -> float:
+        """Loss that continued CPT converges to (laws.md §5.5): the A-term vanishes and the shift saturates,
+
+        ``L_∞ = L0 + B − C1·S2_pt − C2·S2_cpt(∞)`` (black-box base: ``L0 + B − C2·S2_cpt(∞)``, the S2_pt term
+        being absorbed into ``L0`` as in :meth:`predict`).
+
+        ``limits`` maps the law's inputs to their values in the limit of training continued forever at the
+        final LR > 0: forward areas ``inf``, annealing areas at their limit (pending momentum decayed into
+        them), plus ``lr`` (the final LR) and ``peak_lr``; ``replay_ratio`` and ``n_params`` as planned.
+        """
+        p = params
+        if self.options["base"] == "blackbox":
+            return p["L0"] + p["B"] - p["C2"] * limits["s2_cpt"]
+        return p["L0"] + p["B"] - p["C1"] * limits["s2_pt"] - p["C2"] * limits["s2_cpt"]
+
+    def critical_forward_area(self, params: Mapping[str, float]) -> float:
+        """``S1_pt* = (A/B)^(1/α)``: the PT forward area whose CPT curve at constant PT and CPT LR converges
+        back to its start (laws.md §5.5, Wang et al. 2025); defined for ``B > 0`` (a forgetting set) only."""
+        A, B, alpha = float(params["A"]), float(params["B"]), float(params["alpha"])
+        if B <= 0:
+            raise InputError(f"no critical point: the shift amplitude B = {B:.4g} is not positive (the set improves)")
+        return (A / B) ** (1.0 / alpha)
+
     def log_predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
         return safe_log(self.predict(x, p))
 

@@ -24,6 +24,7 @@ factors look swapped against its own per-ratio fits (laws.md §5.7 item 4): fit 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -116,6 +117,30 @@ class CPTReplay(Law):
             - p["C2"] * x["s2_cpt"] * anneal
             + shift * factor
         )
+
+    def continued_asymptote(self, params: Mapping[str, float], limits: Mapping[str, float]) -> float:
+        """Loss that continued CPT at replay share ``r_pt`` converges to (laws.md §5.5 with Eq. 8): the A-term
+        vanishes and the shift saturates at ``B·g(r_cpt)``,
+
+        ``L_∞ = L0 + B·g(r_cpt) − C1·S2_pt − C2·e^(a1·r)·S2_cpt(∞)`` with this law's factor ``g`` and side ``r``.
+
+        ``limits`` maps the law's inputs to their values in the limit of training continued forever at the
+        final LR > 0: forward areas ``inf``, annealing areas at their limit (pending momentum decayed into
+        them), plus ``lr`` (the final LR) and ``peak_lr``; ``replay_ratio`` and ``n_params`` as planned.
+        """
+        p = params
+        r_pt = float(limits["replay_ratio"])
+        r_cpt = 1.0 - r_pt
+        if self.options["form"] == "normalised":
+            fac = float(
+                replay_factor(torch.tensor([r_cpt], dtype=torch.float64), torch.tensor(p["a2"], dtype=torch.float64))[0]
+            )
+            ann = math.exp(p["a1"] * r_cpt)
+        elif self.options["side"] == "pt":
+            fac, ann = -math.expm1(-p["a2"] * r_cpt), math.exp(p["a1"] * r_pt)
+        else:
+            fac, ann = math.expm1(p["a2"] * r_cpt), math.exp(p["a1"] * r_cpt)
+        return p["L0"] + p["B"] * fac - p["C1"] * limits["s2_pt"] - p["C2"] * ann * limits["s2_cpt"]
 
     def log_predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
         return safe_log(self.predict(x, p))

@@ -79,6 +79,25 @@ class CPTSize(Law):
             + p["F"] * n ** (-p["gamma3"])
         )
 
+    def continued_asymptote(self, params: Mapping[str, float], limits: Mapping[str, float]) -> float:
+        """Loss that continued CPT converges to at size ``N`` (laws.md §5.5 with Eq. 7):
+
+        ``L_∞ = L0 + B + F·N^(−γ3) − C1·S2_pt·N^γ1 − C2·S2_cpt(∞)·N^γ2`` (``N`` in millions).
+
+        ``limits`` maps the law's inputs to their values in the limit of training continued forever at the
+        final LR > 0: forward areas ``inf``, annealing areas at their limit (pending momentum decayed into
+        them), plus ``lr`` (the final LR) and ``peak_lr``; ``replay_ratio`` and ``n_params`` as planned.
+        """
+        p = params
+        n = float(limits["n_params"]) / N_UNIT
+        return (
+            p["L0"]
+            + p["B"]
+            + p["F"] * n ** (-p["gamma3"])
+            - p["C1"] * limits["s2_pt"] * n ** p["gamma1"]
+            - p["C2"] * limits["s2_cpt"] * n ** p["gamma2"]
+        )
+
     def log_predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
         return safe_log(self.predict(x, p))
 

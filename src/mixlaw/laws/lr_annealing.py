@@ -51,6 +51,16 @@ class LRAnnealing(Law):
     def predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
         return p["L0"] + p["A"] * x["s1"] ** (-p["alpha"]) - p["C"] * x["s2"]
 
+    def continued_asymptote(self, params: Mapping[str, float], limits: Mapping[str, float]) -> float:
+        """Loss that training continued at the final LR > 0 converges to: ``L_∞ = L0 − C·S2(∞)`` (the A-term
+        vanishes as ``S1 → ∞``; Tissue et al. 2024).
+
+        ``limits`` maps the law's inputs to their values in the limit of training continued forever at the
+        final LR > 0: forward areas ``inf``, annealing areas at their limit (pending momentum decayed into
+        them), plus ``lr`` (the final LR) and ``peak_lr``; ``replay_ratio`` and ``n_params`` as planned.
+        """
+        return params["L0"] - params["C"] * limits["s2"]
+
     def log_predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
         return safe_log(self.predict(x, p))
 

@@ -150,6 +150,17 @@ class MultiPower(Law):
         drop = (dlr * bracket).sum(dim=-1)  # (S, n) or (n,)
         return p["L0"] + p["A"] * x["mpl_s1"] ** (-p["alpha"]) - p["B"] * drop
 
+    def continued_asymptote(self, params: Mapping[str, float], limits: Mapping[str, float]) -> float:
+        """Loss that training continued at the final LR > 0 converges to: every ``S_k(t) → ∞`` so each bracket
+        → 1 and the loss drop telescopes to ``B·(η_peak − η_final)``: ``L_∞ = L0 − B·(η_peak − η_final)``
+        (Luo et al. 2025).
+
+        ``limits`` maps the law's inputs to their values in the limit of training continued forever at the
+        final LR > 0: forward areas ``inf``, annealing areas at their limit (pending momentum decayed into
+        them), plus ``lr`` (the final LR) and ``peak_lr``; ``replay_ratio`` and ``n_params`` as planned.
+        """
+        return params["L0"] - params["B"] * (limits["peak_lr"] - limits["lr"])
+
     def log_predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
         return safe_log(self.predict(x, p))
 

@@ -198,6 +198,7 @@ def cpt_section(
     import matplotlib.pyplot as plt
 
     from mixlaw.decide import cpt as d
+    from mixlaw.decide.cpt.critical import HasAsymptote
 
     parts = [f"<section class='cpt'><h2>{html.escape(title)}</h2>"] if wrap else []
     notes: list[str] = []
@@ -224,7 +225,7 @@ def cpt_section(
             if c.startswith("pred_")
         )
         parts.append(f"<table><tr><th>set</th><th>final loss</th><th>interval</th></tr>{rows}</table>")
-        if plan.pt is not None and fits.fits[fits.pt_set].law.name in ("cpt", "cpt_size", "cpt_replay"):
+        if plan.pt is not None and isinstance(fits.fits[fits.pt_set].law, HasAsymptote):
             trows = []
             for label, ww in (("D_pt", None), ("composite", w)):
                 if label == "composite" and ww is None:
@@ -291,6 +292,7 @@ def cpt_section(
                 "<table><tr><th>set</th><th>law</th><th>not identifiable (interpret only jointly)</th>"
                 "<th>condition number</th></tr>" + "".join(irows) + "</table>"
             )
+    parts.append(_fit_tables(fits))
     msgs = list(dict.fromkeys(str(c.message) for c in caught)) + notes
     if msgs:
         items = "".join(f"<li>{html.escape(m)}</li>" for m in msgs)
@@ -298,6 +300,22 @@ def cpt_section(
     if wrap:
         parts.append("</section>")
     return "\n".join(parts)
+
+
+def _fit_tables(fits: Any) -> str:
+    """Every fitted set's parameter table (values, bootstrap intervals, bounds), folded under ``<details>``;
+    the same table as the fit report's (:func:`mixlaw.report.fit_report.parameter_rows`)."""
+    from mixlaw.report.fit_report import parameter_rows
+    from mixlaw.report.html import table_html
+
+    blocks = []
+    for name, f in {**fits.fits, **fits.ood}.items():
+        n_boot = 0 if f.bootstrap is None else len(f.bootstrap)
+        tab = table_html(parameter_rows(f.law, f.params, f.bootstrap, 0.9))
+        blocks.append(
+            f"<p><b>{html.escape(name)}</b> — law {html.escape(f.law.name)}, {n_boot} bootstrap draws</p>{tab}"
+        )
+    return "<details><summary>fitted parameters (90 % bootstrap intervals)</summary>" + "".join(blocks) + "</details>"
 
 
 def cpt_report_section(fits: Any, plan: Any, *, title: str = "Continual pre-training", **kwargs: Any) -> Any:
