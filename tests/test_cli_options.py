@@ -22,7 +22,7 @@ EXPECTED: dict[str, set[str]] = {
     "laws": {"--law-file", "--json"},
     "fit": COMMON_FIT
     | {"TABLE", "--n-starts", "--n-polish", "--strategy", "--bootstrap", "--random-state", "--loss", "--delta"}
-    | {"--drop-highest", "--out", "--json"},
+    | {"--drop-highest", "--out", "--report", "--validate", "--json"},
     "predict": {"FIT_JSON", "--at", "--table", "--where", "--map", "--derive", "--law-file", "--json"},
     "validate": COMMON_FIT
     | {"TABLE", "--scheme", "--size-column", "--order-column", "--group-column", "--quantile", "--drop-highest"}

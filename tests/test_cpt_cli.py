@@ -184,6 +184,6 @@ def test_fit_verb_has_report_and_validate_options() -> None:
 
     from mixlaw.cli import app as main_app
 
-    fit = typer.main.get_command(main_app).commands["fit"]  # type: ignore[attr-defined]
+    fit = typer.main.get_command(main_app).get_command(None, "fit")  # type: ignore[attr-defined,arg-type]
     opts = {o for p in fit.params for o in p.opts}
     assert {"--report", "--validate", "--out", "--bootstrap", "--law"} <= opts

@@ -361,7 +361,7 @@ def test_law_file_gets_fit_bootstrap_predict_and_validate(law_file: Any) -> None
 
 
 def test_law_file_errors_are_one_line_input_errors(tmp_path: Any) -> None:
-    with pytest.raises(InputError, match="law file not found"):
+    with pytest.raises(InputError, match="no such file"):
         load_law_file(tmp_path / "nope.py")
     bad = tmp_path / "bad.py"
     bad.write_text("def broken(:\n")

@@ -106,7 +106,7 @@ def load_law_file(path: str | Path) -> list[str]:
     if p.suffix != ".py":
         raise InputError(f"expected a Python law file (.py), got '{p}'")
     if not p.is_file():
-        raise InputError(f"law file not found: '{p}'")
+        raise InputError(f"expected an existing law file, got no such file '{p}'")
     key = str(p.resolve())
     if key in _law_files:
         return list(_law_files[key])
