@@ -105,7 +105,6 @@ class _Progress:
         self.t0 = time.perf_counter()
         self.bar: Any = None
         self.quiet = quiet
-        self.domain = ""
         if not quiet and sys.stderr.isatty():
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -114,13 +113,13 @@ class _Progress:
             self.bar.start()
             self.task = self.bar.add_task("CMR (sizes × resamples)", total=total)
 
-    def __call__(self, size: Any, n: int) -> None:
+    def __call__(self, domain: str, size: Any, n: int) -> None:
         from mixlaw.report.fmt import fmt_size
 
         if self.bar is not None:
-            self.bar.update(self.task, advance=max(n, 1), description=f"CMR {self.domain} {fmt_size(size)}")
+            self.bar.update(self.task, advance=max(n, 1), description=f"CMR {domain} {fmt_size(size)}")
         elif not self.quiet:
-            typer.echo(f"cmr: {self.domain} size {fmt_size(size)} done ({n} resamples, "
+            typer.echo(f"cmr: {domain} size {fmt_size(size)} done ({n} resamples, "
                        f"{time.perf_counter() - self.t0:.1f} s)", err=True)  # fmt: skip
 
     def close(self) -> None:
@@ -197,7 +196,7 @@ def cmr_command(
     ] = False,
 ) -> None:
     """Largest domain share of the CPT mix that keeps the general loss within tolerance, per model size."""
-    from mixlaw.decide.cmr import critical_mixture_ratio
+    from mixlaw.decide.cmr import critical_mixture_ratio_by_domain
     from mixlaw.decide.cmr.output import emit_schedule, json_default, print_decision
     from mixlaw.decide.cmr.schedule import resolve_schedule_law, schedule_cmr_by_size
     from mixlaw.schedules import Schedule
@@ -238,20 +237,14 @@ def cmr_command(
         n_sizes = int(frame[scol].nunique()) if scol is not None else 1
         progress = _Progress(len(domains) * n_sizes * max(bootstrap, 1), quiet=as_json or sched is not None)
 
-        def run_decision() -> dict[str, Any]:
-            if ratio_column is not None and len(domains) > 1:
-                raise InputError("--ratio-column applies to one domain; several domains use w_<domain> each")
-            out = {}
-            for d in domains:
-                progress.domain = d  # type: ignore[union-attr]
-                out[d] = critical_mixture_ratio(
-                    frame.drop(columns=["schedule"], errors="ignore"), general_eval=general_eval, domain_eval=d,
-                    ratio_column=ratio_column, size_column=size_column, epsilon=epsilon, lagrange_mult=lam,
-                    budget_tokens=dec_budget, ratio_law=ratio_law, c_method=c_method, pin_zero=pin_zero,
-                    bootstrap=bootstrap, random_state=seed, relative_to_control=relative_to_control,
-                    validate=validate, progress=progress,
-                )  # fmt: skip
-            return out
+        def run_decision() -> dict[str, Any]:  # domains side by side in worker processes (both cores)
+            return critical_mixture_ratio_by_domain(
+                frame.drop(columns=["schedule"], errors="ignore"), general_eval=general_eval, domain_evals=domains,
+                ratio_column=ratio_column, size_column=size_column, epsilon=epsilon, lagrange_mult=lam,
+                budget_tokens=dec_budget, ratio_law=ratio_law, c_method=c_method, pin_zero=pin_zero,
+                bootstrap=bootstrap, random_state=seed, relative_to_control=relative_to_control,
+                validate=validate, progress=progress,
+            )  # fmt: skip
 
         decisions: dict[str, Any] = {}
         if sched_results is None:

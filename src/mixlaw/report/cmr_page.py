@@ -208,7 +208,7 @@ def cmr_domains_section(decisions: Mapping[str, CMRDecision]) -> Section:
             for d, dec in decisions.items() for s in dec.sizes]  # fmt: skip
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     plots.plot_cmr_vs_size(dict(decisions), ax=ax)
-    return Section("Answer: domains side by side", decision_sentences(decisions)
+    return Section("Domains side by side: the answer", decision_sentences(decisions)
                    + f'<div class="figs">{figure_html(fig, alt="CMR vs size per domain")}</div>' + table_html(rows)
                    + "<p>The CMR paper's finding to check: a domain closer to the general data allows a higher "
                    "CMR.</p>")  # fmt: skip

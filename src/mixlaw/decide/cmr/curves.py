@@ -76,8 +76,17 @@ def curve_laws(token_unit: float, pin_zero: bool, names: tuple[str, str] = DEFAU
     return out[0], out[1]
 
 
-def _fit_many(law: Law, t: np.ndarray, Y: np.ndarray, fit_loss: str) -> list[tuple[dict[str, float] | None, str]]:
-    """Fit ``law`` to every row of ``Y`` on the same tokens: one profiled solve, or engine fits as fallback."""
+def _fit_many(
+    law: Law, t: np.ndarray, Y: np.ndarray, fit_loss: str, batched: bool = True
+) -> list[tuple[dict[str, float] | None, str]]:
+    """Fit ``law`` to every row of ``Y`` on the same tokens: one profiled solve (``batched=False``: one solve per
+    row, the reference the batching is tested against), or engine fits as fallback."""
+    if is_separable(law) and fit_loss == "l2" and not batched:
+        out1 = []
+        for y in Y:
+            f1 = fit_profiled(law, {"tokens": t}, y[None])
+            out1.append((f1.params[0], str(f1.status[0])))
+        return out1
     if is_separable(law) and fit_loss == "l2":
         pf = fit_profiled(law, {"tokens": t}, Y)
         return [(pf.params[b], str(pf.status[b])) for b in range(Y.shape[0])]
@@ -177,7 +186,9 @@ def fit_size(
                     excluded_runs=excluded, laws=laws)  # fmt: skip
 
 
-def bootstrap_size(sf: SizeFits, n_boot: int, rng: np.random.Generator, fit_loss: str) -> list[SizeFits]:
+def bootstrap_size(
+    sf: SizeFits, n_boot: int, rng: np.random.Generator, fit_loss: str, batched: bool = True
+) -> list[SizeFits]:
     """Residual bootstrap within runs: every ratio's curves refitted on ``fitted + resampled residuals``.
 
     Why residuals and not runs: with one run per (size, ratio), resampling runs drops whole ratios and leaves the
@@ -204,8 +215,8 @@ def bootstrap_size(sf: SizeFits, n_boot: int, rng: np.random.Generator, fit_loss
             Yg.append(fg[None] + (c.obs_gen - fg)[idx])
             Yd.append(fd[None] + (c.obs_dom - fd)[idx])
             idxs.append(idx)
-        fd_all = _fit_many(dom_law, t, np.concatenate(Yd), fit_loss)
-        fg_all = _fit_many(gen_law, t, np.concatenate(Yg), fit_loss)
+        fd_all = _fit_many(dom_law, t, np.concatenate(Yd), fit_loss, batched)
+        fg_all = _fit_many(gen_law, t, np.concatenate(Yg), fit_loss, batched)
         near = np.isclose(t, sf.budget_tokens, rtol=5e-3)
         for i, c in enumerate(members):
             rows = []

@@ -45,6 +45,7 @@ def critical_mixture_ratio(
     control_reading: bool = True,
     validate: bool = False,
     progress: Callable[[Any, int], None] | None = None,
+    batched: bool = True,
 ) -> CMRDecision:
     """Critical mixture ratio per model size, with bootstrap intervals and a λ × ε sensitivity table.
 
@@ -86,6 +87,9 @@ def critical_mixture_ratio(
         Held-out checks (:func:`mixlaw.decide.cmr.validate.validate_decision`) in ``CMRDecision.validation``.
     progress
         Called as ``progress(size, n_resamples_done)`` after each size.
+    batched
+        Fit all resamples of a size in one solve per law (default); ``False`` fits them one by one (same answers:
+        the reference the batching is tested against).
     """
     if not isinstance(table, pd.DataFrame):
         raise InputError(f"expected a pandas DataFrame, got {type(table).__name__}")
@@ -101,7 +105,7 @@ def critical_mixture_ratio(
     kw: dict[str, Any] = dict(
         epsilon=epsilon, lagrange_mult=lagrange_mult, budget_tokens=budget_tokens, token_unit=token_unit,
         ratio_law=ratio_law, c_method=c_method, pin_zero=pin_zero, fit_loss=fit_loss, level=level,
-        t0_search_factor=t0_search_factor,
+        t0_search_factor=t0_search_factor, batched=batched,
     )  # fmt: skip
     other = None
     if control_reading and has_control(inc_abs):
@@ -159,16 +163,83 @@ def _with_reading(s: SizeCMR, o: SizeCMR, label: str) -> SizeCMR:
 
 
 def critical_mixture_ratio_by_domain(
-    table: pd.DataFrame, *, general_eval: str, domain_evals: Sequence[str], **kwargs: Any
+    table: pd.DataFrame, *, general_eval: str, domain_evals: Sequence[str], workers: int | None = None, **kwargs: Any
 ) -> dict[str, CMRDecision]:
     """:func:`critical_mixture_ratio` for several domains side by side (``{domain eval: decision}``).
 
     Each domain uses its own ratio column (``w_<domain>``) and, when the table tags runs with a ``domain``
     column, only its own CPT runs. The paper's finding to look for: a domain closer to the general data allows a
     higher CMR.
+
+    ``workers`` threads decide domains side by side (default: one per domain, at most the CPU count; the heavy
+    parts are numpy/torch kernels that release the GIL). Each domain gets its own generator, seeded from
+    ``random_state``, so the answer does not depend on the number of workers.
     """
     if not domain_evals:
         raise InputError("give at least one domain eval")
     if kwargs.get("ratio_column") is not None and len(domain_evals) > 1:
         raise InputError("--ratio-column applies to one domain; several domains use w_<domain> each")
-    return {d: critical_mixture_ratio(table, general_eval=general_eval, domain_eval=d, **kwargs) for d in domain_evals}
+    import os
+
+    seed = kwargs.pop("random_state", None)
+    ss = seed.bit_generator.seed_seq if isinstance(seed, np.random.Generator) else np.random.SeedSequence(seed)
+    seeds = ss.spawn(len(domain_evals))  # type: ignore[union-attr]
+    n = max(1, min(len(domain_evals), workers or (os.cpu_count() or 1)))
+    progress = kwargs.pop("progress", None)
+    jobs = [(table, general_eval, d, seeds[i], kwargs) for i, d in enumerate(domain_evals)]
+    if n == 1 or not _can_fork():
+        out = [_one_domain(*j, progress=progress) for j in jobs]
+    else:
+        out = _in_processes(jobs, n, progress)
+    return dict(zip(domain_evals, out, strict=True))
+
+
+def _one_domain(table: pd.DataFrame, general_eval: str, domain: str, seed: Any, kwargs: dict[str, Any],
+                progress: Callable[[str, Any, int], None] | None = None) -> CMRDecision:  # fmt: skip
+    cb = None if progress is None else (lambda size, k: progress(domain, size, k))
+    return critical_mixture_ratio(table, general_eval=general_eval, domain_eval=domain,
+                                  random_state=np.random.default_rng(seed), progress=cb, **kwargs)  # fmt: skip
+
+
+def _can_fork() -> bool:
+    import multiprocessing as mp
+
+    return "fork" in mp.get_all_start_methods()
+
+
+def _child(args: tuple[Any, ...]) -> CMRDecision:
+    *job, queue = args
+    cb = None if queue is None else (lambda d, size, k: queue.put((d, size, k)))
+    return _one_domain(*job, progress=cb)
+
+
+def _in_processes(jobs: list[tuple[Any, ...]], n: int, progress: Callable[[str, Any, int], None] | None
+                  ) -> list[CMRDecision]:  # fmt: skip
+    """One forked worker process per domain (the decision is Python-bound: threads would share one core).
+    Progress messages come back through a queue and are reported from this process."""
+    import multiprocessing as mp
+    import threading
+
+    ctx = mp.get_context("fork")
+    manager_q = ctx.Manager().Queue() if progress is not None else None
+    stop = threading.Event()
+
+    def drain() -> None:
+        while not stop.is_set() or (manager_q is not None and not manager_q.empty()):
+            try:
+                d, size, k = manager_q.get(timeout=0.1)  # type: ignore[union-attr]
+            except Exception:  # queue.Empty
+                continue
+            progress(d, size, k)  # type: ignore[misc]
+
+    t = threading.Thread(target=drain, daemon=True) if progress is not None else None
+    if t is not None:
+        t.start()
+    try:
+        with ctx.Pool(n) as pool:
+            out = pool.map(_child, [(*j, manager_q) for j in jobs])
+    finally:
+        stop.set()
+        if t is not None:
+            t.join()
+    return out

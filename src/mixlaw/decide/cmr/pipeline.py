@@ -179,6 +179,7 @@ def decide_size(
     sensitivity_lambdas: Sequence[float] = DEFAULT_LAMBDAS,
     sensitivity_epsilons: Sequence[float] = DEFAULT_EPSILONS,
     progress: Callable[[int], None] | None = None,
+    batched: bool = True,
 ) -> tuple[SizeCMR, list[dict[str, Any]], np.ndarray | None, list[RatioFits]]:
     """The decision of one size: point estimate, ``bootstrap`` resamples (batched), the λ × ε table."""
     fit_notes: list[str] = []
@@ -201,12 +202,18 @@ def decide_size(
     boot_rfits: list[RatioFits] = []
     n_failed = 0
     if bootstrap > 0:
-        bsfs = bootstrap_size(sf, bootstrap, rng, fit_loss)
-        bt0 = t0_for_resamples(bsfs, lagrange_mult=lagrange_mult, t0_search_factor=t0_search_factor)
-        brows = [ratio_rows(b, epsilon=epsilon, lagrange_mult=lagrange_mult, t0_given=g, **kw)
-                 for b, g in zip(bsfs, bt0, strict=True)]  # fmt: skip
-        bparams = fit_cmr_laws(law, [cmr_points(r) for r in brows])
-        boot_rfits, _ = ratio_fits_batch(sf, brows, bsfs, rl_name, c_method, fit_loss)
+        bsfs = bootstrap_size(sf, bootstrap, rng, fit_loss, batched)
+        if batched:  # every resample's T0, CMR-law and ratio-law fits: one vectorised solve each
+            bt0 = t0_for_resamples(bsfs, lagrange_mult=lagrange_mult, t0_search_factor=t0_search_factor)
+            brows = [ratio_rows(b, epsilon=epsilon, lagrange_mult=lagrange_mult, t0_given=g, **kw)
+                     for b, g in zip(bsfs, bt0, strict=True)]  # fmt: skip
+            bparams = fit_cmr_laws(law, [cmr_points(r) for r in brows])
+            boot_rfits, _ = ratio_fits_batch(sf, brows, bsfs, rl_name, c_method, fit_loss)
+        else:  # one resample at a time (reference for the batched path)
+            brows = [ratio_rows(b, epsilon=epsilon, lagrange_mult=lagrange_mult, **kw) for b in bsfs]
+            bparams = [fit_cmr_laws(law, [cmr_points(r)])[0] for r in brows]
+            boot_rfits = [ratio_fits_batch(sf, [r], [b], rl_name, c_method, fit_loss)[0][0]
+                          for b, r in zip(bsfs, brows, strict=True)]  # fmt: skip
         vals, tols = [], []
         for b, r, p, f in zip(bsfs, brows, bparams, boot_rfits, strict=True):
             bd = headline(b, r, p, f, epsilon, require_turn=turn)

@@ -47,33 +47,41 @@ class ProfiledFit:
         return self.params[b]
 
 
-def _lstsq(design: np.ndarray, y: np.ndarray, w: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+def _lstsq(
+    design: np.ndarray, y: np.ndarray, w: np.ndarray | None, *, exact: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
     """Batched weighted least squares: design (..., n, m), y (..., n) → coefficients (..., m) and SSE (...).
 
     Normal equations on unit-norm columns (a 2×2 or 3×3 solve per problem: fast), with the pseudo-inverse
-    for the few problems whose equations are singular (collinear columns)."""
+    for the few problems whose equations are singular (collinear columns). ``exact=False`` gets the SSE from
+    the normal equations (``y·y − b·c``: enough to rank candidates) instead of from the residuals."""
     if w is not None:
         sw = np.sqrt(w)
         design = design * sw[..., None]
         y = y * sw
+    y = np.broadcast_to(y, design.shape[:-1])
     with np.errstate(all="ignore"):
         scale = np.sqrt(np.sum(design**2, axis=-2))  # (..., m)
         scale = np.where(scale > 0, scale, 1.0)
         d = design / scale[..., None, :]
-        a = np.einsum("...nm,...nk->...mk", d, d)
-        rhs = np.einsum("...nm,...n->...m", d, y)
+        dt = np.swapaxes(d, -1, -2)
+        a = dt @ d
+        rhs = (dt @ y[..., None])[..., 0]
         m = a.shape[-1]
         a = a + 1e-13 * np.eye(m)
         try:
             c = np.linalg.solve(a, rhs[..., None])[..., 0]
         except np.linalg.LinAlgError:
-            c = np.einsum("...mn,...n->...m", np.linalg.pinv(d, rcond=1e-12), y)
+            c = (np.linalg.pinv(d, rcond=1e-12) @ y[..., None])[..., 0]
         bad = ~np.all(np.isfinite(c), axis=-1)
         if bad.any():
-            c[bad] = np.einsum("...mn,...n->...m", np.linalg.pinv(d[bad], rcond=1e-12), y[bad])
+            c[bad] = (np.linalg.pinv(d[bad], rcond=1e-12) @ y[bad][..., None])[..., 0]
+        if exact:
+            resid = (d @ c[..., None])[..., 0] - y
+            sse = np.sum(resid**2, axis=-1)
+        else:
+            sse = np.sum(y**2, axis=-1) - np.sum(rhs * c, axis=-1)
         coef = c / scale
-        resid = np.einsum("...nm,...m->...n", design, coef) - y
-    sse = np.sum(resid**2, axis=-1)
     return coef, np.where(np.isfinite(sse), sse, np.inf)
 
 
@@ -115,9 +123,9 @@ def fit_profiled(
         for g0 in range(0, G, step):
             d, p = design[g0 : g0 + step], pinv[g0 : g0 + step]
             with np.errstate(all="ignore"):
-                coef = np.einsum("gmn,bn->gbm", p, Y)
-                resid = np.einsum("gnm,gbm->gbn", d, coef) - Y[None]
-            sse = np.sum(resid**2, axis=-1)
+                coef = p @ Y.T  # (g, m, B): one BLAS call per chunk
+                resid = d @ coef - Y.T[None]  # (g, n, B)
+            sse = np.sum(resid**2, axis=1)
             sse = np.where(np.isfinite(sse), sse, np.inf)
             i = np.argmin(sse, axis=0)
             v = sse[i, np.arange(B)]
@@ -151,7 +159,7 @@ def fit_profiled(
         cand = np.clip(theta[None, act] + offs[:, None, :] * h[None, act], lo, hi)  # (L, a, k)
         th = {nm: cand[..., j] for j, nm in enumerate(names)}
         _, design = law.linear_design({kk: v[None, act] for kk, v in xb.items()}, th)
-        _, sse = _lstsq(design, np.broadcast_to(Y[act], design.shape[:-1]), None if w is None else w[None, act])
+        _, sse = _lstsq(design, Y[act], None if w is None else w[None, act], exact=False)
         j = np.argmin(sse, axis=0)
         j = np.where(sse[centre] <= sse[j, np.arange(act.size)], centre, j)
         theta[act] = cand[j, np.arange(act.size)]

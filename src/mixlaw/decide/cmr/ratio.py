@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import brentq, least_squares
+from scipy.optimize import least_squares
 
 from mixlaw.decide.cmr.common import STATUS_OK, evaluate, law_of, r2_mse, status_too_few
 from mixlaw.decide.cmr.profile import fit_profiled, is_separable
@@ -282,8 +282,16 @@ def tolerance_boundary(
     i = int(np.flatnonzero(ok)[-1])
     if fv[i] == 0.0:
         return float(grid[i]), STATUS_OK
-    root = brentq(lambda v: float(f(np.array([v]))[0]), grid[i], grid[i + 1], xtol=1e-12)
-    return float(root), STATUS_OK
+    lo, hi = float(grid[i]), float(grid[i + 1])
+    for _ in range(4):  # bracket refinement on 32-point sub-grids (vectorised; ~1e-12 in R)
+        sub = np.linspace(lo, hi, 33)
+        sv = f(sub)
+        j = np.flatnonzero(np.isfinite(sv) & (sv <= 0))
+        k = int(j[-1]) if j.size else 0
+        lo, hi = float(sub[k]), float(sub[min(k + 1, 32)])
+    f_lo, f_hi = f(np.array([lo, hi]))
+    root = lo if not f_hi > f_lo else lo + (hi - lo) * (0.0 - f_lo) / (f_hi - f_lo)
+    return float(min(max(root, lo), hi)), STATUS_OK
 
 
 def model_free_crossing(ratio: np.ndarray, dloss: np.ndarray, epsilon: float) -> tuple[float | None, str]:

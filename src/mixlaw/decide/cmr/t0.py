@@ -137,7 +137,8 @@ def observed_shape(tokens: np.ndarray, dloss: np.ndarray, noise: float, *, floor
     s = max(float(noise), floor)
     i = int(np.argmax(y))
     end = float(np.mean(y[-2:])) if y.size >= 2 else float(y[-1])  # one low last point is not a turn
-    rise, drop = float(y[i]), float(y[i] - end)
+    rise = float(y[i])
+    drop = 0.0 if i >= y.size - 2 else float(y[i] - end)  # a peak among the last two points has not turned
     rose = rise > 2 * s
     return ObservedShape(
         rise=rise,
