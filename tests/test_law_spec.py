@@ -18,6 +18,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mixlaw import api
 from mixlaw.errors import InputError
@@ -421,3 +423,34 @@ def test_configured_laws_and_fits_pickle_by_name_and_options(registered: None) -
     df = _simulate(law, {"A": 0.8, "E": 2.0, "alpha": 0.5, "t": [0.1, 0.7, 0.2]}, n=40, seed=0, noise=1e-3)
     res = fit_law(law, df, random_state=0, n_polish=4)
     assert pickle.loads(pickle.dumps(res)) == res
+
+
+@settings(max_examples=40, deadline=None)
+@given(w=st.lists(st.floats(1e-4, 1.0), min_size=2, max_size=6))
+def test_simplex_round_trip_and_constraint(w: list[float]) -> None:
+    spec = ParamSpec("t", simplex=True, length=len(w))
+    v = np.array(w) / np.sum(w)
+    u = spec.to_internal(v)
+    assert u.shape == (len(w) - 1,)
+    back = spec.to_natural(torch.as_tensor(u)).numpy()
+    np.testing.assert_allclose(back, v, rtol=1e-9, atol=1e-12)
+    U = torch.as_tensor(np.random.default_rng(len(w)).normal(0.0, 5.0, (4, 3, len(w) - 1)))
+    nat = spec.to_natural(U).numpy()
+    assert nat.shape == (4, 3, len(w)) and (nat >= 0).all()
+    np.testing.assert_allclose(nat.sum(-1), 1.0, atol=1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1))
+def test_canonical_form_is_idempotent_and_keeps_the_prediction(seed: int) -> None:
+    law = TwoTerms()
+    rng = np.random.default_rng(seed)
+    p = {"E": float(rng.uniform(0.5, 3)), "a": list(rng.uniform(0.1, 50, 2)), "b": list(rng.uniform(0.05, 1.5, 2))}
+    c = law.canonical(p)
+    assert law.canonical(c) == c and c["b"][0] <= c["b"][1]
+    x = {"tokens": np.exp(rng.uniform(np.log(1e6), np.log(1e11), 9))}
+    np.testing.assert_allclose(law.evaluate(x, c), law.evaluate(x, p), rtol=1e-12)
+    general = get_law("dloss_general")
+    q = {"alpha2": -0.01, "s2": 0.9, "alpha3": 0.03, "s3": 0.3, "beta2": 0.0}
+    cq = general.canonical(q)
+    assert cq["s2"] == 0.3 and cq["alpha2"] == 0.03 and general.canonical(cq) == cq
