@@ -159,3 +159,12 @@ def test_a_broken_law_file_is_a_one_line_error(tmp_path: Path) -> None:
     empty.write_text("x = 1\n")
     assert "register" in _one_line_error(runner.invoke(app, ["laws", "--law-file", str(empty)]))
     assert "no such file" in _one_line_error(runner.invoke(app, ["laws", "--law-file", str(tmp_path / "nope.py")]))
+
+
+def test_laws_table_shows_each_laws_options_with_defaults_and_help() -> None:
+    res = runner.invoke(app, ["laws"], env={"COLUMNS": "240"})
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.stdout.split())
+    assert "input='tokens'" in text  # power_law's option with its default
+    assert "tie_exponents=False" in text
+    assert "(145 columns)" in text  # multi_power's history inputs are summarised, not listed

@@ -56,11 +56,28 @@ def laws_cmd(
     if as_json:
         return emit_json({"laws": rows})
     t = Table(title="mixlaw laws", show_lines=False)
-    for col in ("name", "formula", "inputs", "citation"):
+    for col in ("name", "formula", "inputs", "options (--law-option name=value)", "citation"):
         t.add_column(col, overflow="fold")
     for r in rows:
-        t.add_row(r["name"], r["formula"], ", ".join(r["inputs"]), r["citation"])
+        t.add_row(r["name"], r["formula"], _short_list(r["inputs"]), _options_cell(r["options"]), r["citation"])
     console().print(t)
+
+
+def _short_list(items: list[str], keep: int = 6) -> str:
+    """A long derived-input list (multi-power's 145 history columns) as its first entries and a count."""
+    if len(items) <= keep:
+        return ", ".join(items)
+    return ", ".join(items[:keep]) + f", … ({len(items)} columns)"
+
+
+def _options_cell(options: list[dict[str, Any]]) -> str:
+    """``name=default: help`` per option; a required option shows ``(required)`` instead of a default."""
+    cells = []
+    for o in options:
+        value = "(required)" if o["required"] else repr(o["default"])
+        choices = f" {{{', '.join(map(str, o['choices']))}}}" if o.get("choices") else ""
+        cells.append(f"{o['name']}={value}{choices}: {o['help']}")
+    return "\n".join(cells) or "—"
 
 
 @verb
