@@ -2,7 +2,8 @@
 
 A claim is a row ``claims(run_id, owner, acquired, heartbeat, expires)`` taken in one ``BEGIN IMMEDIATE``
 transaction: it succeeds when no claim exists, when the existing one has expired (its owner stopped sending
-heartbeats: killed, or its machine went away), or when the caller already holds it. The owner renews it with
+heartbeats: killed, or its machine went away; on the same host a claim whose process is gone is taken at once),
+or when the caller already holds it. The owner renews it with
 :meth:`StoreClaims.heartbeat` (from a background thread, see :class:`mixlaw.probe.sweep.Lease`) and deletes it
 with :meth:`StoreClaims.release`. A finished run cannot be claimed.
 
@@ -22,7 +23,7 @@ from typing import Any
 
 from mixlaw.errors import InputError
 
-__all__ = ["StoreClaims", "new_owner", "CLAIMS_DDL", "DEFAULT_LEASE_S"]
+__all__ = ["StoreClaims", "new_owner", "owner_is_dead", "CLAIMS_DDL", "DEFAULT_LEASE_S"]
 
 #: Seconds a claim lives without a heartbeat (heartbeats come every third of it).
 DEFAULT_LEASE_S = 120.0
@@ -41,6 +42,22 @@ CREATE TABLE IF NOT EXISTS claims (
 def new_owner() -> str:
     """A claim owner id unique to this process and call: ``host:pid:random``."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def owner_is_dead(owner: str) -> bool:
+    """True when ``owner`` was a process of this host that no longer exists (killed): its claim need not wait
+    for the lease to run out. Owners on other hosts are judged by their lease alone."""
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError, OSError):
+        return False
+    return False
 
 
 class StoreClaims:
@@ -69,7 +86,7 @@ class StoreClaims:
                 return "finished"
             now = time.time()
             held = con.execute("SELECT owner, expires FROM claims WHERE run_id = ?", (run_id,)).fetchone()
-            if held is not None and held[0] != owner and held[1] > now:
+            if held is not None and held[0] != owner and held[1] > now and not owner_is_dead(held[0]):
                 return f"claimed by {held[0]} (lease ends in {held[1] - now:.0f} s)"
             con.execute(
                 "INSERT INTO claims (run_id, owner, acquired, heartbeat, expires) VALUES (?, ?, ?, ?, ?) "
@@ -112,4 +129,4 @@ class StoreClaims:
             return []
         now = time.time()
         keys = ("run_id", "owner", "acquired", "heartbeat", "expires")
-        return [{**dict(zip(keys, r, strict=True)), "expired": r[4] <= now} for r in rows]
+        return [{**dict(zip(keys, r, strict=True)), "expired": r[4] <= now or owner_is_dead(r[1])} for r in rows]
