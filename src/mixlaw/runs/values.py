@@ -187,9 +187,17 @@ def _where(source: str, row: int | None, column: str | None) -> str:
     return ":".join(str(p) for p in (source, row, column) if p is not None)
 
 
+def printable(text: str, limit: int = 200) -> str:
+    """``text`` for a one-line message: control characters and lone surrogates escaped, at most ``limit``
+    characters (a column named ``"a\\nb"`` must not break the line)."""
+    out = "".join(c if c.isprintable() and not 0xD800 <= ord(c) <= 0xDFFF else repr(c)[1:-1] for c in text[:limit])
+    return out if len(text) <= limit else out + "…"
+
+
 def _fail(expected: str, got: str, source: str, row: int | None, column: str | None) -> InputError:
     # InputError formats "... in FILE:ROW:COLUMN" itself and keeps file/row/column as attributes for callers.
-    return InputError(f"expected {expected}, got {got}", file=source, row=row, column=column)
+    col = None if column is None else printable(column)
+    return InputError(f"expected {expected}, got {got}", file=printable(source), row=row, column=col)
 
 
 def _fmt(v: Any) -> str:

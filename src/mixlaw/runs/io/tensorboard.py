@@ -15,6 +15,7 @@ import pandas as pd
 from mixlaw.errors import InputError
 from mixlaw.runs.io.names import _canonical_columns
 from mixlaw.runs.io.text import _ROW
+from mixlaw.runs.values import printable
 
 
 def _event_files(p: Path) -> Iterator[Path]:
@@ -41,7 +42,7 @@ def _tensorboard_frame(path: Path, *, allow_nan: bool, column_map: Mapping[str, 
         for step, tag, value in _scalars_from_event_file(f):
             if math.isinf(value) or (not allow_nan and math.isnan(value)):
                 what = "a finite number or NaN (--allow-nan admits NaN, not inf)" if allow_nan else "a finite number"
-                raise InputError(f"expected {what}, got {value!r} at step {step} in {f.name}:{step}:{tag}")
+                raise InputError(f"expected {what}, got {value!r} at step {step} in {f.name}:{step}:{printable(tag)}")
             values[(run, step, tag)] = value
             if tag not in tags:
                 tags.append(tag)

@@ -1,0 +1,221 @@
+"""The sweep spec as a typed schema: every key checked at load, one error format naming the key.
+
+A spec is TOML with the tables ``[sweep]``, ``[pt]`` and (optionally) ``[cpt]`` (see :mod:`mixlaw.probe.sweep`
+for an annotated example). :func:`validate_spec` turns the parsed TOML into a frozen :class:`Spec` or raises one
+:class:`~mixlaw.errors.InputError` such as::
+
+    expected [pt].evals to be an integer >= 1, got 0 in spec.toml
+    expected [sweep].compile to be true or false, got 'false' in spec.toml
+    expected [cpt].ratios to be a list, got 0.5 in spec.toml
+
+Types are strict (``seed = "abc"`` or ``compile = "false"`` is refused, never converted); ranges are explicit
+(``threads`` 1..256, batch sizes >= 1, LR fractions in (0, 1], mixture weights summing to 1); unknown keys are
+errors (a typo must not silently fall back to a default); names that become paths (``name``, ``parent``) cannot
+leave the work directory.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
+
+from mixlaw.errors import InputError
+
+__all__ = ["Spec", "SweepSection", "PtSection", "CptSection", "validate_spec", "MAX_THREADS"]
+
+#: Most threads a run may ask for (libgomp crashes on absurd counts such as 1,000,000).
+MAX_THREADS = 256
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.+\-]*$"  # a path component that cannot climb out of the work dir
+_PARENT = re.compile(r"^(final|lrfrac(?P<f>[0-9.eE+\-]+))$")
+
+_DEVICE = r"^(cpu|cuda(:[0-9]{1,2})?)$"
+_PATTERNS = {
+    _NAME: "a plain name of letters, digits, '_', '.', '+' or '-' (no '/', no leading '.')",
+    _DEVICE: "'cpu', 'cuda' or 'cuda:<index>'",
+}
+
+Number = StrictInt | StrictFloat
+PosNumber = Annotated[Number, Field(gt=0)]
+Name = Annotated[StrictStr, Field(pattern=_NAME, max_length=100)]
+ScheduleTable = dict[StrictStr, Any] | StrictStr
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class SweepSection(_Section):
+    """``[sweep]``: where data and checkpoints live, and the settings every run shares."""
+
+    name: Name = "sweep"
+    data_dir: StrictStr = "data"
+    work_dir: StrictStr = "runs"
+    seed: Annotated[StrictInt, Field(ge=0, lt=2**53)] = 0
+    block_size: Annotated[StrictInt, Field(ge=2, le=65536)] = 256
+    batch_size: Annotated[StrictInt, Field(ge=1, le=65536)] = 8
+    threads: Annotated[StrictInt, Field(ge=1, le=MAX_THREADS)] = 1
+    compile: StrictBool = False
+    bf16: StrictBool = False
+    eval_tokens: Annotated[StrictInt, Field(ge=1, le=2**40)] = 16384
+    device: Annotated[StrictStr, Field(pattern=_DEVICE)] = "cpu"
+    eval_sets: Annotated[list[Name], Field(min_length=1)] | None = None
+
+
+class _Phase(_Section):
+    tokens: PosNumber | dict[StrictStr, PosNumber] | None = None
+    tokens_per_param: PosNumber | None = None
+    evals: Annotated[StrictInt, Field(ge=1, le=100_000)] = 10
+    eval_log_points: Annotated[StrictInt, Field(ge=0, le=10_000)] = 0
+
+
+class PtSection(_Phase):
+    """``[pt]``: one pre-training run per model size."""
+
+    sizes: Annotated[list[StrictStr], Field(min_length=1)]
+    mixture: dict[Name, Annotated[Number, Field(ge=0)]] = {"general": 1.0}
+    schedule: ScheduleTable = {"kind": "constant", "peak_lr": 3e-3}
+    save_at_lr_fractions: list[Annotated[Number, Field(gt=0, le=1)]] = []
+
+
+class CptSection(_Phase):
+    """``[cpt]``: continual pre-training of every PT run per domain × ratio × schedule."""
+
+    domains: Annotated[list[Name], Field(min_length=1)]
+    ratios: Annotated[list[Annotated[Number, Field(ge=0, le=1)]], Field(min_length=1)] = [0.5]
+    replay: Name = "general"
+    schedules: Annotated[list[ScheduleTable], Field(min_length=1)] | None = None
+    schedule: ScheduleTable | None = None
+    parent: StrictStr = "final"
+    evals: Annotated[StrictInt, Field(ge=1, le=100_000)] = 16
+
+
+class Spec(_Section):
+    """A whole sweep spec."""
+
+    sweep: SweepSection = SweepSection()
+    pt: PtSection
+    cpt: CptSection | None = None
+
+
+def _describe(err: Mapping[str, Any]) -> str:
+    """What a pydantic error expected, in words."""
+    kind, ctx = str(err.get("type", "")), err.get("ctx") or {}
+    words = {
+        "int_type": "an integer",
+        "int_parsing": "an integer",
+        "float_type": "a number",
+        "bool_type": "true or false",
+        "string_type": "a string",
+        "list_type": "a list",
+        "dict_type": "a table",
+        "model_type": "a table",
+        "missing": "given (it is required)",
+        "extra_forbidden": "a known key (unknown key; check its spelling)",
+        "too_short": "non-empty",
+        "string_too_long": f"at most {ctx.get('max_length')} characters",
+    }
+    if kind == "string_pattern_mismatch":
+        return _PATTERNS.get(str(ctx.get("pattern")), f"text matching {ctx.get('pattern')}")
+    if kind in words:
+        return words[kind]
+    for op, word in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+        if op in ctx and kind.endswith(("greater_than", "greater_than_equal", "less_than", "less_than_equal")):
+            return f"{word} {ctx[op]}"
+    return str(err.get("msg", "valid")).lower()
+
+
+def _key(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if not str(p).startswith(("function-", "constrained-"))]
+    # drop pydantic's union-branch labels ("int", "dict[str,...]") that follow a field name
+    clean = [p for p in parts if not re.match(r"^(int|float|str|bool|dict\[.*\]|list\[.*\]|is-instance\[.*\])$", p)]
+    if not clean:
+        return "the spec"
+    head, *rest = clean
+    out = f"[{head}]" if head in ("sweep", "pt", "cpt") else head
+    for p in rest:
+        out += f"[{p}]" if p.isdigit() else f".{p}"
+    return out
+
+
+def _short(v: Any) -> str:
+    s = repr(v)
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def validate_spec(raw: Mapping[str, Any], path: str | Path | None = None) -> Spec:
+    """The typed spec of a parsed TOML document (``tomllib.loads``); one :class:`InputError` naming the key."""
+    file = str(path) if path is not None else None
+    try:
+        spec = Spec.model_validate(dict(raw))
+    except ValidationError as exc:
+        errs = exc.errors(include_url=False)
+        # a value of the wrong shape fails every branch of a union: report the first branch only
+        err = errs[0]
+        got = "nothing" if err.get("type") == "missing" else _short(err.get("input"))
+        raise InputError(f"expected {_key(tuple(err['loc']))} to be {_describe(err)}, got {got}", file=file) from None
+    _cross_checks(spec, file)
+    return spec
+
+
+def _cross_checks(spec: Spec, file: str | None) -> None:
+    """Checks between keys and of known model sizes (corpora are checked by :func:`mixlaw.probe.sweep.plan`,
+    against the prepared data)."""
+
+    def fail(key: str, expected: str, got: Any) -> None:
+        raise InputError(f"expected {key} to be {expected}, got {_short(got)}", file=file)
+
+    from mixlaw.probe.model import SIZES
+
+    pt, cpt, sw = spec.pt, spec.cpt, spec.sweep
+    bad = [s for s in pt.sizes if s not in SIZES]
+    if bad:
+        raise InputError(f"unknown sizes {bad}; expected some of {list(SIZES)} at [pt].sizes", file=file)
+    if len(set(pt.sizes)) != len(pt.sizes):
+        fail("[pt].sizes", "distinct sizes", pt.sizes)
+    if sw.eval_sets is not None and len(set(sw.eval_sets)) != len(sw.eval_sets):
+        fail("[sweep].eval_sets", "distinct corpora", sw.eval_sets)
+    if sw.eval_tokens < sw.block_size + 1:
+        fail("[sweep].eval_tokens", f"at least block_size + 1 = {sw.block_size + 1} (one evaluation sequence)",
+             sw.eval_tokens)  # fmt: skip
+    for name, sec in (("pt", pt), ("cpt", cpt)):
+        if sec is None:
+            continue
+        if sec.tokens is not None and sec.tokens_per_param is not None:
+            fail(f"[{name}].tokens", "given without tokens_per_param (one token budget, not two)", sec.tokens)
+        if sec.tokens is None and sec.tokens_per_param is None:
+            fail(f"[{name}].tokens", "given (or tokens_per_param)", None)
+        if isinstance(sec.tokens, dict):
+            missing = [s for s in pt.sizes if s not in sec.tokens]
+            if missing:
+                fail(f"[{name}].tokens", f"a table with an entry for every size (missing {missing})", sec.tokens)
+    total = math.fsum(float(w) for w in pt.mixture.values())
+    if not pt.mixture or abs(total - 1.0) > 1e-9:
+        fail("[pt].mixture", "weights summing to 1", pt.mixture)
+    if len(set(map(float, pt.save_at_lr_fractions))) != len(pt.save_at_lr_fractions):
+        fail("[pt].save_at_lr_fractions", "distinct fractions", pt.save_at_lr_fractions)
+    if cpt is None:
+        return
+    if len(set(cpt.domains)) != len(cpt.domains):
+        fail("[cpt].domains", "distinct corpora", cpt.domains)
+    if len(set(map(float, cpt.ratios))) != len(cpt.ratios):
+        fail("[cpt].ratios", "distinct ratios", cpt.ratios)
+    if cpt.replay in cpt.domains:
+        fail("[cpt].replay", f"a corpus other than the domains {cpt.domains} (it fills 1 - R)", cpt.replay)
+    if cpt.schedules is not None and cpt.schedule is not None:
+        fail("[cpt].schedule", "given without schedules (one of the two)", cpt.schedule)
+    m = _PARENT.match(cpt.parent)
+    fractions = {float(f) for f in pt.save_at_lr_fractions}
+    if m is None:
+        fail("[cpt].parent", "'final' or 'lrfrac<f>' for f in [pt].save_at_lr_fractions", cpt.parent)
+    elif m.group("f") is not None:
+        try:
+            f = float(m.group("f"))
+        except ValueError:
+            f = math.nan
+        if f not in fractions or cpt.parent != f"lrfrac{f:g}":
+            fail("[cpt].parent", f"one of {['final'] + [f'lrfrac{x:g}' for x in sorted(fractions)]}", cpt.parent)
