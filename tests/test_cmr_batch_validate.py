@@ -91,5 +91,5 @@ def test_cli_progress_validate_and_a_report_that_leads_with_the_decision(tmp_pat
     assert first_sentence < page.index("<img") < page.index("Critical mixture ratio per size")
     assert page.count("<h2>[code] Critical mixture ratio per size") == 1 and "<details>" in page
     assert page.count("<h2>Assumptions") == 1
-    sens = page[page.index("Sensitivity"):]
+    sens = page[page.index("Sensitivity") :]
     assert sens.index("13.2k") < sens.index("21.7k")  # sorted by number, not as text

@@ -223,8 +223,10 @@ def cmr_report(decision: CMRDecision | Mapping[str, CMRDecision], *, title: str 
     if isinstance(decision, Mapping):
         sections = [cmr_domains_section(decision)]
         for d, dec in decision.items():
-            sections += [Section(f"[{d}] {sec.title}", sec.html)
-                         for sec in cmr_sections(dec, source=source, domain=d, lead=False, assumptions=False)]
+            sections += [
+                Section(f"[{d}] {sec.title}", sec.html)
+                for sec in cmr_sections(dec, source=source, domain=d, lead=False, assumptions=False)
+            ]
         sections.append(_assumptions(next(iter(decision.values()))))
     else:
         sections = cmr_sections(decision, source=source)

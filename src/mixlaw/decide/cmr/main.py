@@ -183,12 +183,12 @@ def critical_mixture_ratio_by_domain(
 
     seed = kwargs.pop("random_state", None)
     ss = seed.bit_generator.seed_seq if isinstance(seed, np.random.Generator) else np.random.SeedSequence(seed)
-    seeds = ss.spawn(len(domain_evals))  # type: ignore[union-attr]
+    seeds = ss.spawn(len(domain_evals))  # type: ignore[union-attr,attr-defined]
     n = max(1, min(len(domain_evals), workers or (os.cpu_count() or 1)))
     progress = kwargs.pop("progress", None)
     jobs = [(table, general_eval, d, seeds[i], kwargs) for i, d in enumerate(domain_evals)]
     if n == 1 or not _can_fork():
-        out = [_one_domain(*j, progress=progress) for j in jobs]
+        out = [_one_domain(*j, progress=progress) for j in jobs]  # type: ignore[misc]
     else:
         out = _in_processes(jobs, n, progress)
     return dict(zip(domain_evals, out, strict=True))
@@ -210,7 +210,7 @@ def _can_fork() -> bool:
 def _child(args: tuple[Any, ...]) -> CMRDecision:
     *job, queue = args
     cb = None if queue is None else (lambda d, size, k: queue.put((d, size, k)))
-    return _one_domain(*job, progress=cb)
+    return _one_domain(*job, progress=cb)  # type: ignore[misc]
 
 
 def _in_processes(jobs: list[tuple[Any, ...]], n: int, progress: Callable[[str, Any, int], None] | None

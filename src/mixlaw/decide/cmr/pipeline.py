@@ -318,4 +318,3 @@ def check_args(epsilon: float, lagrange_mult: float, budget_tokens: float | None
         raise InputError(f"budget_tokens must be > 0, got {budget_tokens}")
     if bootstrap < 0:
         raise InputError(f"bootstrap must be ≥ 0, got {bootstrap}")
-
