@@ -37,12 +37,10 @@ def decision_sentences(decisions: Mapping[str, CMRDecision]) -> str:
 
 
 def _notes(decision: CMRDecision) -> str:
-    seen: dict[str, list[str]] = {}
-    for s in decision.sizes:
-        for n in s.notes:
-            seen.setdefault(n, []).append(fmt_size(s.n_params))
-    lis = "".join(f"<li>{esc(', '.join(v))}: {esc(k)}</li>" for k, v in seen.items())
-    return f"<p><b>Notes</b> (one line per kind, with the sizes it concerns)</p><ul>{lis}</ul>" if lis else ""
+    from mixlaw.decide.cmr.output import domain_notes
+
+    lis = "".join(f"<li>{esc(n)}</li>" for n in domain_notes(decision.sizes))
+    return f"<p><b>Notes</b> (one line per kind of issue, with the sizes it concerns)</p><ul>{lis}</ul>" if lis else ""
 
 
 def _validation_html(v: dict[str, Any] | None) -> str:

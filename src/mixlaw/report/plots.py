@@ -252,6 +252,7 @@ def plot_cmr_vs_size(decisions: CMRDecision | Mapping[str, CMRDecision], *, ax: 
                 ax.fill_between(b["n_params"], b["lo"], b["hi"], color=color, alpha=0.15, lw=0)
     ax.set_xscale("log")
     ax.set_xlabel("model size (parameters)")
+    token_axis(ax)
     ax.set_ylabel("critical mixture ratio")
     allsizes = {s.n_params for _, d in items for s in d.sizes}
     ordered = sorted(allsizes, key=lambda v: (0, float(v), "") if _numeric(v) else (1, 0.0, str(v)))

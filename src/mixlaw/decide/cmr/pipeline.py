@@ -121,6 +121,8 @@ def _same_source(point: Decision, boot: Decision) -> float | None:
     """The resample's CMR computed the way the point estimate was (so the interval describes that number)."""
     if point.cmr is None:
         return None
+    if point.cmr_source == "tolerance boundary":  # the tolerance-only reading (relative to the control)
+        return boot.tolerance_boundary
     if point.cmr_source.startswith("CMR law") or point.cmr_source.startswith("tolerance"):
         vals = [v for v in (boot.cmr_law_at_budget, boot.tolerance_boundary) if v is not None]
         return float(min(max(min(vals), 0.0), 1.0)) if vals else None
