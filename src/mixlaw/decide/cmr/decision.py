@@ -221,7 +221,9 @@ def headline(
     feas = [r["ratio"] for r in rows if r["feasible"]]
     cmr_discrete = max(feas) if feas else None
     n_pts = len({p[1] for p in cmr_points(rows)})
-    if cmr_params is None:
+    if not require_turn:  # the tolerance-only reading has no use for the CMR law (its T0 are not turning points)
+        cmr_params = None
+    elif cmr_params is None:
         notes.append(f"CMR law not fitted: {n_pts} ratio(s) with a turning point, {status_too_few()}")
     raw = None
     if cmr_params is not None:
