@@ -113,13 +113,13 @@ def cmr_sections(decision: CMRDecision, *, source: str | None = None, domain: st
         axes[1].text(0.5, 0.5, "CMR vs model size needs ≥ 2 sizes with a CMR", ha="center", va="center")
     fig.tight_layout()
     figs.append(figure_html(fig, alt="CMR vs budget and size"))
-    n = len(decision.sizes)
-    fig, axes = plt.subplots(n, 2, figsize=(12.0, 4.0 * n), squeeze=False)  # one figure: one PNG to encode
-    for s, (a0, a1) in zip(decision.sizes, axes, strict=True):
+    for s in decision.sizes:  # one figure per size, titled with it
+        fig, (a0, a1) = plt.subplots(1, 2, figsize=(12.0, 4.2))
         plots.plot_general_increments(s, inc, epsilon=st["epsilon"], ax=a0)
         plots.plot_ratio_law(s, epsilon=st["epsilon"], ax=a1)
-    fig.tight_layout()
-    figs.append(figure_html(fig, alt="trajectories and ratio laws per size", dpi=80))
+        fig.tight_layout()
+        figs.append(figure_html(fig, alt=f"trajectories {fmt_size(s.n_params)}", dpi=80))
+    n = len(decision.sizes)
     trend = ""
     if decision.trend is not None:
         tr = decision.trend
