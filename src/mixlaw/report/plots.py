@@ -46,6 +46,10 @@ def token_axis(ax: Axes, which: str = "x") -> None:
     axis = ax.xaxis if which == "x" else ax.yaxis
     axis.set_major_formatter(fmt)
     if (ax.get_xscale() if which == "x" else ax.get_yscale()) == "log":
+        from matplotlib.ticker import LogLocator
+
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # a labelled tick every 1-2-5
+        axis.set_major_formatter(fmt)
         axis.set_minor_formatter(FuncFormatter(lambda v, _pos: ""))
 
 
