@@ -12,7 +12,7 @@ command on this 2-core machine at a load average of about 4 (2026-12-01 09:44-09
 issue measured 593 s under heavier load. The machine is shared, so the load average is printed beside every
 time; CPU seconds are the load-independent figure. Last line: ``seconds=<main job wall time>``.
 
-Usage: ``python benchmarks/cmr_speed.py [--bootstrap 50] [--skip-decision]``
+Usage: ``python benchmarks/cmr_speed.py [--bootstrap 50] [--skip-decision] [--unbatched]``
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bootstrap", type=int, default=50)
     ap.add_argument("--skip-decision", action="store_true", help="only time the CLI main job")
+    ap.add_argument("--unbatched", action="store_true", help="also time the decision one resample at a time")
     args = ap.parse_args()
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
     if not args.skip_decision:
@@ -49,7 +50,7 @@ def main() -> None:
         from mixlaw.decide.cmr import critical_mixture_ratio_by_domain
 
         runs = pd.read_csv(RUNS)
-        for batched, workers in ((True, 2), (True, 1), (False, 1)):
+        for batched, workers in ((True, 2), (True, 1), *(((False, 1),) if args.unbatched else ())):
             print(f"[{_load()}]", flush=True)
             c0, t0 = time.process_time(), time.perf_counter()
             ch0 = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime

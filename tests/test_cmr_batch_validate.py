@@ -91,5 +91,21 @@ def test_cli_progress_validate_and_a_report_that_leads_with_the_decision(tmp_pat
     assert first_sentence < page.index("<img") < page.index("Critical mixture ratio per size")
     assert page.count("<h2>[code] Critical mixture ratio per size") == 1 and "<details>" in page
     assert page.count("<h2>Assumptions") == 1
-    sens = page[page.index("Sensitivity"):]
+    sens = page[page.index("Sensitivity") :]
     assert sens.index("13.2k") < sens.index("21.7k")  # sorted by number, not as text
+
+
+def test_notes_are_one_line_per_kind_per_domain() -> None:
+    from types import SimpleNamespace
+
+    from mixlaw.decide.cmr.output import domain_notes
+
+    sizes = [
+        SimpleNamespace(n_params=13_152, notes=["R = 0 left out of the power ratio law", "boundary 0.837 vs 0.827"]),
+        SimpleNamespace(n_params=21_720, notes=["R = 0 left out of the power ratio law", "boundary 0.661 vs 0.627"]),
+    ]
+    lines = domain_notes(sizes)
+    assert lines == [
+        "(13.2k, 21.7k) R = 0 left out of the power ratio law",
+        "(13.2k, 21.7k) 13.2k: boundary 0.837 vs 0.827; 21.7k: boundary 0.661 vs 0.627",
+    ]

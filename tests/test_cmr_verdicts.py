@@ -155,3 +155,20 @@ def test_noisy_curves_make_the_decision_weak_with_its_reason() -> None:
                                    random_state=2), general_eval="general", domain_eval="code", token_unit=UNIT,
                                    sensitivity_lambdas=(), sensitivity_epsilons=())  # fmt: skip
     assert clean.sizes[0].status == STATUS_OK and not clean.sizes[0].weak_reasons
+
+
+def test_shipped_tolerance_boundary_is_read_beside_the_observations(shipped: dict) -> None:
+    """A binding tolerance boundary comes with the model-free crossing of the observations; where the two differ
+    by more than 0.05 a note says so, and a ratio law that misses its points beyond noise makes the size weak."""
+    n_binding = 0
+    for dec in shipped.values():
+        for s in dec.sizes:
+            if not s.cmr_source.startswith("tolerance"):
+                continue
+            n_binding += 1
+            assert s.model_free_crossing is not None and 0 < s.model_free_crossing <= 1
+            if abs(s.tolerance_boundary - s.model_free_crossing) > 0.05:
+                assert any("model-free crossing" in n for n in s.notes)
+            if any("misses the end-of-budget" in w for w in s.weak_reasons):
+                assert s.status != STATUS_OK
+    assert n_binding >= 5

@@ -68,3 +68,7 @@ class RatioPower(Law):
         with np.errstate(all="ignore"):
             a = r ** np.asarray(theta["s"])[..., None]
         return ("alpha", "beta"), np.stack([a, np.ones_like(a)], axis=-1)
+
+    def input_ok(self, x: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Where the law is defined: ``R > 0`` (``R^s`` diverges at 0 for ``s < 0``)."""
+        return np.asarray(x["ratio"], dtype=np.float64) > 0

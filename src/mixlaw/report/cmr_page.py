@@ -37,12 +37,10 @@ def decision_sentences(decisions: Mapping[str, CMRDecision]) -> str:
 
 
 def _notes(decision: CMRDecision) -> str:
-    seen: dict[str, list[str]] = {}
-    for s in decision.sizes:
-        for n in s.notes:
-            seen.setdefault(n, []).append(fmt_size(s.n_params))
-    lis = "".join(f"<li>{esc(', '.join(v))}: {esc(k)}</li>" for k, v in seen.items())
-    return f"<p><b>Notes</b> (one line per kind, with the sizes it concerns)</p><ul>{lis}</ul>" if lis else ""
+    from mixlaw.decide.cmr.output import domain_notes
+
+    lis = "".join(f"<li>{esc(n)}</li>" for n in domain_notes(decision.sizes))
+    return f"<p><b>Notes</b> (one line per kind of issue, with the sizes it concerns)</p><ul>{lis}</ul>" if lis else ""
 
 
 def _validation_html(v: dict[str, Any] | None) -> str:
@@ -115,12 +113,13 @@ def cmr_sections(decision: CMRDecision, *, source: str | None = None, domain: st
         axes[1].text(0.5, 0.5, "CMR vs model size needs ≥ 2 sizes with a CMR", ha="center", va="center")
     fig.tight_layout()
     figs.append(figure_html(fig, alt="CMR vs budget and size"))
-    for s in decision.sizes:
-        fig = plt.figure(figsize=(12.0, 4.4))
-        plots.plot_general_increments(s, inc, epsilon=st["epsilon"], ax=fig.add_subplot(1, 2, 1))
-        plots.plot_ratio_law(s, epsilon=st["epsilon"], ax=fig.add_subplot(1, 2, 2))
+    for s in decision.sizes:  # one figure per size, titled with it
+        fig, (a0, a1) = plt.subplots(1, 2, figsize=(12.0, 4.2))
+        plots.plot_general_increments(s, inc, epsilon=st["epsilon"], ax=a0)
+        plots.plot_ratio_law(s, epsilon=st["epsilon"], ax=a1)
         fig.tight_layout()
-        figs.append(figure_html(fig, alt=f"trajectories {fmt_size(s.n_params)}"))
+        figs.append(figure_html(fig, alt=f"trajectories {fmt_size(s.n_params)}", dpi=80))
+    n = len(decision.sizes)
     trend = ""
     if decision.trend is not None:
         tr = decision.trend
@@ -146,12 +145,15 @@ def cmr_sections(decision: CMRDecision, *, source: str | None = None, domain: st
     lrows = [{"size": fmt_size(s.n_params), "law": f"{f.law} on {lbl} loss", "status": f.status, "R²": f.r2}
              for s in decision.sizes for lbl, f in (("general", s.ratio_law_general), ("domain", s.ratio_law_domain))
              if f is not None]  # fmt: skip
-    rfigs = []
-    for s in decision.sizes:
-        fig, ax = plt.subplots(figsize=(5.8, 3.8))
+    ncol = min(3, n)
+    nrow = -(-n // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(5.2 * ncol, 3.6 * nrow), squeeze=False)
+    for s, ax in zip(decision.sizes, axes.ravel(), strict=False):
         plots.plot_fit_residuals(s, inc, ax=ax)
-        fig.tight_layout()
-        rfigs.append(figure_html(fig, alt=f"residuals {fmt_size(s.n_params)}"))
+    for ax in axes.ravel()[n:]:
+        ax.axis("off")
+    fig.tight_layout()
+    rfigs = [figure_html(fig, alt="increment-fit residuals per size", dpi=70)]
     out.append(Section("Fit quality", f"<details><summary>curve fits (Eq. 6) per ratio: status and R²</summary>"
                        f"{table_html(qrows)}</details><details><summary>ratio laws at the budget</summary>"
                        f"{table_html(lrows)}</details><details><summary>residual plots</summary>"
@@ -222,10 +224,34 @@ def cmr_report(decision: CMRDecision | Mapping[str, CMRDecision], *, title: str 
     the comparison, followed by each domain's plots and tables (the assumptions once, at the end)."""
     if isinstance(decision, Mapping):
         sections = [cmr_domains_section(decision)]
-        for d, dec in decision.items():
-            sections += [Section(f"[{d}] {sec.title}", sec.html)
-                         for sec in cmr_sections(dec, source=source, domain=d, lead=False, assumptions=False)]
+        for d, secs in zip(decision, _domain_sections(list(decision.items()), source), strict=True):
+            sections += [Section(f"[{d}] {sec.title}", sec.html) for sec in secs]
         sections.append(_assumptions(next(iter(decision.values()))))
     else:
         sections = cmr_sections(decision, source=source)
     return render_report(title, [*sections, *extra_sections], subtitle=source)
+
+
+def _one_domain_sections(args: tuple[str, CMRDecision, str | None]) -> list[Section]:
+    d, dec, source = args
+    return cmr_sections(dec, source=source, domain=d, lead=False, assumptions=False)
+
+
+def _domain_sections(items: list[tuple[str, CMRDecision]], source: str | None) -> list[list[Section]]:
+    """Each domain's sections; with several domains, drawn in two forked worker processes (the figures are the
+    report's cost, and they are independent)."""
+    import multiprocessing as mp
+    import os
+    import warnings
+
+    jobs = [(d, dec, source) for d, dec in items]
+    if len(jobs) < 2 or (os.cpu_count() or 1) < 2 or "fork" not in mp.get_all_start_methods():
+        return [_one_domain_sections(j) for j in jobs]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # Python ≥ 3.12: fork() with idle library threads
+        pool = mp.get_context("fork").Pool(min(2, len(jobs)))
+    try:
+        return pool.map(_one_domain_sections, jobs)
+    finally:
+        pool.close()
+        pool.join()

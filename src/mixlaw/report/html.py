@@ -99,7 +99,7 @@ def figure_html(fig: Figure, *, alt: str = "figure", dpi: int = 110) -> str:
     import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=dpi)  # callers lay out (tight_layout): a tight bbox would draw twice
     plt.close(fig)
     data = base64.b64encode(buf.getvalue()).decode("ascii")
     return f'<img alt="{esc(alt)}" src="data:image/png;base64,{data}">'

@@ -46,6 +46,10 @@ def token_axis(ax: Axes, which: str = "x") -> None:
     axis = ax.xaxis if which == "x" else ax.yaxis
     axis.set_major_formatter(fmt)
     if (ax.get_xscale() if which == "x" else ax.get_yscale()) == "log":
+        from matplotlib.ticker import LogLocator
+
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # a labelled tick every 1-2-5
+        axis.set_major_formatter(fmt)
         axis.set_minor_formatter(FuncFormatter(lambda v, _pos: ""))
 
 
@@ -252,6 +256,7 @@ def plot_cmr_vs_size(decisions: CMRDecision | Mapping[str, CMRDecision], *, ax: 
                 ax.fill_between(b["n_params"], b["lo"], b["hi"], color=color, alpha=0.15, lw=0)
     ax.set_xscale("log")
     ax.set_xlabel("model size (parameters)")
+    token_axis(ax)
     ax.set_ylabel("critical mixture ratio")
     allsizes = {s.n_params for _, d in items for s in d.sizes}
     ordered = sorted(allsizes, key=lambda v: (0, float(v), "") if _numeric(v) else (1, 0.0, str(v)))

@@ -86,3 +86,10 @@ def num(v: float | None) -> float | None:
 def is_number(v: Any) -> bool:
     """A positive finite number (a numeric model size)."""
     return isinstance(v, (int, float, np.integer, np.floating)) and math.isfinite(float(v)) and float(v) > 0
+
+
+def input_ok(law: Law, x: Mapping[str, Any]) -> np.ndarray:
+    """Where ``law`` is defined on inputs ``x`` (its own ``input_ok`` method; everywhere when it has none)."""
+    fn = getattr(law, "input_ok", None)
+    n = np.asarray(next(iter(x.values()))).shape
+    return np.asarray(fn(x), dtype=bool) if callable(fn) else np.ones(n, dtype=bool)

@@ -171,10 +171,10 @@ def t0_for_resamples(
     out: list[dict[float, T0Result]] = [{} for _ in sfs]
     for i, c in enumerate(sf.curves):
         ok = [b for b, s in enumerate(sfs) if s.curves[i].gen_params is not None and s.curves[i].dom_params is not None]
-        res = critical_tokens_batch(
-            dom_law, [sfs[b].curves[i].dom_params for b in ok], gen_law, [sfs[b].curves[i].gen_params for b in ok],
-            lagrange_mult=lagrange_mult, t_lo=c.t_lo, t_hi=max(sf.budget_tokens, c.t_last) * t0_search_factor,
-        )  # type: ignore[arg-type]  # fmt: skip
+        doms: list[Any] = [sfs[b].curves[i].dom_params for b in ok]
+        gens: list[Any] = [sfs[b].curves[i].gen_params for b in ok]
+        res = critical_tokens_batch(dom_law, doms, gen_law, gens, lagrange_mult=lagrange_mult, t_lo=c.t_lo,
+                                    t_hi=max(sf.budget_tokens, c.t_last) * t0_search_factor)  # fmt: skip
         for b, r in zip(ok, res, strict=True):
             out[b][c.ratio] = r
     return out
@@ -221,7 +221,9 @@ def headline(
     feas = [r["ratio"] for r in rows if r["feasible"]]
     cmr_discrete = max(feas) if feas else None
     n_pts = len({p[1] for p in cmr_points(rows)})
-    if cmr_params is None:
+    if not require_turn:  # the tolerance-only reading has no use for the CMR law (its T0 are not turning points)
+        cmr_params = None
+    elif cmr_params is None:
         notes.append(f"CMR law not fitted: {n_pts} ratio(s) with a turning point, {status_too_few()}")
     raw = None
     if cmr_params is not None:
@@ -247,8 +249,10 @@ def headline(
     elif not fitted or not feas:
         status = STATUS_NO_FEASIBLE
         cand = [r for r in fitted if r["ratio"] > 0]
-        if cand and all(r["within_tolerance"] for r in cand) and not any(
-            r["t0_tokens"] is not None and r["t0_tokens"] <= budget for r in cand
+        if (
+            cand
+            and all(r["within_tolerance"] for r in cand)
+            and not any(r["t0_tokens"] is not None and r["t0_tokens"] <= budget for r in cand)
         ):
             status = STATUS_NO_ROOT
         cmr, source = None, "none"

@@ -183,12 +183,12 @@ def critical_mixture_ratio_by_domain(
 
     seed = kwargs.pop("random_state", None)
     ss = seed.bit_generator.seed_seq if isinstance(seed, np.random.Generator) else np.random.SeedSequence(seed)
-    seeds = ss.spawn(len(domain_evals))  # type: ignore[union-attr]
+    seeds = ss.spawn(len(domain_evals))  # type: ignore[union-attr,attr-defined]
     n = max(1, min(len(domain_evals), workers or (os.cpu_count() or 1)))
     progress = kwargs.pop("progress", None)
     jobs = [(table, general_eval, d, seeds[i], kwargs) for i, d in enumerate(domain_evals)]
     if n == 1 or not _can_fork():
-        out = [_one_domain(*j, progress=progress) for j in jobs]
+        out = [_one_domain(*j, progress=progress) for j in jobs]  # type: ignore[misc]
     else:
         out = _in_processes(jobs, n, progress)
     return dict(zip(domain_evals, out, strict=True))
@@ -210,7 +210,7 @@ def _can_fork() -> bool:
 def _child(args: tuple[Any, ...]) -> CMRDecision:
     *job, queue = args
     cb = None if queue is None else (lambda d, size, k: queue.put((d, size, k)))
-    return _one_domain(*job, progress=cb)
+    return _one_domain(*job, progress=cb)  # type: ignore[misc]
 
 
 def _in_processes(jobs: list[tuple[Any, ...]], n: int, progress: Callable[[str, Any, int], None] | None
@@ -219,9 +219,11 @@ def _in_processes(jobs: list[tuple[Any, ...]], n: int, progress: Callable[[str, 
     Progress messages come back through a queue and are reported from this process."""
     import multiprocessing as mp
     import threading
+    import warnings
 
     ctx = mp.get_context("fork")
-    manager_q = ctx.Manager().Queue() if progress is not None else None
+    manager = ctx.Manager() if progress is not None else None
+    manager_q = manager.Queue() if manager is not None else None
     stop = threading.Event()
 
     def drain() -> None:
@@ -233,13 +235,21 @@ def _in_processes(jobs: list[tuple[Any, ...]], n: int, progress: Callable[[str, 
             progress(d, size, k)  # type: ignore[misc]
 
     t = threading.Thread(target=drain, daemon=True) if progress is not None else None
-    if t is not None:
-        t.start()
+    with warnings.catch_warnings():
+        # Python ≥ 3.12 warns about fork() in a process with threads (torch may hold idle pool threads); the
+        # workers only compute and return, and our own progress thread starts after the fork.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pool = ctx.Pool(n)
     try:
-        with ctx.Pool(n) as pool:
-            out = pool.map(_child, [(*j, manager_q) for j in jobs])
-    finally:
-        stop.set()
         if t is not None:
+            t.start()
+        out = pool.map(_child, [(*j, manager_q) for j in jobs])
+    finally:
+        pool.close()
+        pool.join()
+        stop.set()
+        if t is not None and t.is_alive():
             t.join()
+        if manager is not None:
+            manager.shutdown()
     return out

@@ -16,13 +16,20 @@ __all__ = ["print_decision", "print_schedule", "emit_schedule", "json_default"]
 
 
 def domain_notes(sizes: Any) -> list[str]:
-    """Notes of one domain, one line per kind of issue: identical notes of several sizes are merged
-    ("note (12k, 25k): …")."""
-    seen: dict[str, list[str]] = {}
+    """Notes of one domain, one line per kind of issue (notes that differ only in their numbers are one kind):
+    ``"(12k, 25k) text"`` when the sizes say the same, else ``"(12k, 25k) 12k: text; 25k: text"``."""
+    import re
+
+    kinds: dict[str, list[tuple[str, str]]] = {}
     for s in sizes:
         for n in s.notes:
-            seen.setdefault(n, []).append(fmt_size(s.n_params))
-    return [f"({', '.join(v)}) {k}" for k, v in seen.items()]
+            kinds.setdefault(re.sub(r"[-+]?\d[\d.,e+-]*", "#", n), []).append((fmt_size(s.n_params), n))
+    out = []
+    for items in kinds.values():
+        who = ", ".join(dict.fromkeys(w for w, _ in items))
+        texts = list(dict.fromkeys(t for _, t in items))
+        out.append(f"({who}) {texts[0]}" if len(texts) == 1 else f"({who}) " + "; ".join(f"{w}: {t}" for w, t in items))
+    return out
 
 
 def status_text(s: Any) -> str:

@@ -17,7 +17,9 @@ from mixlaw.decide.cmr.common import (
     STATUS_ALL_FEASIBLE,
     STATUS_OK,
     STATUS_WEAK,
+    input_ok,
     is_number,
+    law_of,
     size_json,
 )
 from mixlaw.decide.cmr.curves import SizeFits, bootstrap_size, fit_size
@@ -49,7 +51,7 @@ def _ratio_inputs(
     sf: SizeFits, rows_list: Sequence[list[dict[str, Any]]], sfs: Sequence[SizeFits], law: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, str | None]:
     """Ratios and per-decision budget losses (general, domain) with a weight mask, for a batched ratio fit."""
-    ratios = np.array([c.ratio for c in sf.curves])
+    ratios = ratios_all = np.array([c.ratio for c in sf.curves])
     G = np.zeros((len(rows_list), ratios.size))
     D = np.zeros_like(G)
     W = np.zeros_like(G)
@@ -59,10 +61,10 @@ def _ratio_inputs(
             j = int(np.flatnonzero(ratios == rr)[0])
             G[b, j], D[b, j], W[b, j] = gg, dd, 1.0
     note = None
-    if law == "ratio_power" and np.any(ratios <= 0):
-        keep = ratios > 0
+    keep = input_ok(law_of(law), {"ratio": ratios})
+    if not keep.all():
         ratios, G, D, W = ratios[keep], G[:, keep], D[:, keep], W[:, keep]
-        note = "R = 0 left out of the power ratio law (R^s diverges at 0 for s < 0)"
+        note = f"R = {', '.join(f'{r:g}' for r in ratios_all[~keep])} left out of {law} (outside its domain)"
     return ratios, G, D, W, note
 
 
@@ -99,7 +101,7 @@ def ratio_law_misfit(sf: SizeFits, rows: list[dict[str, Any]], fit: RatioLawFit 
     r, g, _ = budget_values(sf, rows)
     noise = _noise(sf)
     z = [abs(float(fit.predict(rr)) - gg) / max(noise.get(float(rr), 0.0), 5e-4)
-         for rr, gg in zip(r, g, strict=True) if not (fit.law == "ratio_power" and rr <= 0)]  # fmt: skip
+         for rr, gg, ok in zip(r, g, input_ok(law_of(fit.law), {"ratio": r}), strict=True) if ok]  # fmt: skip
     return max(z) if z else math.inf
 
 
@@ -121,6 +123,8 @@ def _same_source(point: Decision, boot: Decision) -> float | None:
     """The resample's CMR computed the way the point estimate was (so the interval describes that number)."""
     if point.cmr is None:
         return None
+    if point.cmr_source == "tolerance boundary":  # the tolerance-only reading (relative to the control)
+        return boot.tolerance_boundary
     if point.cmr_source.startswith("CMR law") or point.cmr_source.startswith("tolerance"):
         vals = [v for v in (boot.cmr_law_at_budget, boot.tolerance_boundary) if v is not None]
         return float(min(max(min(vals), 0.0), 1.0)) if vals else None
@@ -318,4 +322,3 @@ def check_args(epsilon: float, lagrange_mult: float, budget_tokens: float | None
         raise InputError(f"budget_tokens must be > 0, got {budget_tokens}")
     if bootstrap < 0:
         raise InputError(f"bootstrap must be ≥ 0, got {bootstrap}")
-

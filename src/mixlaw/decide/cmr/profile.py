@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -104,7 +105,8 @@ def fit_profiled(
     B, n = Y.shape
     xb = {k: np.broadcast_to(np.asarray(v, dtype=np.float64), (B, n)) for k, v in x.items()}
     shared = all(np.asarray(v).ndim == 1 for v in x.values()) and weights is None
-    pts = {k: np.asarray(v, dtype=np.float64) for k, v in law.profile_points().items()}
+    sep: Any = law  # a separable law (see is_separable): profile_points / linear_design are its own methods
+    pts = {k: np.asarray(v, dtype=np.float64) for k, v in sep.profile_points().items()}
     names = list(pts)
     G = len(next(iter(pts.values())))
     lo = np.array([pts[k].min() for k in names])
@@ -115,7 +117,7 @@ def fit_profiled(
     best_i = np.zeros(B, dtype=np.int64)
     if shared:
         x1 = {k: np.asarray(v, dtype=np.float64) for k, v in x.items()}
-        lin_names, design = law.linear_design(x1, pts)  # (G, n, m)
+        lin_names, design = sep.linear_design(x1, pts)  # (G, n, m)
         with np.errstate(all="ignore"):
             pinv = np.linalg.pinv(design, rcond=1e-12)  # (G, m, n)
         m = design.shape[-1]
@@ -135,7 +137,7 @@ def fit_profiled(
         step = max(1, chunk // max(1, B * n * 4))
         for g0 in range(0, G, step):
             th = {k: pts[k][g0 : g0 + step, None] for k in names}  # (g, 1) against x (B, n)
-            lin_names, design = law.linear_design({k: v[None] for k, v in xb.items()}, th)
+            lin_names, design = sep.linear_design({k: v[None] for k, v in xb.items()}, th)
             design = np.broadcast_to(design, (design.shape[0], B, n, design.shape[-1]))
             _, sse = _lstsq(design, np.broadcast_to(Y, design.shape[:-1]), None if w is None else w[None])
             i = np.argmin(sse, axis=0)
@@ -158,7 +160,7 @@ def fit_profiled(
             break
         cand = np.clip(theta[None, act] + offs[:, None, :] * h[None, act], lo, hi)  # (L, a, k)
         th = {nm: cand[..., j] for j, nm in enumerate(names)}
-        _, design = law.linear_design({kk: v[None, act] for kk, v in xb.items()}, th)
+        _, design = sep.linear_design({kk: v[None, act] for kk, v in xb.items()}, th)
         _, sse = _lstsq(design, Y[act], None if w is None else w[None, act], exact=False)
         j = np.argmin(sse, axis=0)
         j = np.where(sse[centre] <= sse[j, np.arange(act.size)], centre, j)
@@ -169,7 +171,7 @@ def fit_profiled(
         done[act] = np.all(h[act] < tol, axis=1)
     # 3. final linear parameters at the refined exponents
     th = {nm: theta[:, j] for j, nm in enumerate(names)}
-    lin_names, design = law.linear_design(xb, th)
+    lin_names, design = sep.linear_design(xb, th)
     coef, sse = _lstsq(design, Y, w)
     params: list[dict[str, float] | None] = []
     status = np.empty(B, dtype=object)
@@ -179,11 +181,11 @@ def fit_profiled(
             params.append(None)
             status[b] = "failed"
             continue
-        p = {nm: float(theta[b, j]) for j, nm in enumerate(names)} | {
+        pb = {nm: float(theta[b, j]) for j, nm in enumerate(names)} | {
             nm: float(coef[b, j]) for j, nm in enumerate(lin_names)
         }
         conv = getattr(law, "from_profile", None)
-        q = conv(p) if callable(conv) else p  # e.g. a log amplitude from a linear one (None: not representable)
+        q = conv(pb) if callable(conv) else pb  # e.g. a log amplitude from a linear one (None: not representable)
         if q is None:
             params.append(None)
             status[b] = "failed"

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-from mixlaw.decide.cmr.common import STATUS_OK, evaluate, law_of, r2_mse, status_too_few
+from mixlaw.decide.cmr.common import STATUS_OK, evaluate, input_ok, law_of, r2_mse, status_too_few
 from mixlaw.decide.cmr.profile import fit_profiled, is_separable
 from mixlaw.errors import BoundaryWarning, ConvergenceWarning, FitError, InputError
 from mixlaw.laws import Law, get_law, law_names
@@ -191,8 +191,8 @@ def fit_ratio_law(
     lw = resolve_ratio_law(law)
     if np.unique(r).size < 3:
         raise FitError(f"{status_too_few(3)}: a ratio law has three parameters, got {np.unique(r).size} ratios")
-    if lw.name == "ratio_power" and np.any(r <= 0):
-        raise InputError("the power ratio law needs ratios > 0 (R^s diverges at 0 for s < 0)")
+    if not np.all(input_ok(lw, {"ratio": r})):
+        raise InputError(f"the ratio law '{lw.name}' is not defined at some of the ratios (e.g. R^s at R = 0)")
     status = "converged"
     if lw.name == "ratio_exp" and c_method == "corr_grid":
         c = corr_grid_c(r, y)

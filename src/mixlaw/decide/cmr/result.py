@@ -180,8 +180,7 @@ class CMRDecision:
             "cmr": cmr,
             "ratios": ratios,
             "cmr_law": [
-                {"n_params": size_json(s.n_params), "token_unit": s.token_unit, "params": s.cmr_law}
-                for s in self.sizes
+                {"n_params": size_json(s.n_params), "token_unit": s.token_unit, "params": s.cmr_law} for s in self.sizes
             ],
             "sensitivity": self.sensitivity.replace({np.nan: None}).to_dict(orient="records"),
             "trend": self.trend,

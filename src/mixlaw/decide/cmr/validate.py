@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mixlaw.decide.cmr.common import is_number, size_json
+from mixlaw.decide.cmr.common import input_ok, is_number, law_of, size_json
 from mixlaw.decide.cmr.curves import curve_laws, fit_size
 from mixlaw.decide.cmr.decision import budget_values, ratio_rows
 from mixlaw.decide.cmr.ratio import fit_ratio_law_batch
@@ -42,7 +42,7 @@ def _held_out_ratios(dec: CMRDecision, inc: pd.DataFrame, n_boot: int, rng: np.r
                           t0_search_factor=kw["t0_search_factor"])  # fmt: skip
         r, g, d = budget_values(sf, rows)
         law = s.ratio_law_general.law
-        keep = r > 0 if law == "ratio_power" else np.ones(r.size, dtype=bool)
+        keep = input_ok(law_of(law), {"ratio": r})
         r, g, d = r[keep], g[keep], d[keep]
         cand = sorted(x for x in r if x > 0)
         interior = cand[1:-1]
