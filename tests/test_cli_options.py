@@ -33,7 +33,7 @@ EXPECTED: dict[str, set[str]] = {
     "cmr": {"TABLE", "--general-eval", "--domain-eval", "--ratio-column", "--size-column", "--where", "--epsilon"}
     | {"--law", "--ratio-law", "--pin-zero", "--c-method", "--lambda", "--bootstrap", "--seed", "--json"}
     | {"--schedule", "--tokens-per-step", "--budget-steps", "--budget-tokens", "--query-ratio", "--report"}
-    | {"--paper-decision"},
+    | {"--paper-decision", "--relative-to-control", "--validate"},
     "cpt predict": {"FIT", "--plan", "--weights", "--level", "--json"},
     "cpt optimize": {"FIT", "--plan", "--weights", "--over", "--grid", "--json"},
     "cpt critical": {"FIT", "--plan", "--weights", "--horizon", "--json"},

@@ -159,9 +159,9 @@ def schedule_cmr_by_size(
     ``to_frame(include_schedule=True)``, or a file with that column), PT runs and CPT runs linked by
     ``parent_run``, and the domain share of each CPT mix (``ratio_column``, default ``w_<domain>``). The law's
     replay share is ``1 − domain share`` (PT rows: 1). Per size, the LR areas of every evaluation are computed
-    from the schedules (:func:`mixlaw.schedules.add_schedule_features`), rows with zero forward area are left
-    out, ``cpt_replay`` is fitted on the general loss through :func:`mixlaw.fit.fit_law` (``bootstrap``
-    resamples of runs), and :func:`mixlaw.decide.cpt.schedule_aware_cmr` gives the largest domain share whose
+    from the schedules through the one feature path (:func:`mixlaw.fit.features.add_features`), rows with zero
+    forward area are left out, ``cpt_replay`` is fitted on the general loss through :func:`mixlaw.fit.fit_law`
+    (``bootstrap`` resamples of runs), and :func:`mixlaw.decide.cpt.schedule_aware_cmr` gives the largest domain share whose
     predicted general-loss rise at the budget stays ≤ ``epsilon``, with its bootstrap interval and the
     constant-LR CMR of the same fit beside it.
 
@@ -172,7 +172,9 @@ def schedule_cmr_by_size(
     from mixlaw.decide.cpt import schedule_aware_cmr
     from mixlaw.errors import FitError
     from mixlaw.fit import fit_law
-    from mixlaw.schedules import add_schedule_features, as_schedule
+    from mixlaw.fit.features import add_features
+    from mixlaw.laws import get_law
+    from mixlaw.schedules import as_schedule
 
     sched = schedule if isinstance(schedule, Schedule) else Schedule.parse(schedule)
     if "schedule" not in table.columns:
@@ -205,8 +207,8 @@ def schedule_cmr_by_size(
             f"expected a domain share in [0, 1] for run '{frame['run_id'].iloc[bad[0]]}', got {share[bad[0]]!r}",
             column=cols.ratio,
         )
-    frame["_replay"] = 1.0 - share
-    frame = add_schedule_features(frame, replay_column="_replay")
+    frame["replay_ratio"] = 1.0 - share  # the law's replay share r_pt; its LR areas come from the feature path
+    frame = add_features(frame, get_law(law), drop_undefined=False)
     y = pd.to_numeric(frame[cols.general], errors="coerce").to_numpy(dtype=np.float64)
     usable = (frame["s1_pt"].to_numpy() + frame["s1_cpt"].to_numpy() > 0) & np.isfinite(y)
     sizes: list[tuple[Any, np.ndarray]]
@@ -262,7 +264,7 @@ def schedule_cmr_by_size(
         else:
             steps = sched.total_steps
         tokens = float(steps * tps) if tps is not None else budget_tokens
-        shares = sorted({round(1.0 - float(v), 6) for v in cpt_rows["_replay"]})
+        shares = sorted({round(1.0 - float(v), 6) for v in cpt_rows["replay_ratio"]})
         entry = SizeScheduleCMR(
             n_params=size,
             schedule=sched,
