@@ -161,9 +161,9 @@ def schedule_cmr_by_size(
     replay share is ``1 − domain share`` (PT rows: 1). Per size, the LR areas of every evaluation are computed
     from the schedules through the one feature path (:func:`mixlaw.fit.features.add_features`), rows with zero
     forward area are left out, ``cpt_replay`` is fitted on the general loss through :func:`mixlaw.fit.fit_law`
-    (``bootstrap`` resamples of runs), and :func:`mixlaw.decide.cpt.schedule_aware_cmr` gives the largest domain share whose
-    predicted general-loss rise at the budget stays ≤ ``epsilon``, with its bootstrap interval and the
-    constant-LR CMR of the same fit beside it.
+    (``bootstrap`` resamples of runs), and :func:`mixlaw.decide.cpt.schedule_aware_cmr` gives the largest domain
+    share whose predicted general-loss rise at the budget stays ≤ ``epsilon``, with its bootstrap interval and
+    the constant-LR CMR of the same fit beside it.
 
     The budget is ``budget_steps``, else ``budget_tokens / tokens_per_step``, else the schedule's length;
     ``tokens_per_step`` defaults to the table's tokens per step (CPT runs).
