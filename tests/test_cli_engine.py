@@ -20,7 +20,8 @@ def runs_csv(tmp_path):
     n = np.repeat([1e7, 3e7, 1e8, 3e8, 1e9], 6)
     d = n * np.tile([5, 10, 20, 40, 80, 160], 5)
     loss = (1.8 + 400 / n**0.34 + 2000 / d**0.36) * np.exp(2e-3 * rng.standard_normal(len(n)))
-    df = pd.DataFrame({"run_id": [f"r{i}" for i in range(len(n))], "step": 0, "n_params": n, "tokens": d, "loss": loss})
+    df = pd.DataFrame({"run_id": [f"r{i}" for i in range(len(n))], "step": 0, "n_params": n, "tokens": d,
+                       "loss": loss})
     path = tmp_path / "runs.csv"
     df.to_csv(path, index=False)
     return path
@@ -37,22 +38,8 @@ def test_laws_lists_registered_laws_with_formula_and_inputs() -> None:
 
 def test_fit_json_contract_and_round_trip(runs_csv, tmp_path) -> None:
     out = tmp_path / "fit.json"
-    res = runner.invoke(
-        app,
-        [
-            "fit",
-            str(runs_csv),
-            "--law",
-            "chinchilla",
-            "--bootstrap",
-            "40",
-            "--random-state",
-            "3",
-            "--out",
-            str(out),
-            "--json",
-        ],
-    )
+    res = runner.invoke(app, ["fit", str(runs_csv), "--law", "chinchilla", "--bootstrap", "40", "--random-state",
+                              "3", "--out", str(out), "--json"])
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
     for key in ("law", "params", "objective", "status", "n_starts", "n_converged", "ci"):
@@ -80,21 +67,8 @@ def test_fit_with_store_selection(runs_csv, tmp_path) -> None:
     store = tmp_path / "m.db"
     ing = runner.invoke(app, ["ingest", str(runs_csv), "--store", str(store)])
     assert ing.exit_code == 0, ing.output
-    res = runner.invoke(
-        app,
-        [
-            "fit",
-            "--store",
-            str(store),
-            "--law",
-            "power_law",
-            "--law-option",
-            "input=tokens",
-            "--where",
-            "n_params == 1e9",
-            "--json",
-        ],
-    )
+    res = runner.invoke(app, ["fit", "--store", str(store), "--law", "power_law", "--law-option", "input=tokens",
+                              "--where", "n_params == 1e9", "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["n_points"] == 6
 
@@ -137,34 +111,20 @@ def test_fit_schedule_law_from_store_computes_lr_areas(tmp_path) -> None:
     law = get_law("lr_annealing")
     store_path = tmp_path / "s.db"
     with RunStore(str(store_path)) as store:
-        for rid, spec in {
-            "a": "wsd:peak=2e-4,steps=8000,warmup=200,decay=2000",
-            "b": "cosine:peak=2e-4,steps=8000,warmup=200,final=2e-5",
-        }.items():
+        for rid, spec in {"a": "wsd:peak=2e-4,steps=8000,warmup=200,decay=2000",
+                          "b": "cosine:peak=2e-4,steps=8000,warmup=200,final=2e-5"}.items():
             sched = Schedule.parse(spec)
             steps = np.arange(0, 8001, 250)
             feats = add_schedule_features(pd.DataFrame({"run_id": rid, "step": steps}), {rid: sched})
             loss = np.full(len(steps), 10.0)
             ok = feats["s1"].to_numpy() > 0
-            loss[ok] = law.evaluate(
-                {"s1": feats["s1"].to_numpy()[ok], "s2": feats["s2"].to_numpy()[ok]}, law.example_params
-            )
-            store.put_run(
-                RunMeta(
-                    run_id=rid,
-                    phase="pt",
-                    n_params=1e8,
-                    n_params_total=1.2e8,
-                    mixture=Mixture({"general": 1.0}),
-                    parent_run=None,
-                    seed=0,
-                    schedule=sched.to_dict(),
-                    meta={},
-                )
-            )
-            store.append_evals(
-                rid, pd.DataFrame({"step": steps, "tokens": steps * 4096, "lr": sched.lr(steps), "loss": loss})
-            )
+            loss[ok] = law.evaluate({"s1": feats["s1"].to_numpy()[ok], "s2": feats["s2"].to_numpy()[ok]},
+                                    law.example_params)
+            store.put_run(RunMeta(run_id=rid, phase="pt", n_params=1e8, n_params_total=1.2e8,
+                                  mixture=Mixture({"general": 1.0}), parent_run=None, seed=0,
+                                  schedule=sched.to_dict(), meta={}))
+            store.append_evals(rid, pd.DataFrame({"step": steps, "tokens": steps * 4096, "lr": sched.lr(steps),
+                                                  "loss": loss}))
     res = runner.invoke(app, ["fit", str(store_path), "--law", "lr_annealing", "--json"])
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)

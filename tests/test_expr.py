@@ -95,6 +95,7 @@ def test_derive_is_vectorised_and_keeps_integers_integral() -> None:
     assert doubled.dtype == np.int64 and doubled.tolist() == [201, 401, 601, 201, 801, 101]
     assert derive_column(f, "step / 2").dtype == np.float64
     assert derive_column(f, "3").tolist() == [3] * 6
+    assert derive_column(f, "'x'").tolist() == ["x"] * 6
     assert evaluate(f, "2 ** 0.5") == pytest.approx(math.sqrt(2))
     # numeric edge cases give NaN/inf quietly (warnings are errors in this suite), never an exception
     assert np.isnan(derive_column(f, "log(-step)")).all()
@@ -189,6 +190,8 @@ def test_errors_name_the_offending_piece() -> None:
         "'a' * 10 == run_id": "number operand",
         "step >": "not a valid expression",
         "log > 1": "must be called",
+        "run_id == '\\ud800'": "not UTF-8",  # found by the long fuzz profile (pyarrow raised UnicodeEncodeError)
+        "run_id in ['a', '\\udc80']": "not UTF-8",
     }
     for text, needle in cases.items():
         with pytest.raises(InputError, match=None) as err:

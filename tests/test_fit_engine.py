@@ -155,13 +155,8 @@ def test_epoch_replication_reproduces_published_fit(epoch: pd.DataFrame) -> None
     assert res.objective <= 0.0010183
     assert res.status.value == "converged"
     # The Hoffmann parameters are a worse fit of the same data (laws.md §14).
-    hoffmann = {
-        "A": math.exp(6.0073404),
-        "B": math.exp(6.0179186),
-        "E": math.exp(0.5267228),
-        "alpha": 0.33917084,
-        "beta": 0.2849083,
-    }
+    hoffmann = {"A": math.exp(6.0073404), "B": math.exp(6.0179186), "E": math.exp(0.5267228),
+                "alpha": 0.33917084, "beta": 0.2849083}
     assert objective_at("chinchilla", epoch, hoffmann) > res.objective
     assert objective_at("chinchilla", epoch, res.params) == pytest.approx(res.objective, rel=1e-12)
 
@@ -179,29 +174,16 @@ def test_epoch_bootstrap_intervals_near_published(epoch: pd.DataFrame) -> None:
 
 def test_data_constrained_published_point_checks() -> None:
     law = get_law("data_constrained", tie_exponents=True)
-    params = {
-        "A": math.exp(6.255414),
-        "B": math.exp(7.3049974),
-        "E": math.exp(0.6254804),
-        "alpha": 0.3526596,
-        "R_D_star": 15.387756,
-        "R_N_star": 5.309743,
-    }
-    x = {
-        "n_params": np.array([6.34e9, 8.67e9]),
-        "tokens": np.array([242e9, 178e9]),
-        "unique_tokens": np.array([25e9, 25e9]),
-    }
+    params = {"A": math.exp(6.255414), "B": math.exp(7.3049974), "E": math.exp(0.6254804), "alpha": 0.3526596,
+              "R_D_star": 15.387756, "R_N_star": 5.309743}
+    x = {"n_params": np.array([6.34e9, 8.67e9]), "tokens": np.array([242e9, 178e9]),
+         "unique_tokens": np.array([25e9, 25e9])}
     np.testing.assert_allclose(law.evaluate(x, params), [2.2256440889984477, 2.2269634075087867], rtol=1e-12)
 
 
 def test_leave_largest_out_validation_on_epoch(epoch: pd.DataFrame) -> None:
-    val = validate_law(
-        "chinchilla",
-        epoch.assign(size=np.round(np.log10(epoch["n_params"]), 1)),
-        scheme="leave-largest-out",
-        size_column="size",
-    )
+    val = validate_law("chinchilla", epoch.assign(size=np.round(np.log10(epoch["n_params"]), 1)),
+                       scheme="leave-largest-out", size_column="size")
     assert len(val.points) >= 1
     assert val.mre < 0.05
     assert set(val.folds["status"]) == {"converged"}

@@ -79,7 +79,9 @@ def test_bad_file_exits_1_with_one_line_and_store_unchanged(tmp_path: Path) -> N
     before = store.dump()
     store.close()
     bad = CSV.replace("b,1,4096", "c,1,-4096")
-    err = _one_line_error(runner.invoke(app, ["ingest", str(_csv(tmp_path, bad, "bad.csv")), *MAP, "--store", str(db)]))
+    err = _one_line_error(
+        runner.invoke(app, ["ingest", str(_csv(tmp_path, bad, "bad.csv")), *MAP, "--store", str(db)])
+    )
     assert err.endswith("in bad.csv:4:tokens")
     err = _one_line_error(runner.invoke(app, ["ingest", str(_csv(tmp_path)), *MAP, "--store", str(db)]))
     assert "already in the store" in err
@@ -119,13 +121,17 @@ def test_lr_table(tmp_path: Path) -> None:
     short = tmp_path / "short.csv"
     short.write_text("run_id,step,lr\na,1,0.001\na,2,0.001\n")
     err = _one_line_error(
-        runner.invoke(app, ["ingest", str(_csv(tmp_path)), *MAP, "--store", str(db2), "--lr-table", str(short)])
+        runner.invoke(
+            app, ["ingest", str(_csv(tmp_path)), *MAP, "--store", str(db2), "--lr-table", str(short)]
+        )
     )
     assert "last evaluated step 3" in err
     unknown = tmp_path / "unknown.csv"
     unknown.write_text("run_id,step,lr\nzz,1,0.001\n")
     _one_line_error(
-        runner.invoke(app, ["ingest", str(_csv(tmp_path)), *MAP, "--store", str(db2), "--lr-table", str(unknown)])
+        runner.invoke(
+            app, ["ingest", str(_csv(tmp_path)), *MAP, "--store", str(db2), "--lr-table", str(unknown)]
+        )
     )
     with RunStore(db2) as st:
         assert not st.run_ids()

@@ -176,7 +176,9 @@ _cell = st.one_of(
 @SETTINGS
 @given(
     header=st.lists(
-        st.sampled_from(["run_id", "step", "tokens", "lr", "n_params", "w_a", "w_b", "loss", "loss_x", "phase", "x"]),
+        st.sampled_from(
+            ["run_id", "step", "tokens", "lr", "n_params", "w_a", "w_b", "loss", "loss_x", "phase", "x"]
+        ),
         min_size=0,
         max_size=8,
     ),

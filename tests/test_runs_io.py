@@ -348,7 +348,9 @@ def test_tensorboard_bad_files(tmp_path: Path) -> None:
     bad.write_bytes(b"\x01" * 64)
     with pytest.raises(InputError, match=r"checksum at byte 0 in events\.out\.tfevents\.bad$"):
         read_table(bad)
-    nan = _write_events(tmp_path / "n" / "events.out.tfevents.n", [_event(5, [_simple("loss", float("nan"))])])
+    nan = _write_events(
+        tmp_path / "n" / "events.out.tfevents.n", [_event(5, [_simple("loss", float("nan"))])]
+    )
     with pytest.raises(InputError, match=r"finite.*:5:loss$"):
         read_table(nan)
     assert np.isnan(read_table(nan, allow_nan=True)["loss"][0])

@@ -95,6 +95,14 @@ _REFUSED: dict[type[ast.AST], str] = {
 }
 
 
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _elide(text: str, n: int = _ELIDE) -> str:
     text = text.replace("\n", " ").replace("\r", " ")
     return text if len(text) <= n else text[: n - 1] + "…"
@@ -215,6 +223,8 @@ def _check(expr: Expression) -> None:
             raise expr.error(node, f"{_REFUSED[type(node)]} {{}} is not allowed", hint=True)
         if isinstance(node, ast.Constant):
             v = node.value
+            if isinstance(v, str) and not _utf8(v):
+                raise expr.error(node, "string literal {} is not UTF-8 text (a lone surrogate)")
             if isinstance(v, bool | int | float | str) and not isinstance(v, complex):
                 continue
             raise expr.error(node, f"only number and string literals are allowed, got {type(v).__name__} {{}}")
@@ -228,6 +238,8 @@ def _check(expr: Expression) -> None:
             if role != "list":
                 raise expr.error(node, "a list {} is only allowed beside in, not in, == or !=")
             for e in node.elts:
+                if isinstance(e, ast.Constant) and isinstance(e.value, str) and not _utf8(e.value):
+                    raise expr.error(e, "string literal {} is not UTF-8 text (a lone surrogate)")
                 if not (isinstance(e, ast.Constant) and isinstance(e.value, bool | int | float | str)):
                     if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub | ast.UAdd):
                         if isinstance(e.operand, ast.Constant) and isinstance(e.operand.value, int | float):
@@ -480,4 +492,4 @@ def derive_column(frame: pd.DataFrame, text: str, *, what: str = "--derive") -> 
     value = evaluate(frame, text, what=what)
     if isinstance(value, pd.Series):
         return value
-    return pd.Series([value] * len(frame), index=frame.index)
+    return pd.Series([value] * len(frame), index=frame.index, dtype=object if isinstance(value, str) else None)
