@@ -51,7 +51,7 @@ def check_mixture(table: pd.DataFrame, domains: Sequence[str], source: str = "ta
     bad = np.argwhere(~np.isfinite(w) | (w < 0))
     if len(bad):
         i, j = (int(v) for v in bad[0])
-        raise InputError(f"{where(i)}, column {cols[j]}: expected a finite non-negative weight, got {w[i, j]!r}")
+        raise InputError(f"{where(i)}, column {cols[j]}: expected a finite non-negative weight, got {float(w[i, j])!r}")
     s = w.sum(axis=1)
     off = np.flatnonzero(np.abs(s - 1.0) > MIXTURE_ATOL)
     if off.size:
@@ -97,7 +97,10 @@ def holdout_folds(table: pd.DataFrame, holdout: str, domains: Sequence[str], see
     else:
         from mixlaw.expr import evaluate
 
-        mask = evaluate(table, holdout, what="--holdout")
+        try:
+            mask = evaluate(table, holdout, what="--holdout")
+        except InputError as exc:
+            raise InputError(f"--holdout {holdout!r}: {exc}") from None
         masks = [np.asarray(pd.Series(mask, index=table.index).astype(bool), dtype=bool)]
     for m in masks:
         if m.all():
