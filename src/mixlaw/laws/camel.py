@@ -23,16 +23,17 @@ from mixlaw.laws._mixture_options import column_name, domain_list, positive_floa
 __all__ = ["Camel"]
 
 #: Example loadings (canonical order: rising beta) for up to 4 components; cycled and renormalised beyond.
-_EXAMPLE = (
-    {"K": 0.9, "alpha": 0.35, "beta": 0.2, "t": (0.6, 0.3, 0.1)},
-    {"K": 1.5, "alpha": 0.6, "beta": 0.45, "t": (0.1, 0.25, 0.65)},
-    {"K": 1.2, "alpha": 0.25, "beta": 0.6, "t": (0.3, 0.5, 0.2)},
-    {"K": 0.7, "alpha": 0.5, "beta": 0.75, "t": (0.45, 0.1, 0.45)},
+#: Each entry: (K, alpha, beta, t).
+_EXAMPLE: tuple[tuple[float, float, float, tuple[float, float, float]], ...] = (
+    (0.9, 0.35, 0.2, (0.6, 0.3, 0.1)),
+    (1.5, 0.6, 0.45, (0.1, 0.25, 0.65)),
+    (1.2, 0.25, 0.6, (0.3, 0.5, 0.2)),
+    (0.7, 0.5, 0.75, (0.45, 0.1, 0.45)),
 )
 
 
 def _loading(j: int, n: int) -> list[float]:
-    base = np.array(_EXAMPLE[j % len(_EXAMPLE)]["t"], dtype=np.float64)
+    base = np.array(_EXAMPLE[j % len(_EXAMPLE)][3], dtype=np.float64)
     v = np.resize(base, n) + 0.05 * np.arange(n) / n
     return [float(x) for x in v / v.sum()]
 
@@ -86,11 +87,11 @@ class Camel(Law):
                 ParamSpec(f"beta_{i}", 0.0, np.inf, plausible=(0.05, 1.2), description=f"capacity exponent {i}"),
                 ParamSpec(f"t_{i}", simplex=True, length=n, description=f"loading of component {i} on the domains"),
             ]
-            ex = _EXAMPLE[i % len(_EXAMPLE)]
+            k_ex, a_ex, b_ex, _ = _EXAMPLE[i % len(_EXAMPLE)]
             example |= {
-                f"K_{i}": float(ex["K"]),  # type: ignore[arg-type]
-                f"alpha_{i}": float(ex["alpha"]),  # type: ignore[arg-type]
-                f"beta_{i}": float(ex["beta"]) + 0.6 * (i // len(_EXAMPLE)),  # type: ignore[operator]
+                f"K_{i}": k_ex,
+                f"alpha_{i}": a_ex,
+                f"beta_{i}": b_ex + 0.6 * (i // len(_EXAMPLE)),
                 f"t_{i}": _loading(i, n),
             }
             components.append((f"beta_{i}", f"K_{i}", f"alpha_{i}", f"t_{i}"))

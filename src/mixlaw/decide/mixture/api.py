@@ -139,7 +139,7 @@ def _fit(law: Any, rows: pd.DataFrame, target: str, random_state: int) -> Any:
         warnings.simplefilter("always")
         res = fit_law(law, rows, target=target, random_state=random_state)
     for w in caught:  # re-emit once, naming the model (boundary notes are expected on small fits)
-        warnings.warn(f"{law.name} on {target}: {w.message}", type(w.message), stacklevel=3)
+        warnings.warn(f"{law.name} on {target}: {w.message}", w.category, stacklevel=3)
     return res
 
 
