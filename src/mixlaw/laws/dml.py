@@ -38,8 +38,11 @@ class DataMixingLaw(Law):
     domains
         Training domains (default ``a,b,c``); one ``w_<domain>`` column each. ``t`` has one entry per domain but
         the last (signed; the domain's own entry is usually strongly negative).
+    fit_space
+        ``"log"`` (default): Huber on log-loss residuals, δ = 1e-3; ``"raw"``: Huber on raw losses, δ = 0.02 (the
+        paper's 2-domain setting, laws.md §7.3).
 
-    Fitted in log space as ``log L = LSE(log c, log k + Σ_j t_j r_j)``.
+    In log space the law is evaluated as ``log L = LSE(log c, log k + Σ_j t_j r_j)``.
     """
 
     name = "dml"
@@ -48,6 +51,7 @@ class DataMixingLaw(Law):
 
     options_schema = (
         Option("domains", ("a", "b", "c"), "training domains (one w_<domain> column each)", check=domain_list),
+        Option("fit_space", "log", "residuals of log losses, or raw losses as in the paper", choices=("log", "raw")),
     )
 
     def configure(self, **options: Any) -> Mapping[str, Any]:
@@ -57,6 +61,8 @@ class DataMixingLaw(Law):
         n = len(doms)
         example_t = [float(v) for v in np.resize(np.array([-2.0, 0.8, -0.6, 1.2]), n - 1)]
         return {
+            "fit_space": options["fit_space"],
+            "default_delta": 1e-3 if options["fit_space"] == "log" else 0.02,
             "inputs": self.w_cols,
             "param_specs": (
                 ParamSpec("c", 0.0, np.inf, plausible=(0.3, 4.0), description="asymptotic loss"),
