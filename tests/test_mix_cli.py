@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -141,3 +142,19 @@ def test_mixture_rows_in_files_and_frames_are_checked(runs_csv: Path, tmp_path: 
     neg.loc[5, "w_web"] += 0.1
     with pytest.raises(InputError, match=r"table row 6 \(run m1_2e\+08\), column w_code: expected a finite non-neg"):
         check_mixture(neg, DOMS.split(","))
+
+
+def test_optimize_bootstrap_interval_brackets_the_optimum(runs_csv: Path) -> None:
+    from mixlaw.decide.mixture.api import optimize
+
+    df = pd.read_csv(runs_csv)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=UserWarning)
+        out = optimize(df, law="camel", domains=DOMS.split(","), target="loss", target_size=7e9, bootstrap=8)
+    boot = out["bootstrap"]
+    assert boot["n"] + boot["n_failed"] == 8 and boot["n"] >= 6
+    for d, (lo, hi) in boot["weights"].items():
+        assert 0.0 <= lo <= hi <= 1.0
+        assert lo - 0.05 <= out["weights"][d] <= hi + 0.05, (d, lo, out["weights"][d], hi)
+    lo, hi = boot["objective"]
+    assert lo <= hi and lo - 0.05 <= out["objective"] <= hi + 0.05

@@ -270,7 +270,7 @@ def _fit_for_optimum(
         return _fit(law, table, target, random_state)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # resample fits: boundary notes are not the point
-        return fit_law(law, table, target=target, random_state=random_state, starts=starts, n_polish=4)
+        return fit_law(law, table, target=target, random_state=random_state, starts=starts, use_grid=False, n_polish=1)
 
 
 def optimize(
@@ -292,7 +292,8 @@ def optimize(
 
     ``constraints`` are :class:`MixtureConstraints` keywords (``caps``, ``floors``, ``fixed``, ``max_epochs``,
     ``unique_tokens``, ``target_tokens``, ``prior``, ``kl_max``, ``kl_weight``). With ``bootstrap = B``, the law is
-    refitted on ``B`` resamples of the runs (whole mixtures enter or leave together) and the mixture re-optimised
+    refitted (from the point estimate) on ``B`` resamples of the runs (whole mixtures enter or leave together) and
+    the mixture re-optimised
     for each; the result carries a percentile interval per weight and for the predicted loss.
     """
     doms = list(domains)
