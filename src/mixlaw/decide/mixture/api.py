@@ -293,8 +293,8 @@ def optimize(
     ``constraints`` are :class:`MixtureConstraints` keywords (``caps``, ``floors``, ``fixed``, ``max_epochs``,
     ``unique_tokens``, ``target_tokens``, ``prior``, ``kl_max``, ``kl_weight``). With ``bootstrap = B``, the law is
     refitted (from the point estimate) on ``B`` resamples of the runs (whole mixtures enter or leave together) and
-    the mixture re-optimised
-    for each; the result carries a percentile interval per weight and for the predicted loss.
+    the mixture re-optimised for each; the result carries a percentile interval per weight and for the predicted
+    loss.
     """
     doms = list(domains)
     check_mixture(table, doms, source)
