@@ -43,7 +43,8 @@ EXPECTED: dict[str, set[str]] = {
     "corpora prepare": {"--out", "--source", "--cache", "--tokenizer", "--vocab-size", "--json"},
     "mix compare": {"RUNS", "--domains", "--target", "--holdout", "--models", "--size-column", "--where", "--map"}
     | {"--random-state", "--json"},
-    "mix optimize": {"RUNS", "--domains", "--law", "--target", "--target-size", "--size-column", "--law-option"}
+    "mix optimize": {"RUNS", "--domains", "--law", "--target", "--weights", "--target-size", "--size-column"}
+    | {"--law-option"}
     | {"--cap", "--floor", "--fix", "--max-epochs", "--unique-tokens", "--target-tokens", "--prior", "--kl-max"}
     | {"--kl-weight", "--bootstrap", "--where", "--map", "--random-state", "--json"},
 }

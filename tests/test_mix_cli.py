@@ -158,3 +158,19 @@ def test_optimize_bootstrap_interval_brackets_the_optimum(runs_csv: Path) -> Non
         assert lo - 0.05 <= out["weights"][d] <= hi + 0.05, (d, lo, out["weights"][d], hi)
     lo, hi = boot["objective"]
     assert lo <= hi and lo - 0.05 <= out["objective"] <= hi + 0.05
+
+
+def test_optimize_weighted_sum_of_two_losses_with_dml(runs_csv: Path, tmp_path: Path) -> None:
+    df = pd.read_csv(runs_csv)
+    df["loss_b"] = df["loss"] * (1 + 0.3 * df["w_code"])  # a second validation loss that dislikes code
+    path = tmp_path / "two.csv"
+    df.to_csv(path, index=False)
+    argv = ["mix", "optimize", str(path), "--law", "dml", "--domains", DOMS, "--where", "n_params == 4e8"]
+    argv += ["--target", "loss", "--target", "loss_b", "--weights", "loss=0.25", "--weights", "loss_b=0.75", "--json"]
+    out = _json(runner.invoke(app, argv))
+    pl = out["predicted_losses"]
+    assert set(pl) == {"loss", "loss_b"} and out["loss_weights"] == {"loss": 0.25, "loss_b": 0.75}
+    assert out["objective"] == pytest.approx(0.25 * pl["loss"] + 0.75 * pl["loss_b"], rel=1e-12)
+    assert out["kkt"]["ok"] and abs(sum(out["weights"].values()) - 1) < 1e-9
+    err = _one_line_error(runner.invoke(app, [*argv[:-1], "--weights", "loss_c=1"]))
+    assert "--weights loss_c" in err

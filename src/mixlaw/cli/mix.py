@@ -111,7 +111,12 @@ def optimize_cmd(
     runs: RunsArg,
     domains: DomainsOpt,
     law: Annotated[str, typer.Option("--law", help="Mixture law: camel or dml.")] = "camel",
-    target: Annotated[str, typer.Option("--target", help="Loss column the law is fitted to.")] = "loss",
+    target: Annotated[
+        list[str] | None, typer.Option("--target", help="Loss column a law is fitted to (repeatable; default loss).")
+    ] = None,
+    weights: Annotated[
+        list[str] | None, typer.Option("--weights", help="target=weight in the objective (repeatable; default 1).")
+    ] = None,
     target_size: Annotated[
         float | None, typer.Option("--target-size", help="Model size of the target (camel's M).")
     ] = None,
@@ -158,7 +163,8 @@ def optimize_cmd(
         df,
         law=law,
         domains=_domains(domains),
-        target=target,
+        target=target or ["loss"],
+        weights=_pairs(weights, "--weights") or None,
         target_size=target_size,
         size_column=size_column,
         law_options=api.parse_options(law_option),
@@ -172,7 +178,8 @@ def optimize_cmd(
     from rich.table import Table
 
     band = out.get("bootstrap", {}).get("weights", {})
-    tab = Table(title=f"optimal mixture — {law} on {target}" + (f" at {target_size:g}" if target_size else ""))
+    goal = " + ".join(f"{a:g}·{t}" for t, a in out["loss_weights"].items())
+    tab = Table(title=f"optimal mixture — {law}, {goal}" + (f" at {target_size:g}" if target_size else ""))
     for col in ("domain", "weight", "95% interval" if band else ""):
         if col:
             tab.add_column(col, justify="left" if col == "domain" else "right")
@@ -184,7 +191,10 @@ def optimize_cmd(
         tab.add_row(*row)
     con = console()
     con.print(tab)
-    con.print(f"predicted {target}: {out['objective']:.5g}")
+    con.print(
+        f"objective {out['objective']:.5g}; predicted "
+        + ", ".join(f"{t} {v:.5g}" for t, v in out["predicted_losses"].items())
+    )
     con.print("active constraints: " + (", ".join(out["active_constraints"]) or "none"))
     k = out["kkt"]
     con.print(

@@ -278,7 +278,8 @@ def optimize(
     *,
     law: str = "camel",
     domains: Sequence[str],
-    target: str = "loss",
+    target: str | Sequence[str] = "loss",
+    weights: Mapping[str, float] | None = None,
     target_size: float | None = None,
     size_column: str = "n_params",
     law_options: Mapping[str, Any] | None = None,
@@ -288,90 +289,89 @@ def optimize(
     random_state: int = 0,
     source: str = "table",
 ) -> dict[str, Any]:
-    """Fit ``law`` on ``table`` and minimise its predicted ``target`` loss over the feasible mixtures.
+    """Fit ``law`` to each target loss and minimise the weighted sum of the predicted losses over feasible mixtures.
 
-    ``constraints`` are :class:`MixtureConstraints` keywords (``caps``, ``floors``, ``fixed``, ``max_epochs``,
-    ``unique_tokens``, ``target_tokens``, ``prior``, ``kl_max``, ``kl_weight``). With ``bootstrap = B``, the law is
-    refitted (from the point estimate) on ``B`` resamples of the runs (whole mixtures enter or leave together) and
-    the mixture re-optimised for each; the result carries a percentile interval per weight and for the predicted
-    loss.
+    ``target`` is one loss column or several; ``weights`` ``{target: a}`` (default 1 each) make the objective
+    ``Σ a_v L_v(w)``. ``constraints`` are :class:`MixtureConstraints` keywords (``caps``, ``floors``, ``fixed``,
+    ``max_epochs``, ``unique_tokens``, ``target_tokens``, ``prior``, ``kl_max``, ``kl_weight``). With
+    ``bootstrap = B``, the laws are refitted (from the point estimates) on ``B`` resamples of the runs (whole
+    mixtures enter or leave together) and the mixture re-optimised for each; the result carries a percentile
+    interval per weight and for the objective.
     """
     doms = list(domains)
+    targets = [target] if isinstance(target, str) else list(target)
     check_mixture(table, doms, source)
-    if target not in table.columns:
-        raise InputError(f"--target {target}: {source} has no column '{target}'")
+    for t in targets:
+        if t not in table.columns:
+            raise InputError(f"--target {t}: {source} has no column '{t}'")
+    loss_weights = {t: 1.0 for t in targets} if not weights else dict(weights)
+    unknown = [t for t in loss_weights if t not in targets]
+    if unknown:
+        raise InputError(f"--weights {unknown[0]}: not one of the --target columns ({', '.join(targets)})")
     cons = MixtureConstraints(tuple(doms), **dict(constraints or {}))  # infeasible boxes fail before any fit
     table = table.reset_index(drop=True)
     if "run_id" not in table.columns:
         table = table.assign(run_id=[f"row{i + 1}" for i in range(len(table))])
-    res = _fit_for_optimum(law, law_options or {}, table, doms, target, size_column, random_state)
+    fits = {t: _fit_for_optimum(law, law_options or {}, table, doms, t, size_column, random_state) for t in targets}
     fixed_inputs: dict[str, float] = {}
-    for c in res.law.inputs:
+    for c in next(iter(fits.values())).law.inputs:
         if c.startswith("w_"):
             continue
         if target_size is None:
             raise InputError(f"--target-size: law '{law}' needs the target model size (its input '{c}')")
         fixed_inputs[c] = float(target_size)
-    objective = MixtureObjective(tuple(doms), {target: FittedLaw.from_result(res)}, fixed_inputs=fixed_inputs)
+
+    def objective_of(results: Mapping[str, Any]) -> MixtureObjective:
+        laws = {t: FittedLaw.from_result(r) for t, r in results.items()}
+        return MixtureObjective(tuple(doms), laws, loss_weights=loss_weights, fixed_inputs=fixed_inputs)
+
+    objective = objective_of(fits)
     opt = optimize_mixture(objective, cons, random_state=random_state)
+    first = next(iter(fits.values()))
     out: dict[str, Any] = {
         "law": law,
-        "law_options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in res.law_options.items()},
-        "target": target,
+        "law_options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in first.law_options.items()},
+        "targets": targets,
+        "loss_weights": loss_weights,
         "target_size": target_size,
-        "fit": {"params": res.params, "n_points": res.n_points, "status": str(res.status)},
+        "fits": {t: {"params": r.params, "n_points": r.n_points, "status": str(r.status)} for t, r in fits.items()},
         **opt.to_dict(),
         **objective.report(opt.w),
     }
     if bootstrap:
-        out["bootstrap"] = _bootstrap(
-            res, table, doms, target, size_column, law, law_options or {}, cons, fixed_inputs, bootstrap, level,
-            random_state,
-        )  # fmt: skip
+        rng = np.random.default_rng(random_state + 1)
+        key = table[[f"w_{d}" for d in doms]].round(9).astype(str).agg("|".join, axis=1)
+        ids, uniq = pd.factorize(key)
+        groups = [np.flatnonzero(ids == g) for g in range(len(uniq))]
+        W, J = [], []
+        for b in range(int(bootstrap)):
+            pick = rng.integers(0, len(groups), len(groups))
+            rows = table.iloc[np.concatenate([groups[g] for g in pick])].reset_index(drop=True)
+            rows = rows.assign(run_id=[f"b{b}_{i}" for i in range(len(rows))])
+            try:
+                refits = {
+                    t: _fit_for_optimum(law, law_options or {}, rows, doms, t, size_column, random_state, [r.params])
+                    for t, r in fits.items()
+                }
+                ob = optimize_mixture(objective_of(refits), cons, n_dirichlet=8, random_state=random_state + b)
+            except (InputError, ValueError, RuntimeError):
+                continue
+            W.append(ob.w)
+            J.append(ob.objective)
+        out["bootstrap"] = _intervals(np.array(W), np.array(J), doms, int(bootstrap), level)
     return out
 
 
-def _bootstrap(
-    res: Any,
-    table: pd.DataFrame,
-    doms: list[str],
-    target: str,
-    size_column: str,
-    law: str,
-    law_options: Mapping[str, Any],
-    cons: MixtureConstraints,
-    fixed_inputs: Mapping[str, float],
-    n: int,
-    level: float,
-    random_state: int,
-) -> dict[str, Any]:
-    rng = np.random.default_rng(random_state + 1)
-    key = table[[f"w_{d}" for d in doms]].round(9).astype(str).agg("|".join, axis=1)
-    ids, uniq = pd.factorize(key)
-    groups = [np.flatnonzero(ids == g) for g in range(len(uniq))]
-    W, J = [], []
-    for b in range(int(n)):
-        pick = rng.integers(0, len(groups), len(groups))
-        rows = table.iloc[np.concatenate([groups[g] for g in pick])].reset_index(drop=True)
-        rows = rows.assign(run_id=[f"b{b}_{i}" for i in range(len(rows))])
-        try:
-            rb = _fit_for_optimum(law, law_options, rows, doms, target, size_column, random_state, [res.params])
-            obj = MixtureObjective(tuple(doms), {target: FittedLaw.from_result(rb)}, fixed_inputs=fixed_inputs)
-            ob = optimize_mixture(obj, cons, n_dirichlet=8, random_state=random_state + b)
-        except (InputError, ValueError, RuntimeError):
-            continue
-        W.append(ob.w)
-        J.append(ob.objective)
-    if not W:
-        return {"n": 0, "n_failed": int(n)}
-    Wa, Ja = np.array(W), np.array(J)
+def _intervals(W: np.ndarray, J: np.ndarray, doms: list[str], n: int, level: float) -> dict[str, Any]:
+    if len(W) == 0:
+        return {"n": 0, "n_failed": n}
     a = (1 - level) / 2
     return {
         "n": len(W),
-        "n_failed": int(n) - len(W),
+        "n_failed": n - len(W),
         "level": level,
         "weights": {
-            d: [float(np.quantile(Wa[:, j], a)), float(np.quantile(Wa[:, j], 1 - a))] for j, d in enumerate(doms)
+            d: [float(np.quantile(W[:, j], a)), float(np.quantile(W[:, j], 1 - a))] for j, d in enumerate(doms)
         },
-        "objective": [float(np.quantile(Ja, a)), float(np.quantile(Ja, 1 - a))],
+        "objective": [float(np.quantile(J, a)), float(np.quantile(J, 1 - a))],
     }
