@@ -46,7 +46,7 @@ EXPECTED: dict[str, set[str]] = {
     "mix optimize": {"RUNS", "--domains", "--law", "--target", "--weights", "--target-size", "--size-column"}
     | {"--law-option"}
     | {"--cap", "--floor", "--fix", "--max-epochs", "--unique-tokens", "--target-tokens", "--prior", "--kl-max"}
-    | {"--kl-weight", "--bootstrap", "--where", "--map", "--random-state", "--json"},
+    | {"--kl-weight", "--bootstrap", "--sizes", "--where", "--map", "--random-state", "--json"},
 }
 
 

@@ -144,13 +144,25 @@ def test_mixture_rows_in_files_and_frames_are_checked(runs_csv: Path, tmp_path: 
         check_mixture(neg, DOMS.split(","))
 
 
-def test_optimize_bootstrap_interval_brackets_the_optimum(runs_csv: Path) -> None:
+def test_optimize_bootstrap_interval_and_optimum_vs_size(runs_csv: Path) -> None:
     from mixlaw.decide.mixture.api import optimize
 
     df = pd.read_csv(runs_csv)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)
-        out = optimize(df, law="camel", domains=DOMS.split(","), target="loss", target_size=7e9, bootstrap=8)
+        out = optimize(
+            df,
+            law="camel",
+            domains=DOMS.split(","),
+            target="loss",
+            target_size=7e9,
+            bootstrap=8,
+            sizes=[1e8, 1e10, 1e12],
+        )
+    # The optimum against size: the high-beta component (loading on math) fades, so math's share falls with size.
+    math_share = [row["weights"]["math"] for row in out["vs_size"]]
+    assert [row["size"] for row in out["vs_size"]] == [1e8, 1e10, 1e12]
+    assert math_share[0] > math_share[1] + 0.05 > math_share[2] + 0.1, math_share
     boot = out["bootstrap"]
     assert boot["n"] + boot["n_failed"] == 8 and boot["n"] >= 6
     for d, (lo, hi) in boot["weights"].items():

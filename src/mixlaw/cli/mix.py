@@ -52,6 +52,17 @@ def _pairs(items: list[str] | None, what: str) -> dict[str, float]:
     return out
 
 
+def _sizes(text: str | None) -> list[float] | None:
+    from mixlaw.errors import InputError
+
+    if not text:
+        return None
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise InputError(f"--sizes: expected comma-separated numbers, got {text!r}") from None
+
+
 @app.command("compare")
 @verb
 def compare_cmd(
@@ -138,6 +149,9 @@ def optimize_cmd(
     kl_max: Annotated[float | None, typer.Option("--kl-max", help="Constraint KL(w || prior) <= this.")] = None,
     kl_weight: Annotated[float, typer.Option("--kl-weight", help="Penalty weight of KL(w || prior).")] = 0.0,
     bootstrap: Annotated[int, typer.Option("--bootstrap", help="Resamples of the mixtures (0 = none).")] = 0,
+    sizes: Annotated[
+        str | None, typer.Option("--sizes", help="Also the optimum at these sizes, comma-separated (1e9,7e9).")
+    ] = None,
     where: WhereOpt = None,
     maps: MapOpt = None,
     random_state: SeedOpt = 0,
@@ -170,6 +184,7 @@ def optimize_cmd(
         law_options=api.parse_options(law_option),
         constraints=constraints,
         bootstrap=bootstrap,
+        sizes=_sizes(sizes),
         random_state=random_state,
         source=runs.name,
     )
@@ -196,6 +211,16 @@ def optimize_cmd(
         + ", ".join(f"{t} {v:.5g}" for t, v in out["predicted_losses"].items())
     )
     con.print("active constraints: " + (", ".join(out["active_constraints"]) or "none"))
+    if out.get("vs_size"):
+        curve = Table(title="optimal mixture vs model size")
+        curve.add_column("size", justify="right")
+        for d in out["weights"]:
+            curve.add_column(d, justify="right")
+        curve.add_column("objective", justify="right")
+        for row in out["vs_size"]:
+            cells = [f"{v:.4f}" for v in row["weights"].values()]
+            curve.add_row(f"{row['size']:.3g}", *cells, f"{row['objective']:.5g}")
+        con.print(curve)
     k = out["kkt"]
     con.print(
         f"KKT: {'ok' if k['ok'] else 'NOT satisfied'} (stationarity {k['stationarity']:.2g}, "

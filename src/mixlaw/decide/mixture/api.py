@@ -286,6 +286,7 @@ def optimize(
     constraints: Mapping[str, Any] | None = None,
     bootstrap: int = 0,
     level: float = 0.95,
+    sizes: Sequence[float] | None = None,
     random_state: int = 0,
     source: str = "table",
 ) -> dict[str, Any]:
@@ -296,7 +297,8 @@ def optimize(
     ``max_epochs``, ``unique_tokens``, ``target_tokens``, ``prior``, ``kl_max``, ``kl_weight``). With
     ``bootstrap = B``, the laws are refitted (from the point estimates) on ``B`` resamples of the runs (whole
     mixtures enter or leave together) and the mixture re-optimised for each; the result carries a percentile
-    interval per weight and for the objective.
+    interval per weight and for the objective. ``sizes``: the optimum re-computed at each of these target sizes
+    (``vs_size``, the optimal mixture against model size; a size-aware law only).
     """
     doms = list(domains)
     targets = [target] if isinstance(target, str) else list(target)
@@ -321,9 +323,9 @@ def optimize(
             raise InputError(f"--target-size: law '{law}' needs the target model size (its input '{c}')")
         fixed_inputs[c] = float(target_size)
 
-    def objective_of(results: Mapping[str, Any]) -> MixtureObjective:
+    def objective_of(results: Mapping[str, Any], at: Mapping[str, float] = fixed_inputs) -> MixtureObjective:
         laws = {t: FittedLaw.from_result(r) for t, r in results.items()}
-        return MixtureObjective(tuple(doms), laws, loss_weights=loss_weights, fixed_inputs=fixed_inputs)
+        return MixtureObjective(tuple(doms), laws, loss_weights=loss_weights, fixed_inputs=at)
 
     objective = objective_of(fits)
     opt = optimize_mixture(objective, cons, random_state=random_state)
@@ -338,6 +340,13 @@ def optimize(
         **opt.to_dict(),
         **objective.report(opt.w),
     }
+    if sizes:
+        if not fixed_inputs:
+            raise InputError(f"--sizes: law '{law}' has no size input, its optimum does not depend on size")
+        out["vs_size"] = []
+        for m in sizes:
+            om = optimize_mixture(objective_of(fits, dict.fromkeys(fixed_inputs, float(m))), cons, n_dirichlet=16)
+            out["vs_size"].append({"size": float(m), "weights": om.weights, "objective": om.objective})
     if bootstrap:
         rng = np.random.default_rng(random_state + 1)
         key = table[[f"w_{d}" for d in doms]].round(9).astype(str).agg("|".join, axis=1)
