@@ -41,6 +41,12 @@ EXPECTED: dict[str, set[str]] = {
     "probe status": {"SPEC", "--store", "--json", "--data-dir", "--work-dir"},
     "probe plan": {"SPEC"},
     "corpora prepare": {"--out", "--source", "--cache", "--tokenizer", "--vocab-size", "--json"},
+    "mix compare": {"RUNS", "--domains", "--target", "--holdout", "--models", "--size-column", "--where", "--map"}
+    | {"--random-state", "--json"},
+    "mix optimize": {"RUNS", "--domains", "--law", "--target", "--weights", "--target-size", "--size-column"}
+    | {"--law-option"}
+    | {"--cap", "--floor", "--fix", "--max-epochs", "--unique-tokens", "--target-tokens", "--prior", "--kl-max"}
+    | {"--kl-weight", "--bootstrap", "--sizes", "--where", "--map", "--random-state", "--json"},
 }
 
 

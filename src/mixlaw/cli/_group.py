@@ -46,6 +46,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
         "Probe runs: small GPTs pre-trained and continually pre-trained on real corpora.",
     ),
     "corpora": ("mixlaw.cli.probe", "corpora_app", "Probe corpora: fetch, deduplicate, split, tokenise."),
+    "mix": ("mixlaw.cli.mix", "app", "Multi-domain mixtures: compare laws on held-out runs, optimise the mixture."),
 }
 
 

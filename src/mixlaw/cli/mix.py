@@ -1,0 +1,229 @@
+"""``mixlaw mix``: multi-domain mixtures — ``compare`` mixture laws on held-out runs, ``optimize`` a mixture.
+
+Thin verbs over :mod:`mixlaw.decide.mixture.api`; only typer and the standard library are imported at module load.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from mixlaw.cli._common import JsonOpt, LawOptionOpt, MapOpt, WhereOpt, console, emit_json, verb
+
+__all__ = ["app"]
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Multi-domain mixtures: compare laws on held-out runs, optimise the mixture.",
+)
+
+RunsArg = Annotated[Path, typer.Argument(help="Runs table (CSV, JSONL, Parquet) or RunStore with w_<domain> columns.")]
+DomainsOpt = Annotated[str, typer.Option("--domains", help="Mixture domains, comma-separated (columns w_<domain>).")]
+SizeColOpt = Annotated[str, typer.Option("--size-column", help="Model-size column (camel's capacity M).")]
+SeedOpt = Annotated[int, typer.Option("--random-state", help="Seed (folds, starts, bootstrap).")]
+PairsOpt = Annotated[list[str] | None, typer.Option(help="domain=value (repeatable).")]
+
+
+def _load(runs: Path, where: str | None, maps: Any) -> Any:
+    from mixlaw import api
+
+    return api.load_table(runs, where=where, column_map=api.parse_assignments(maps, "--map canonical=foreign"))
+
+
+def _domains(text: str) -> list[str]:
+    return [d.strip() for d in text.split(",") if d.strip()]
+
+
+def _pairs(items: list[str] | None, what: str) -> dict[str, float]:
+    from mixlaw.errors import InputError
+
+    out: dict[str, float] = {}
+    for item in items or ():
+        if "=" not in item:
+            raise InputError(f"{what}: expected domain=value, got {item!r}")
+        k, v = item.split("=", 1)
+        try:
+            out[k.strip()] = float(v)
+        except ValueError:
+            raise InputError(f"{what} {item}: expected a number after '='") from None
+    return out
+
+
+def _sizes(text: str | None) -> list[float] | None:
+    from mixlaw.errors import InputError
+
+    if not text:
+        return None
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise InputError(f"--sizes: expected comma-separated numbers, got {text!r}") from None
+
+
+@app.command("compare")
+@verb
+def compare_cmd(
+    runs: RunsArg,
+    domains: DomainsOpt,
+    target: Annotated[list[str], typer.Option("--target", help="Loss column to predict (repeatable).")],
+    holdout: Annotated[
+        str, typer.Option("--holdout", help="Test rows: a filter (n_params > 9.4e8) or mixtures:K (K-fold).")
+    ],
+    models: Annotated[str, typer.Option("--models", help="camel, dml, blind (camel:k=3 sets an option).")] = (
+        "camel,dml,blind"
+    ),
+    size_column: SizeColOpt = "n_params",
+    where: WhereOpt = None,
+    maps: MapOpt = None,
+    random_state: SeedOpt = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fit each mixture law on the rows outside the holdout and score its predictions of the held-out rows."""
+    from mixlaw.decide.mixture.api import compare
+
+    df = _load(runs, where, maps)
+    out = compare(
+        df,
+        domains=_domains(domains),
+        targets=target,
+        holdout=holdout,
+        models=models,
+        size_column=size_column,
+        random_state=random_state,
+        source=runs.name,
+    )
+    if as_json:
+        return emit_json(out)
+    from rich.table import Table
+
+    for t in out["targets"]:
+        tab = Table(title=f"{t['target']} — holdout {out['holdout']}")
+        for col in ("model", "n_train", "n_test", "MAE", "MRE %", "bias %", "Spearman"):
+            tab.add_column(col, justify="left" if col == "model" else "right")
+        for m in t["models"]:
+            tab.add_row(
+                m["model"],
+                str(m["n_train"]),
+                str(m["n_test"]) if m["n_predicted"] == m["n_test"] else f"{m['n_predicted']}/{m['n_test']}",
+                f"{m['mae']:.4g}",
+                f"{100 * m['mre']:.3g}",
+                f"{100 * m['bias']:+.3g}",
+                f"{m['spearman']:.3f}",
+            )
+        console().print(tab)
+
+
+@app.command("optimize")
+@verb
+def optimize_cmd(
+    runs: RunsArg,
+    domains: DomainsOpt,
+    law: Annotated[str, typer.Option("--law", help="Mixture law: camel or dml.")] = "camel",
+    target: Annotated[
+        list[str] | None, typer.Option("--target", help="Loss column a law is fitted to (repeatable; default loss).")
+    ] = None,
+    weights: Annotated[
+        list[str] | None, typer.Option("--weights", help="target=weight in the objective (repeatable; default 1).")
+    ] = None,
+    target_size: Annotated[
+        float | None, typer.Option("--target-size", help="Model size of the target (camel's M).")
+    ] = None,
+    size_column: SizeColOpt = "n_params",
+    law_option: LawOptionOpt = None,
+    cap: Annotated[list[str] | None, typer.Option("--cap", help="domain=max weight (repeatable).")] = None,
+    floor: Annotated[list[str] | None, typer.Option("--floor", help="domain=min weight (repeatable).")] = None,
+    fix: Annotated[list[str] | None, typer.Option("--fix", help="domain=fixed weight (repeatable).")] = None,
+    max_epochs: Annotated[
+        list[str] | None, typer.Option("--max-epochs", help="domain=E: at most E passes over its unique tokens.")
+    ] = None,
+    unique_tokens: Annotated[
+        list[str] | None, typer.Option("--unique-tokens", help="domain=U unique tokens available.")
+    ] = None,
+    target_tokens: Annotated[
+        float | None, typer.Option("--target-tokens", help="Token budget of the target run (repetition limits).")
+    ] = None,
+    prior: Annotated[list[str] | None, typer.Option("--prior", help="domain=weight of the prior mixture.")] = None,
+    kl_max: Annotated[float | None, typer.Option("--kl-max", help="Constraint KL(w || prior) <= this.")] = None,
+    kl_weight: Annotated[float, typer.Option("--kl-weight", help="Penalty weight of KL(w || prior).")] = 0.0,
+    bootstrap: Annotated[int, typer.Option("--bootstrap", help="Resamples of the mixtures (0 = none).")] = 0,
+    sizes: Annotated[
+        str | None, typer.Option("--sizes", help="Also the optimum at these sizes, comma-separated (1e9,7e9).")
+    ] = None,
+    where: WhereOpt = None,
+    maps: MapOpt = None,
+    random_state: SeedOpt = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fit a mixture law and find the mixture with the lowest predicted loss under the constraints."""
+    from mixlaw import api
+    from mixlaw.decide.mixture.api import optimize
+
+    df = _load(runs, where, maps)
+    constraints = {
+        "caps": _pairs(cap, "--cap"),
+        "floors": _pairs(floor, "--floor"),
+        "fixed": _pairs(fix, "--fix"),
+        "max_epochs": _pairs(max_epochs, "--max-epochs") or None,
+        "unique_tokens": _pairs(unique_tokens, "--unique-tokens"),
+        "target_tokens": target_tokens,
+        "prior": _pairs(prior, "--prior") or None,
+        "kl_max": kl_max,
+        "kl_weight": kl_weight,
+    }
+    out = optimize(
+        df,
+        law=law,
+        domains=_domains(domains),
+        target=target or ["loss"],
+        weights=_pairs(weights, "--weights") or None,
+        target_size=target_size,
+        size_column=size_column,
+        law_options=api.parse_options(law_option),
+        constraints=constraints,
+        bootstrap=bootstrap,
+        sizes=_sizes(sizes),
+        random_state=random_state,
+        source=runs.name,
+    )
+    if as_json:
+        return emit_json(out)
+    from rich.table import Table
+
+    band = out.get("bootstrap", {}).get("weights", {})
+    goal = " + ".join(f"{a:g}·{t}" for t, a in out["loss_weights"].items())
+    tab = Table(title=f"optimal mixture — {law}, {goal}" + (f" at {target_size:g}" if target_size else ""))
+    for col in ("domain", "weight", "95% interval" if band else ""):
+        if col:
+            tab.add_column(col, justify="left" if col == "domain" else "right")
+    for d, w in out["weights"].items():
+        row = [d, f"{w:.4f}"]
+        if band:
+            lo, hi = band[d]
+            row.append(f"[{lo:.4f}, {hi:.4f}]")
+        tab.add_row(*row)
+    con = console()
+    con.print(tab)
+    con.print(
+        f"objective {out['objective']:.5g}; predicted "
+        + ", ".join(f"{t} {v:.5g}" for t, v in out["predicted_losses"].items())
+    )
+    con.print("active constraints: " + (", ".join(out["active_constraints"]) or "none"))
+    if out.get("vs_size"):
+        curve = Table(title="optimal mixture vs model size")
+        curve.add_column("size", justify="right")
+        for d in out["weights"]:
+            curve.add_column(d, justify="right")
+        curve.add_column("objective", justify="right")
+        for row in out["vs_size"]:
+            cells = [f"{v:.4f}" for v in row["weights"].values()]
+            curve.add_row(f"{row['size']:.3g}", *cells, f"{row['objective']:.5g}")
+        con.print(curve)
+    k = out["kkt"]
+    con.print(
+        f"KKT: {'ok' if k['ok'] else 'NOT satisfied'} (stationarity {k['stationarity']:.2g}, "
+        f"min multiplier {k['min_multiplier']:.2g}); {out['n_distinct']} distinct optimum(s) from "
+        f"{out['n_starts']} starts"
+    )
