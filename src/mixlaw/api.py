@@ -120,7 +120,7 @@ def load_table(
     column_map
         ``{canonical: foreign}`` column renames for files.
     derive
-        ``{new_column: expression}`` computed with :meth:`pandas.DataFrame.eval` after renaming, e.g.
+        ``{new_column: expression}`` computed by the safe expression evaluator (:mod:`mixlaw.expr`) after renaming, e.g.
         ``{"tokens": "`Training FLOP` / (6 * n_params)"}`` (Chinchilla: D = C / 6N).
     drop_highest
         Drop the rows with the ``drop_highest`` largest ``target`` values (the Chinchilla replication drops 5).
@@ -385,7 +385,7 @@ def ingest(
 
 
 def list_runs(store: str | Path, where: str | None = None) -> pd.DataFrame:
-    """One row per run of a RunStore (``mixlaw runs``), filtered with a pandas query."""
+    """One row per run of a RunStore (``mixlaw runs``), filtered with a safe row filter (:mod:`mixlaw.expr`)."""
     from mixlaw.runs.store import RunStore
 
     if not Path(store).exists():
