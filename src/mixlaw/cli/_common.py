@@ -134,10 +134,11 @@ TableArg = Annotated[
     ),
 ]
 StoreOpt = Annotated[Path, typer.Option("--store", help="RunStore used when TABLE is omitted.")]
-WhereOpt = Annotated[str | None, typer.Option("--where", help="Row filter: columns, literals, comparisons, and/or/not, + - * /, log/exp/sqrt, max(step, by=run_id).")]
+WHERE_HELP = "Row filter: columns, literals, comparisons, and/or/not, + - * /, log/exp/sqrt, max(step, by=run_id)."
+WhereOpt = Annotated[str | None, typer.Option("--where", help=WHERE_HELP)]
 MapOpt = Annotated[list[str] | None, typer.Option("--map", help="canonical=foreign column rename (repeatable).")]
 DeriveOpt = Annotated[
-    list[str] | None, typer.Option("--derive", help="column=expression (same safe expression language as --where; repeatable).")
+    list[str] | None, typer.Option("--derive", help="column=expression (the --where expression language; repeatable).")
 ]
 LawOpt = Annotated[str, typer.Option("--law", help="Registered law (see `mixlaw laws`).")]
 LawOptionOpt = Annotated[list[str] | None, typer.Option("--law-option", help="Law option key=value (repeatable).")]

@@ -57,7 +57,7 @@ def _fail(msg: str) -> None:
 
 
 def load_table(path: Path, where: str | None = None, *, include_schedule: bool = False) -> pd.DataFrame:
-    """A RunTable from a CSV/JSONL/Parquet file or a RunStore (``.db``), filtered by a safe row filter (:mod:`mixlaw.expr`).
+    """A RunTable from a CSV/JSONL/Parquet file or a RunStore (``.db``), filtered by a safe row filter.
 
     ``include_schedule`` adds each stored run's LR schedule (a ``schedule`` column) when reading a RunStore; a
     file keeps its own ``schedule`` column when it has one."""
@@ -154,7 +154,9 @@ def cmr_command(
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed")] = 0,
     report: Annotated[Path | None, typer.Option("--report", help="Write a self-contained HTML report")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
-    where: Annotated[str | None, typer.Option("--where", help="Row filter (mixlaw.expr: columns, literals, comparisons, and/or, log/exp, max(step, by=run_id)).")] = None,
+    where: Annotated[
+        str | None, typer.Option("--where", help="Row filter (columns, literals, comparisons, and/or, log/exp, ...)")
+    ] = None,
     query_ratio: Annotated[
         list[float] | None,
         typer.Option("--query-ratio", help="Assess an untrained domain share (ratio law + inverse CMR law); repeat"),
