@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 from mixlaw.decide.cmr import critical_mixture_ratio
 from mixlaw.decide.cmr_cli import app
 
-RUNS = Path(__file__).resolve().parents[1] / "examples" / "cmr_probe" / "runs.csv"
+# The first shipped grid (5 sizes, 13k-200k): the cases issue 13 measured (200k legal R = 1/2, ...) are its runs.
+RUNS = Path(__file__).resolve().parents[1] / "examples" / "cmr_probe" / "runs_v1.csv"
 runner = CliRunner()
 
 

@@ -16,7 +16,8 @@ from mixlaw.decide.cmr import (
     simulate_cmr_runs,
 )
 
-RUNS = Path(__file__).resolve().parents[1] / "examples" / "cmr_probe" / "runs.csv"
+# The first shipped grid (5 sizes, 13k-200k): the cases issue 13 measured (200k legal R = 1/2, ...) are its runs.
+RUNS = Path(__file__).resolve().parents[1] / "examples" / "cmr_probe" / "runs_v1.csv"
 UNIT = 2e8
 T = np.array([0.5, 1, 2, 3, 5, 8, 12, 18, 25, 35, 45, 55, 65, 75, 85, 95, 100.0])
 
