@@ -119,11 +119,17 @@ def ratio_rows(
         shape = observed_shape(c.tokens[upto], c.obs_gen[upto], math.sqrt(c.mse_gen) if c.mse_gen >= 0 else 0.0)
         row["observed_peak_tokens"], row["observed_still_rising"] = shape.peak_tokens, shape.still_rising
         t0_tok, t0_status = t0.t0_tokens, t0.status
+        # Tolerance and domain gain are judged on the observed increments where an evaluation sits at the budget
+        # (the same values the ratio law interpolates), so a verdict cannot contradict the data it summarises.
+        g_obs, d_obs = c.obs_gen_at_budget, c.obs_dom_at_budget
+        g_tol = g_b if g_obs is None else float(g_obs)
+        d_tol = d_b if d_obs is None else float(d_obs)
         reasons = []
-        if not g_b <= epsilon:
-            reasons.append(f"general loss rises {g_b:+.4f} > ε = {epsilon:g} at the budget")
-        if d_b >= 0:
-            reasons.append(f"domain loss does not improve ({d_b:+.4f})")
+        if not g_tol <= epsilon:
+            fit_says = f" (observed; the curve fit gives {g_b:+.4f})" if g_obs is not None and g_b <= epsilon else ""
+            reasons.append(f"general loss rises {g_tol:+.4f} > ε = {epsilon:g} at the budget{fit_says}")
+        if d_tol >= 0:
+            reasons.append(f"domain loss does not improve ({d_tol:+.4f})")
         turn = ""
         if t0_status == T0_ROOT and t0_tok is not None and t0_tok <= budget:
             if shape.still_rising:
@@ -149,7 +155,7 @@ def ratio_rows(
         else:
             reasons.append(f"{STATUS_NO_ROOT}: T0 = {t0_tok:.4g} tokens > budget {budget:.4g}")
         row["t0_tokens"], row["t0_status"] = t0_tok, t0_status
-        row["within_tolerance"] = bool(g_b <= epsilon)
+        row["within_tolerance"] = bool(g_tol <= epsilon)
         if not require_turn:
             reasons = [x for x in reasons if x.startswith(("general loss rises", "domain loss"))]
         if c.ratio == 0.0:  # R = 0 (general data only) is the control run, not a candidate share
