@@ -52,3 +52,21 @@ def test_v2_12k_code_half_follows_its_observations() -> None:
     (r,) = [r for r in s.ratios if r["ratio"] == 0.5]
     assert r["observed_dloss_general_at_budget"] > EPS
     assert not r["feasible"] and "observed" in r["reason"]
+
+
+def test_a_binding_tolerance_boundary_lies_inside_the_observed_bracket(decisions: list) -> None:
+    """Where the observations at the budget bracket the crossing of ε, a CMR read from the tolerance boundary lies
+    between the last ratio observed within ε and the first observed above it (v2 12k code: the ratio law says
+    0.54 while R = 1/2 is observed at +0.062 > ε; the CMR must not exceed 1/2)."""
+    n_bracketed = 0
+    for dec in decisions:
+        for s in dec.sizes:
+            obs = sorted((r["ratio"], r["observed_dloss_general_at_budget"]) for r in s.ratios
+                         if r["observed_dloss_general_at_budget"] is not None)  # fmt: skip
+            above = [i for i, (_, y) in enumerate(obs) if y > EPS]
+            if not above or above[0] == 0 or s.cmr is None or not s.cmr_source.startswith("tolerance"):
+                continue
+            n_bracketed += 1
+            lo, hi = obs[above[0] - 1][0], obs[above[0]][0]
+            assert lo - 1e-9 <= s.cmr <= hi + 1e-9, (s.n_params, s.cmr, lo, hi)
+    assert n_bracketed >= 2

@@ -29,7 +29,7 @@ from mixlaw.decide.cmr.common import (
 )
 from mixlaw.decide.cmr.curves import SizeFits, curve_laws
 from mixlaw.decide.cmr.profile import fit_profiled
-from mixlaw.decide.cmr.ratio import RatioLawFit, tolerance_boundary
+from mixlaw.decide.cmr.ratio import RatioLawFit, model_free_crossing, tolerance_boundary
 from mixlaw.decide.cmr.t0 import (
     T0_FALLING,
     T0_ROOT,
@@ -249,6 +249,7 @@ def headline(
         r_max = max(c.ratio for c in sf.curves)
         if tol is not None and tol > r_max:
             notes.append(f"tolerance boundary {tol:.4f} lies beyond the largest trained ratio {r_max:g}")
+        tol, tol_status = _within_observed_bracket(rows, tol, tol_status, epsilon, notes)
     if not require_turn:
         status, cmr, source = (STATUS_OK, tol, "tolerance boundary") if tol is not None else (
             STATUS_NO_FEASIBLE, None, "none")  # fmt: skip
@@ -283,6 +284,31 @@ def headline(
         cmr_law_at_budget=at_budget, cmr_law_at_budget_raw=raw, tolerance_boundary=tol, tolerance_status=tol_status,
         ratio_law_general=rl_gen, ratio_law_domain=rl_dom, notes=notes,
     )  # fmt: skip
+
+
+#: ``tolerance_status`` of a boundary that the observations overruled (the pipeline calls such a decision weak).
+STATUS_TOL_OVERRULED = "model-free crossing (the ratio law's boundary lies outside the observed bracket)"
+
+
+def _within_observed_bracket(
+    rows: list[dict[str, Any]], tol: float | None, tol_status: str, epsilon: float, notes: list[str]
+) -> tuple[float | None, str]:
+    """The ratio law's tolerance boundary, unless the observations at the budget bracket the crossing of ε and
+    the boundary lies outside that bracket: then the model-free crossing (a boundary must agree with the
+    observations it interpolates; laws.md §6.1 fits the ratio law to exactly these points)."""
+    obs = sorted((r["ratio"], r["observed_dloss_general_at_budget"]) for r in rows
+                 if r["observed_dloss_general_at_budget"] is not None)  # fmt: skip
+    above = [i for i, (_, y) in enumerate(obs) if y > epsilon]
+    if tol is None or not above or above[0] == 0:
+        return tol, tol_status
+    j = above[0]
+    lo, hi = obs[j - 1][0], obs[j][0]
+    if lo <= tol <= hi:
+        return tol, tol_status
+    mf, _ = model_free_crossing(np.array([r for r, _ in obs]), np.array([y for _, y in obs]), epsilon)
+    notes.append(f"ratio law's tolerance boundary {tol:.3f} lies outside the observed bracket [{lo:g}, {hi:g}] "
+                 f"(R = {hi:g} observed {obs[j][1]:+.4f} > ε); the model-free crossing {mf:.3f} decides")  # fmt: skip
+    return mf, STATUS_TOL_OVERRULED
 
 
 def budget_values(sf: SizeFits, rows: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -24,6 +24,7 @@ from mixlaw.decide.cmr.common import (
 )
 from mixlaw.decide.cmr.curves import SizeFits, bootstrap_size, fit_size
 from mixlaw.decide.cmr.decision import (
+    STATUS_TOL_OVERRULED,
     Decision,
     budget_values,
     cmr_law,
@@ -158,7 +159,9 @@ def _weak(sf: SizeFits, dec: Decision, n_boot: int, n_failed: int, misfit: float
                    f"(lowest {min(c.r2_gen for c in low):.2f})")  # fmt: skip
     if n_boot and n_failed > BOOT_LOST_MAX * n_boot:
         out.append(f"{n_failed} of {n_boot} bootstrap resamples gave no CMR (> {BOOT_LOST_MAX:.0%})")
-    if src.startswith("tolerance") and misfit > MISFIT_MAX:
+    if src.startswith("tolerance") and dec.tolerance_status == STATUS_TOL_OVERRULED:
+        out.append("the ratio law's tolerance boundary disagrees with the observations (model-free crossing used)")
+    elif src.startswith("tolerance") and misfit > MISFIT_MAX:
         out.append(f"the ratio law misses the end-of-budget general loss by up to {misfit:.1f}× its noise "
                    f"(> {MISFIT_MAX:g})")  # fmt: skip
     return out
