@@ -142,3 +142,16 @@ def test_input_map_counts_as_present() -> None:
     table = pd.DataFrame({"run_id": ["a"], "step": [1], "S1": [0.1], "S2": [0.0]})
     law = get_law("lr_annealing")
     assert add_features(table, law, input_map={"s1": "S1", "s2": "S2"}) is table
+
+
+def test_the_engine_itself_builds_declared_features(tmp_path: Path) -> None:
+    """fit_law / Fitter on a raw RunTable (schedules only, no LR-area columns) fit a schedule law: the feature path
+    sits in the engine's data preparation, so decisions that call the engine directly get it too."""
+    from mixlaw.api import load_table
+    from mixlaw.fit import fit_law
+
+    table = load_table(_store(tmp_path, "lr_annealing"))
+    assert "s1" not in table.columns
+    res = fit_law("lr_annealing", table, target="loss", random_state=0)
+    truth = get_law("lr_annealing").example_params
+    assert res.params["alpha"] == pytest.approx(truth["alpha"], rel=0.05)

@@ -30,8 +30,11 @@ class FitData:
         group_column: str | None = "run_id",
         source: str = "table",
     ) -> None:
+        from mixlaw.fit.features import add_features  # the one feature path: derived inputs for every fit
+
         input_map = dict(input_map or {})
         df = table if isinstance(table, pd.DataFrame) else pd.DataFrame(dict(table))
+        df = add_features(df, law, input_map=input_map)
         self.input_map = {name: input_map.get(name, name) for name in law.inputs}
         self.x_np: dict[str, np.ndarray] = {}
         for name, col in self.input_map.items():
