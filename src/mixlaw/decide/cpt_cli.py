@@ -25,17 +25,13 @@ from typing import Annotated, Any
 
 import typer
 
+from mixlaw.cli._common import verb
 from mixlaw.errors import ExtrapolationWarning, MixlawError
 
 app = typer.Typer(help="Continual pre-training: predict a plan, optimise it, critical point.", no_args_is_help=True)
 
 DEFAULT_PT = "wsd:peak=2e-4,steps=40000,decay=8000"
 DEFAULT_CPT = "cosine:peak=2e-4,steps=10000"
-
-
-def _fail(msg: str) -> None:
-    typer.echo(f"error: {msg}".replace("\n", " "), err=True)
-    raise typer.Exit(1)
 
 
 def _weights(text: str | None) -> tuple[float, float] | None:
@@ -72,6 +68,7 @@ def _emit_warnings(caught: list[warnings.WarningMessage], as_json: bool) -> list
 
 
 @app.command()
+@verb
 def predict(
     fit: Annotated[Path, typer.Argument(help="FIT.json: a CPT fit bundle or one fit")],
     plan: Annotated[Path, typer.Option("--plan", help="PLAN.toml (see mixlaw.decide.cpt.load_plan)")],
@@ -82,16 +79,12 @@ def predict(
     """Predict every fitted eval set along a PT + CPT plan."""
     from mixlaw.decide.cpt import load_fits, predict_plan
 
-    try:
-        fits = load_fits(fit)
-        p = _plan(plan)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", ExtrapolationWarning)
-            pred = predict_plan(fits, p, weights=_weights(weights), level=level)
-        msgs = _emit_warnings(caught, as_json)
-    except MixlawError as exc:
-        _fail(str(exc))
-        return
+    fits = load_fits(fit)
+    p = _plan(plan)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ExtrapolationWarning)
+        pred = predict_plan(fits, p, weights=_weights(weights), level=level)
+    msgs = _emit_warnings(caught, as_json)
     sets = [c[5:] for c in pred.columns if c.startswith("pred_")]
     last = pred.iloc[-1]
     if as_json:
@@ -122,6 +115,7 @@ def predict(
 
 
 @app.command()
+@verb
 def optimize(
     fit: Annotated[Path, typer.Argument(help="FIT.json: a CPT fit bundle with D_pt and D_cpt fits")],
     over: Annotated[str, typer.Option(help="replay | peak_lr | loss_potential")],
@@ -134,26 +128,22 @@ def optimize(
     from mixlaw.decide.cpt import load_fits
     from mixlaw.decide.cpt import optimize as run_optimize
 
-    try:
-        if over not in ("replay", "peak_lr", "loss_potential"):
-            raise MixlawError(f"--over must be replay, peak_lr or loss_potential, got '{over}'")
-        g = None
-        if grid is not None:
-            try:
-                g = [float(v) for v in grid.split(",") if v.strip()]
-            except ValueError:
-                raise MixlawError(f"--grid must be comma-separated numbers, got '{grid}'") from None
-        fits = load_fits(fit)
-        w = _weights(weights)
-        if w is None:
-            raise MixlawError("--weights W_PT,W_CPT is required")
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", ExtrapolationWarning)
-            res = run_optimize(fits, _plan(plan), over, w, grid=g)  # type: ignore[arg-type]
-        msgs = _emit_warnings(caught, as_json)
-    except MixlawError as exc:
-        _fail(str(exc))
-        return
+    if over not in ("replay", "peak_lr", "loss_potential"):
+        raise MixlawError(f"--over must be replay, peak_lr or loss_potential, got '{over}'")
+    g = None
+    if grid is not None:
+        try:
+            g = [float(v) for v in grid.split(",") if v.strip()]
+        except ValueError:
+            raise MixlawError(f"--grid must be comma-separated numbers, got '{grid}'") from None
+    fits = load_fits(fit)
+    w = _weights(weights)
+    if w is None:
+        raise MixlawError("--weights W_PT,W_CPT is required")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ExtrapolationWarning)
+        res = run_optimize(fits, _plan(plan), over, w, grid=g)  # type: ignore[arg-type]
+    msgs = _emit_warnings(caught, as_json)
     if as_json:
         d = res.to_dict()
         d["warnings"] = msgs
@@ -168,6 +158,7 @@ def optimize(
 
 
 @app.command()
+@verb
 def critical(
     fit: Annotated[Path, typer.Argument(help="FIT.json: a CPT fit bundle or one cpt fit")],
     plan: Annotated[Path | None, typer.Option("--plan", help="PLAN.toml (default: the paper's setting)")] = None,
@@ -178,36 +169,32 @@ def critical(
     """Critical point (PT step whose CPT curve converges back to its start) and turning length."""
     from mixlaw.decide.cpt import critical_point, critical_s1_constant, load_fits, turning_length
 
+    fits = load_fits(fit)
+    p = _plan(plan)
+    w = _weights(weights)
+    out: dict[str, Any] = {}
     try:
-        fits = load_fits(fit)
-        p = _plan(plan)
-        w = _weights(weights)
-        out: dict[str, Any] = {}
-        try:
-            out["s1_pt_star_constant_lr"] = critical_s1_constant(fits.fits[fits.pt_set].params)
-        except (MixlawError, KeyError) as exc:
-            out["s1_pt_star_constant_lr"] = None
-            out["s1_pt_star_constant_lr_reason"] = str(exc)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", ExtrapolationWarning)
-            cp = critical_point(fits, p)
-            out["critical_point"] = {"pt_step": _num(cp.step), "s1_pt": _num(cp.s1_pt), "reason": cp.reason}
-            out["turning_length"] = turning_length(fits, p, horizon=horizon).to_dict()
-            if w is not None:
-                cpc = critical_point(fits, p, weights=w)
-                out["composite"] = {
-                    "weights": list(w),
-                    "critical_point": {
-                        "pt_step": _num(cpc.step),
-                        "s1_pt": _num(cpc.s1_pt),
-                        "reason": cpc.reason,
-                    },
-                    "turning_length": turning_length(fits, p, weights=w, horizon=horizon).to_dict(),
-                }
-        out["warnings"] = _emit_warnings(caught, as_json)
-    except MixlawError as exc:
-        _fail(str(exc))
-        return
+        out["s1_pt_star_constant_lr"] = critical_s1_constant(fits.fits[fits.pt_set].params)
+    except (MixlawError, KeyError) as exc:
+        out["s1_pt_star_constant_lr"] = None
+        out["s1_pt_star_constant_lr_reason"] = str(exc)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ExtrapolationWarning)
+        cp = critical_point(fits, p)
+        out["critical_point"] = {"pt_step": _num(cp.step), "s1_pt": _num(cp.s1_pt), "reason": cp.reason}
+        out["turning_length"] = turning_length(fits, p, horizon=horizon).to_dict()
+        if w is not None:
+            cpc = critical_point(fits, p, weights=w)
+            out["composite"] = {
+                "weights": list(w),
+                "critical_point": {
+                    "pt_step": _num(cpc.step),
+                    "s1_pt": _num(cpc.s1_pt),
+                    "reason": cpc.reason,
+                },
+                "turning_length": turning_length(fits, p, weights=w, horizon=horizon).to_dict(),
+            }
+    out["warnings"] = _emit_warnings(caught, as_json)
     if as_json:
         typer.echo(json.dumps(out))
         return

@@ -1,0 +1,227 @@
+"""The ``mixlaw cmr`` job behind the thin CLI verb: check the options, load the runs, decide, write the report,
+print the answer (:func:`run_cmr_job`, :func:`emit_job`). Module-level imports stay light (typer, stdlib)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from mixlaw.errors import InputError, MixlawError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["CmrJob", "emit_job", "load_table", "parse_lambda", "run_cmr_job"]
+
+
+@dataclass
+class CmrJob:
+    """What one ``mixlaw cmr`` call decided: per-domain decisions, schedule-aware results, untrained-share queries."""
+
+    decisions: dict[str, Any] = field(default_factory=dict)
+    sched_results: list[Any] | None = None
+    decision_error: str | None = None
+    queries: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def single(self) -> Any:
+        return next(iter(self.decisions.values())) if len(self.decisions) == 1 else None
+
+
+def load_table(path: Path, where: str | None = None, *, include_schedule: bool = False) -> pd.DataFrame:
+    """A RunTable from a CSV/JSONL/Parquet file or a RunStore (``.db``), filtered by a safe row filter.
+
+    ``include_schedule`` adds each stored run's LR schedule (a ``schedule`` column) when reading a RunStore; a
+    file keeps its own ``schedule`` column when it has one."""
+    if not path.exists():
+        raise InputError(f"no such file: {path}")
+    if path.suffix in (".db", ".sqlite", ".sqlite3"):
+        from mixlaw.runs.store import RunStore
+
+        with RunStore(str(path)) as store:
+            frame = store.to_frame(include_schedule=include_schedule)
+    else:
+        from mixlaw.runs.io import read_table
+
+        # NaN allowed here: a multi-domain export leaves cells of other domains empty; the columns the decision
+        # reads are validated by it, with their row and column.
+        frame = read_table(path, allow_nan=True)
+    if where:
+        from mixlaw.expr import filter_rows
+
+        try:
+            frame = filter_rows(frame, where)
+        except Exception as exc:  # pandas raises many types for a bad expression
+            raise InputError(f"--where {where!r} is not a valid filter: {exc}") from None
+        if frame.empty:
+            raise InputError(f"--where {where!r} leaves no rows")
+    return frame
+
+
+def parse_lambda(text: str) -> float:
+    if text.strip().lower() in ("inf", "infinity", "∞"):
+        return math.inf
+    try:
+        v = float(text)
+    except ValueError:
+        raise InputError(f"--lambda must be a positive number or 'inf', got {text!r}") from None
+    if not v > 0:
+        raise InputError(f"--lambda must be a positive number or 'inf', got {text!r}")
+    return v
+
+
+def run_cmr_job(
+    *,
+    table: Path,
+    general_eval: str,
+    domain_eval: list[str],
+    ratio_column: str | None,
+    size_column: str | None,
+    epsilon: float,
+    lagrange: str,
+    budget_tokens: float | None,
+    ratio_law: str,
+    c_method: str,
+    pin_zero: bool,
+    bootstrap: int,
+    seed: int,
+    report: Path | None,
+    as_json: bool,
+    where: str | None,
+    query_ratio: list[float] | None,
+    law: str,
+    schedule: str | None,
+    budget_steps: int | None,
+    tokens_per_step: float | None,
+    paper_decision: bool,
+    relative_to_control: bool,
+    validate: bool,
+    make_progress: Callable[[int, bool], Any],
+) -> CmrJob:
+    """Check the options, load the runs, run the decision(s) and write ``report``; options as ``mixlaw cmr``.
+
+    ``make_progress(total, quiet)`` builds the progress display (callable with a count, and ``close()``)."""
+    from mixlaw.decide.cmr import critical_mixture_ratio_by_domain
+    from mixlaw.decide.cmr.schedule import resolve_schedule_law, schedule_cmr_by_size
+    from mixlaw.schedules import Schedule
+
+    sched_results: list[Any] | None = None
+    decision_error: str | None = None
+    progress: Any = None
+    try:
+        if law != "cmr":
+            law = resolve_schedule_law(law)
+        if law == "cmr" and (schedule is not None or budget_steps is not None or tokens_per_step is not None):
+            raise InputError("--schedule, --budget-steps and --tokens-per-step need --law cpt_replay (schedule-aware)")
+        if law != "cmr" and schedule is None:
+            raise InputError(f"--law {law} needs --schedule SPEC (e.g. 'wsd:peak=3e-4,steps=150,decay=30')")
+        if law != "cmr" and len(set(domain_eval)) > 1:
+            raise InputError(f"--law {law} takes one --domain-eval")
+        if ratio_law != "auto":
+            from mixlaw.decide.cmr import resolve_ratio_law
+
+            resolve_ratio_law(ratio_law)
+        if c_method not in ("fit", "corr_grid"):
+            raise InputError(f"--c-method must be 'fit' or 'corr_grid', got {c_method!r}")
+        lam = parse_lambda(lagrange)
+        sched = None if schedule is None else Schedule.parse(schedule)
+        frame = load_table(table, where, include_schedule=sched is not None)
+        dec_budget = budget_tokens
+        if sched is not None:
+            sched_results = schedule_cmr_by_size(
+                frame, sched, general_eval=general_eval, domain_eval=domain_eval[0], ratio_column=ratio_column,
+                size_column=size_column, epsilon=epsilon, budget_steps=budget_steps, budget_tokens=budget_tokens,
+                tokens_per_step=tokens_per_step, bootstrap=bootstrap, random_state=seed, law=law,
+            )  # fmt: skip
+            budgets = {r.budget_tokens for r in sched_results}
+            if dec_budget is None and len(budgets) == 1 and None not in budgets:
+                dec_budget = budgets.pop()  # the constant-LR decision at the same budget, side by side
+        domains = list(dict.fromkeys(domain_eval))
+        scol = size_column or ("n_params" if "n_params" in frame.columns else None)
+        n_sizes = int(frame[scol].nunique()) if scol is not None else 1
+        progress = make_progress(len(domains) * n_sizes * max(bootstrap, 1), as_json or sched is not None)
+
+        def run_decision() -> dict[str, Any]:  # domains side by side in worker processes (both cores)
+            return critical_mixture_ratio_by_domain(
+                frame.drop(columns=["schedule"], errors="ignore"), general_eval=general_eval, domain_evals=domains,
+                ratio_column=ratio_column, size_column=size_column, epsilon=epsilon, lagrange_mult=lam,
+                budget_tokens=dec_budget, ratio_law=ratio_law, c_method=c_method, pin_zero=pin_zero,
+                bootstrap=bootstrap, random_state=seed, relative_to_control=relative_to_control,
+                validate=validate, progress=progress,
+            )  # fmt: skip
+
+        decisions: dict[str, Any] = {}
+        if sched_results is None:
+            decisions = run_decision()
+        elif not paper_decision:
+            decision_error = "not run (--no-paper-decision)"
+        else:
+            try:  # the CMR paper's decision when the data allow it; the schedule-aware answer stands alone
+                decisions = run_decision()
+            except MixlawError as exc:
+                decision_error = str(exc).replace("\n", " ")
+        single = next(iter(decisions.values())) if len(decisions) == 1 else None
+        if report is not None:
+            from mixlaw.report.html import cmr_report, schedule_cmr_report
+
+            if sched_results is not None:
+                page = schedule_cmr_report(
+                    sched_results, decision=single, decision_error=decision_error,
+                    title=f"Critical mixture ratio under {sched.spec() if sched else ''} — {table.name}",
+                    source=str(table),
+                )  # fmt: skip
+            else:
+                page = cmr_report(single if single is not None else decisions,
+                                  title=f"Critical mixture ratio — {table.name}", source=str(table))  # fmt: skip
+            report.write_text(page)
+    finally:
+        if progress is not None:
+            progress.close()
+    queries = [s.assess_ratio(q, epsilon) | {"domain": d} for d, dec in decisions.items() for s in dec.sizes
+               for q in query_ratio or []]  # fmt: skip
+    return CmrJob(decisions=decisions, sched_results=sched_results, decision_error=decision_error, queries=queries)
+
+
+def emit_job(job: CmrJob, *, epsilon: float, as_json: bool, report: Path | None) -> None:
+    """Print a job's answer: the tables (or one JSON object) and where the report went."""
+    import json
+
+    from mixlaw.decide.cmr.output import emit_schedule, json_default, print_decision
+
+    decisions, sched_results, single, queries = job.decisions, job.sched_results, job.single, job.queries
+    decision_error = job.decision_error
+    if sched_results is not None:
+        emit_schedule(sched_results, single, decision_error, queries, epsilon, as_json)
+        if report is not None and not as_json:
+            typer.echo(f"report written to {report}")
+        return
+    if as_json:
+        if single is not None:
+            obj = single.to_dict()
+        else:
+            obj = {"domains": {d: dec.to_dict() for d, dec in decisions.items()}}
+            keys = ("n_params", "budget_tokens", "cmr", "ci", "status")
+            obj["comparison"] = [{"domain": d, **{k: c[k] for k in keys}} for d, o in obj["domains"].items()
+                                 for c in o["cmr"]]  # fmt: skip
+        if queries:
+            obj["queries"] = queries
+        typer.echo(json.dumps(obj, default=json_default, allow_nan=False))
+        return
+    from mixlaw.report.fmt import fmt_size
+
+    for d, dec in decisions.items():
+        if single is None:
+            typer.echo(f"\n== domain {d}")
+        print_decision(dec, d)
+    for q in queries:
+        t0 = f"{q['t0_tokens']:.4g}" if q["t0_tokens"] is not None else "—"
+        typer.echo(f"R = {q['ratio']:g} ({q['domain']}, size {fmt_size(q['n_params'])}): T0 = {t0} tokens, "
+                   f"{'feasible' if q['feasible'] else 'not feasible'} — {q['reason']}"
+                   + (" [extrapolated]" if q["extrapolated"] else ""))  # fmt: skip
+    if report is not None:
+        typer.echo(f"report written to {report}")
