@@ -36,6 +36,7 @@ import torch
 
 from mixlaw.errors import InputError
 from mixlaw.fit.data import FitData, make_residuals
+from mixlaw.fit.refine import iteration_cap
 from mixlaw.fit.solve import STATUS_CONVERGED, STATUS_FAILED, STATUS_STALLED, SolveResult, solve
 from mixlaw.laws import Law, get_law
 
@@ -128,6 +129,8 @@ class BootstrapDraws:
     objective: np.ndarray
     scheme: str
     unit: str
+    n_rescued: int = 0
+    """Resamples that failed from the seeds and were recovered by the rescue refit."""
 
     @property
     def n_failed(self) -> int:
@@ -143,7 +146,7 @@ def refit(
     *,
     loss: Loss = "huber",
     delta: float | None = None,
-    max_iter: int = 300,
+    max_iter: int | None = 300,
     ftol: float = 1e-11,
     xtol: float = 1e-9,
     progress: Callable[[int, int], None] | None = None,
@@ -167,6 +170,28 @@ def refit(
         ``(B, len(flat_names))`` canonical natural entries (NaN without an estimate), ``(B,)`` bool, ``(B,)``
         final status of the best row, ``(B,)`` objective (``inf`` without an estimate).
     """
+    params, ok, status, objective, _ = _refit(
+        law, x, targets, weights, seeds, loss=loss, delta=delta, max_iter=max_iter, ftol=ftol, xtol=xtol,
+        progress=progress,
+    )  # fmt: skip
+    return params, ok, status, objective
+
+
+def _refit(
+    law: Law,
+    x: Mapping[str, torch.Tensor],
+    targets: np.ndarray,
+    weights: np.ndarray | None,
+    seeds: np.ndarray,
+    *,
+    loss: Loss = "huber",
+    delta: float | None = None,
+    max_iter: int | None = 300,
+    ftol: float = 1e-11,
+    xtol: float = 1e-9,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`refit`, also returning ``(B, P)`` the internal end point of each problem's best finite row."""
     Y = np.asarray(targets, dtype=np.float64)
     n = Y.shape[-1]
     B = Y.shape[0] if Y.ndim == 2 else (weights.shape[0] if weights is not None else 1)
@@ -179,6 +204,8 @@ def refit(
     ok = np.zeros(B, dtype=bool)
     status = np.array([STATUS_FAILED] * B, dtype=object)
     objective = np.full(B, np.inf)
+    ends = S[:, 0, :].copy()
+    cap = iteration_cap(max_iter)
     chunk = max(1, CHUNK_CELLS // max(1, n * k))
     for lo in range(0, B, chunk):
         hi = min(B, lo + chunk)
@@ -193,7 +220,7 @@ def refit(
             W_all[lo:hi],
             loss=loss,
             delta=d,
-            max_iter=max_iter,
+            max_iter=cap,
             ftol=ftol,
             xtol=xtol,
         )
@@ -203,13 +230,15 @@ def refit(
             rows = np.flatnonzero(pid == i)
             j = best[i] if good[i] else rows[np.argmin(np.where(np.isfinite(sol.f[rows]), sol.f[rows], np.inf))]
             status[lo + i] = st[j] if np.isfinite(sol.f[j]) else STATUS_FAILED
+            if np.isfinite(sol.f[j]):
+                ends[lo + i] = sol.x[j]
             if good[i]:
                 params[lo + i] = law.flatten(law.natural(sol.x[j]))
                 objective[lo + i] = sol.f[j]
         ok[lo:hi] = good
         if progress is not None:
             progress(hi, B)
-    return params, ok, status, objective
+    return params, ok, status, objective, ends
 
 
 def bootstrap_law(
@@ -223,7 +252,7 @@ def bootstrap_law(
     params: Mapping[str, Any] | None = None,
     loss: Loss = "huber",
     delta: float | None = None,
-    max_iter: int = 300,
+    max_iter: int | None = 300,
     ftol: float = 1e-11,
     xtol: float = 1e-9,
     progress: Callable[[int, int], None] | None = None,
@@ -254,10 +283,22 @@ def bootstrap_law(
         W = resample_weights(groups, data.n, n, rng)
         Y = data.y
         unit = data.group_unit if scheme == "runs" else "row"
-    out, ok, status, objective = refit(
-        law_obj, data.x, Y, W, np.asarray(seeds), loss=loss, delta=delta, max_iter=max_iter, ftol=ftol, xtol=xtol,
-        progress=progress,
-    )  # fmt: skip
+    seeds = np.asarray(seeds, dtype=np.float64)
+    kw: dict[str, Any] = dict(loss=loss, delta=delta, max_iter=max_iter, ftol=ftol, xtol=xtol)
+    out, ok, status, objective, ends = _refit(law_obj, data.x, Y, W, seeds, progress=progress, **kw)
+    n_rescued = 0
+    fail = np.flatnonzero(~ok)
+    if fail.size:
+        # No resample is dropped silently: a failed one is refitted from the point estimate and from where its
+        # best start stopped (fresh damping, fresh budget); what is still unusable is counted in n_failed.
+        centre = law_obj.to_internal(params) if params is not None else seeds[0]
+        again = np.stack([np.broadcast_to(centre, ends[fail].shape), ends[fail]], axis=1)
+        Yf = Y[fail] if np.ndim(Y) == 2 else Y
+        Wf = None if W is None else W[fail]
+        o2, ok2, st2, obj2, _ = _refit(law_obj, data.x, Yf, Wf, again, **kw)
+        out[fail[ok2]], ok[fail[ok2]], objective[fail[ok2]] = o2[ok2], True, obj2[ok2]
+        status[fail] = st2
+        n_rescued = int(ok2.sum())
     return BootstrapDraws(
         params=pd.DataFrame(out[ok], columns=list(law_obj.flat_names)),
         ok=ok,
@@ -265,6 +306,7 @@ def bootstrap_law(
         objective=objective,
         scheme=scheme,
         unit=unit,
+        n_rescued=n_rescued,
     )
 
 

@@ -21,6 +21,7 @@ from mixlaw.fit.batch import BatchFit, fit_batch, threads
 from mixlaw.fit.bootstrap import SCHEMES, Scheme, bootstrap_law, root_status, usable
 from mixlaw.fit.data import FitData, make_residuals, prepare_data
 from mixlaw.fit.diagnostics import fingerprint, metrics, predict_numpy, status_message, warn_about
+from mixlaw.fit.refine import iteration_cap, repolish
 from mixlaw.fit.result import FitResult, FitStatus
 from mixlaw.fit.solve import STATUS_CONVERGED, STATUS_STALLED, objective_values, solve
 from mixlaw.fit.starts import build_starts, choose_polish, distinct
@@ -69,8 +70,12 @@ class Fitter:
     n_threads
         Torch threads during the fit (restored afterwards). The batched problems are small and memory-bound, and
         the machines this runs on are often shared: one thread is the fastest and most predictable default.
-    max_iter, ftol, xtol
-        Solver limits, see :func:`mixlaw.fit.solve.solve`.
+    max_iter
+        Iteration cap per start. ``None`` (default): adaptive — every start runs while its objective still falls
+        measurably, up to :data:`mixlaw.fit.refine.AUTO_MAX_ITER`; an integer is a hard cap. A best start that
+        stops at the cap is re-polished from where it stopped before it is reported (:mod:`mixlaw.fit.refine`).
+    ftol, xtol
+        Solver tolerances, see :func:`mixlaw.fit.solve.solve`.
     random_state
         Seed of the random starts and of the resampling. The same seed gives an identical result.
 
@@ -94,7 +99,7 @@ class Fitter:
         bootstrap_scheme: Scheme = "runs",
         bootstrap_starts: int = 1,
         group_column: str | None = "run_id",
-        max_iter: int = 300,
+        max_iter: int | None = None,
         ftol: float = 1e-11,
         xtol: float = 1e-9,
         random_state: int | None = None,
@@ -182,18 +187,22 @@ class Fitter:
                 f"ranges and the law's inputs ({', '.join(law.inputs)})"
             )
         polish = choose_polish(U_all, f_init, self.n_polish, self.strategy == "full")
+        cap = iteration_cap(self.max_iter)
+        pid0 = np.zeros(polish.size, dtype=np.int64)
         sol = solve(
             residuals,
             U_all[polish],
-            np.zeros(polish.size, dtype=np.int64),
+            pid0,
             W,
             loss=self.loss,
             delta=delta,
-            max_iter=self.max_iter,
+            max_iter=cap,
             ftol=self.ftol,
             xtol=self.xtol,
             callback=self._callback("fit", polish.size),
         )
+        kw: dict[str, Any] = dict(loss=self.loss, delta=delta, max_iter=cap, ftol=self.ftol, xtol=self.xtol)
+        sol = repolish(sol, residuals, pid0, W, **kw)  # a best start stopped at the cap goes on from where it was
         status = np.array(["screened"] * S, dtype=object)
         f_final, U_final, n_iter = f_init.copy(), U_all.copy(), np.zeros(S, dtype=np.int64)
         status[polish], f_final[polish], U_final[polish], n_iter[polish] = sol.status, sol.f, sol.x, sol.n_iter
@@ -211,7 +220,7 @@ class Fitter:
             str(root[best_local]), FitStatus.MAX_ITER
         )
         params = law.natural(U_final[best])
-        message = status_message(law, fit_status, residuals, U_final[best], W, self.loss, delta, self.max_iter)
+        message = status_message(law, fit_status, residuals, U_final[best], W, self.loss, delta, cap)
 
         boot = None
         progress = self.progress
@@ -227,7 +236,7 @@ class Fitter:
                 params=params,
                 loss=self.loss,
                 delta=delta,
-                max_iter=self.max_iter,
+                max_iter=cap,
                 ftol=self.ftol,
                 xtol=self.xtol,
                 progress=None if progress is None else lambda done, total: progress("bootstrap", done, total),
@@ -241,6 +250,7 @@ class Fitter:
             "n_user_starts": start_set.n_user,
             "n_polish": int(polish.size),
             "max_iter": self.max_iter,
+            "max_iter_cap": cap,
             "ftol": self.ftol,
             "xtol": self.xtol,
             "random_state": self.random_state,
