@@ -22,6 +22,15 @@ Resampling schemes
 - ``"rows"``: draw rows (evaluation points) with replacement.
 - ``"residuals"``: keep the design, refit ``fitted + residuals`` with the residuals resampled with replacement
   *within* each run (for designs with one run per condition, where dropping runs leaves the law undetermined).
+- ``"parametric"``: keep the design, refit ``fitted + σ̂ z`` (``z`` standard normal, ``σ̂`` the residual standard
+  deviation in the fit space, :func:`mixlaw.fit.intervals.residual_sd`): the law and Gaussian noise taken as true.
+- ``"sizes"``: cluster bootstrap over model sizes — draw the distinct values of the size column (default
+  ``n_params``) with replacement, every point of a size entering or leaving together. The scheme for extrapolating
+  in size: it asks how much the fit moves when the set of sizes it saw changes, which is the uncertainty of a
+  prediction at a larger size (the runs and rows schemes treat every point as independent information about it).
+
+Every scheme's failed resamples are refitted once more (from the point estimate and from where their best start
+stopped) before they are counted as unusable (``n_failed``); nothing is dropped silently.
 """
 
 from __future__ import annotations
@@ -54,9 +63,9 @@ __all__ = [
     "usable",
 ]
 
-Scheme = Literal["runs", "rows", "residuals"]
+Scheme = Literal["runs", "rows", "residuals", "parametric", "sizes"]
 Loss = Literal["huber", "l2"]
-SCHEMES: tuple[str, ...] = ("runs", "rows", "residuals")
+SCHEMES: tuple[str, ...] = ("runs", "rows", "residuals", "parametric", "sizes")
 USABLE: tuple[str, ...] = (STATUS_CONVERGED, STATUS_STALLED)
 """Final row states whose parameters count (see the module docstring)."""
 
@@ -256,21 +265,41 @@ def bootstrap_law(
     ftol: float = 1e-11,
     xtol: float = 1e-9,
     progress: Callable[[int, int], None] | None = None,
+    clusters: np.ndarray | None = None,
+    cluster_unit: str = "n_params",
 ) -> BootstrapDraws:
     """Bootstrap one fit: ``n`` resamples under ``scheme``, each refitted from ``seeds`` (internal starts).
 
     This is the one bootstrap of the package: :class:`~mixlaw.fit.Fitter` calls it, and a decision that needs
     intervals on a fitted law calls it (or :func:`refit` for its own resampling of targets). ``params`` (the
-    point estimate, natural units) is needed by the ``"residuals"`` scheme.
+    point estimate, natural units) is needed by the ``"residuals"`` and ``"parametric"`` schemes; ``clusters``
+    (one integer label per row, e.g. the factorised model size) by ``"sizes"``.
     """
     law_obj = get_law(law)
     if scheme not in SCHEMES:
         raise InputError(f"expected bootstrap scheme {', '.join(SCHEMES)}, got {scheme!r}")
     if n < 0:
         raise InputError(f"expected a non-negative number of resamples, got {n}")
-    if scheme == "residuals":
-        if params is None:
-            raise InputError("the residual bootstrap needs the point estimate (params)")
+    if scheme in ("residuals", "parametric") and params is None:
+        raise InputError(f"the {scheme} bootstrap needs the point estimate (params)")
+    if scheme == "parametric":
+        assert params is not None
+        from mixlaw.fit.intervals import residual_sd
+
+        fitted = np.asarray(law_obj.evaluate(data.x_np, params), dtype=np.float64).reshape(-1)
+        sd = residual_sd(law_obj, data, params) or 0.0
+        z = sd * rng.standard_normal((n, data.n))
+        Y = fitted[None, :] * np.exp(z) if law_obj.fit_space == "log" else fitted[None, :] + z
+        W = None
+        unit = "gaussian noise"
+    elif scheme == "sizes":
+        if clusters is None:
+            raise InputError(f"expected a size column '{cluster_unit}' for --resample sizes", column=cluster_unit)
+        W = resample_weights(np.asarray(clusters), data.n, n, rng)
+        Y = data.y
+        unit = cluster_unit
+    elif scheme == "residuals":
+        assert params is not None
         fitted = np.asarray(law_obj.evaluate(data.x_np, params), dtype=np.float64).reshape(-1)
         if law_obj.fit_space == "log":  # resample multiplicative residuals: log y = log ŷ + r
             Y = np.exp(resample_targets(np.log(fitted), np.log(data.y) - np.log(fitted), data.groups, n, rng))

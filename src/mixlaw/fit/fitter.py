@@ -21,6 +21,7 @@ from mixlaw.fit.batch import BatchFit, fit_batch, threads
 from mixlaw.fit.bootstrap import SCHEMES, Scheme, bootstrap_law, root_status, usable
 from mixlaw.fit.data import FitData, make_residuals, prepare_data
 from mixlaw.fit.diagnostics import fingerprint, metrics, predict_numpy, status_message, warn_about
+from mixlaw.fit.intervals import residual_sd
 from mixlaw.fit.refine import iteration_cap, repolish
 from mixlaw.fit.result import FitResult, FitStatus
 from mixlaw.fit.solve import STATUS_CONVERGED, STATUS_STALLED, objective_values, solve
@@ -64,7 +65,12 @@ class Fitter:
         Number of bootstrap resamples (0 = none), see :mod:`mixlaw.fit.bootstrap`.
     bootstrap_scheme
         ``"runs"`` (default: every run's points enter or leave together; rows when ``group_column`` is absent),
-        ``"rows"`` or ``"residuals"`` (residuals resampled within runs).
+        ``"rows"``, ``"residuals"`` (residuals resampled within runs), ``"parametric"`` (Gaussian noise of the
+        fitted residual size added to the fitted curve) or ``"sizes"`` (cluster bootstrap over the values of
+        ``size_column``: the scheme for extrapolation in model size). See :mod:`mixlaw.fit.bootstrap`.
+    size_column
+        The column whose distinct values are the clusters of the ``"sizes"`` scheme (default ``n_params``; the
+        column the law's ``n_params`` input is mapped to when the table has no such column).
     bootstrap_starts
         Starts per resample: the point estimate, then the next-best distinct local optima of the main fit.
     n_threads
@@ -99,6 +105,7 @@ class Fitter:
         bootstrap_scheme: Scheme = "runs",
         bootstrap_starts: int = 1,
         group_column: str | None = "run_id",
+        size_column: str = "n_params",
         max_iter: int | None = None,
         ftol: float = 1e-11,
         xtol: float = 1e-9,
@@ -119,6 +126,7 @@ class Fitter:
         self.bootstrap_scheme = bootstrap_scheme
         self.bootstrap_starts = bootstrap_starts
         self.group_column = group_column
+        self.size_column = size_column
         self.max_iter = max_iter
         self.ftol = ftol
         self.xtol = xtol
@@ -240,6 +248,8 @@ class Fitter:
                 ftol=self.ftol,
                 xtol=self.xtol,
                 progress=None if progress is None else lambda done, total: progress("bootstrap", done, total),
+                clusters=self._clusters(table, data) if self.bootstrap_scheme == "sizes" else None,
+                cluster_unit=self.size_column,
             )
 
         settings = {
@@ -279,10 +289,26 @@ class Fitter:
             n_bootstrap=int(self.bootstrap),
             n_failed_resamples=0 if boot is None else boot.n_failed,
             bootstrap_unit=None if boot is None else boot.unit,
+            residual_sd=residual_sd(law, data, params),
+            n_rescued_resamples=0 if boot is None else boot.n_rescued,
             fitted_law=law,
         )
         warn_about(law, self.result_)
         return self
+
+    def _clusters(self, table: pd.DataFrame | Mapping[str, Any], data: FitData) -> np.ndarray:
+        """Factorised ``size_column`` (the clusters of the ``sizes`` bootstrap)."""
+        df = table if isinstance(table, pd.DataFrame) else pd.DataFrame(dict(table))
+        col = self.size_column
+        if col not in df.columns and col in data.input_map:
+            col = data.input_map[col]
+        if col not in df.columns:
+            raise InputError(
+                f"expected a size column '{self.size_column}' for bootstrap scheme 'sizes', got columns "
+                f"{list(df.columns)[:12]}",
+                column=self.size_column,
+            )
+        return np.asarray(pd.factorize(df[col])[0], dtype=np.int64)
 
     def _check_settings(self) -> None:
         if self.loss not in ("huber", "l2"):
