@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from mixlaw.fit.data import FitData
     from mixlaw.fit.result import FitResult
 
-__all__ = ["INTERVALS", "Band", "band", "draw_predictions", "residual_sd"]
+__all__ = ["INTERVALS", "Band", "band", "draw_predictions", "inputs_of", "quantiles", "residual_sd"]
 
 Interval = Literal["confidence", "prediction"]
 INTERVALS: tuple[str, ...] = ("confidence", "prediction")
@@ -75,6 +75,31 @@ class Band:
     n_resamples: int
 
 
+def quantiles(
+    law: Law,
+    draws: np.ndarray,
+    x: Mapping[str, np.ndarray],
+    *,
+    level: float,
+    kind: str,
+    sd: float,
+    seed: int = 0,
+) -> np.ndarray | None:
+    """``(2, m)`` lower/upper interval ends in natural target units from ``(B, F)`` flat draws (module docstring).
+
+    ``None`` when no draw gives a finite prediction at every row."""
+    m = draw_predictions(law, draws, x)
+    m = m[np.isfinite(m).all(axis=1)]
+    if len(m) == 0:
+        return None
+    if kind == "prediction":
+        rng = np.random.default_rng(seed)
+        reps = max(1, -(-N_NOISE // len(m)))
+        m = np.repeat(m, reps, axis=0) + sd * rng.standard_normal((len(m) * reps, m.shape[1]))
+    q = np.quantile(m, [(1 - level) / 2, (1 + level) / 2], axis=0)
+    return np.exp(q) if law.fit_space == "log" else q
+
+
 def band(
     result: FitResult,
     x: Mapping[str, np.ndarray],
@@ -96,19 +121,14 @@ def band(
     if draws is None or len(draws) == 0:
         return None
     law = result.law
-    m = draw_predictions(law, draws[list(law.flat_names)].to_numpy(dtype=np.float64), x)
-    m = m[np.isfinite(m).all(axis=1)]
-    if len(m) == 0:
+    if kind == "prediction" and result.residual_sd is None:
+        raise InputError("expected a fit with its residual noise for --interval prediction: refit and save it")
+    q = quantiles(
+        law, draws[list(law.flat_names)].to_numpy(dtype=np.float64), x, level=level, kind=kind,
+        sd=result.residual_sd or 0.0, seed=seed,
+    )  # fmt: skip
+    if q is None:
         return None
-    if kind == "prediction":
-        if result.residual_sd is None:
-            raise InputError("expected a fit with its residual noise for --interval prediction: refit and save it")
-        rng = np.random.default_rng(seed)
-        reps = max(1, -(-N_NOISE // len(m)))
-        m = np.repeat(m, reps, axis=0) + result.residual_sd * rng.standard_normal((len(m) * reps, m.shape[1]))
-    q = np.quantile(m, [(1 - level) / 2, (1 + level) / 2], axis=0)
-    if law.fit_space == "log":
-        q = np.exp(q)
     return Band(
         lo=q[0],
         hi=q[1],
