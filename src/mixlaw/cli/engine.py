@@ -166,8 +166,10 @@ def predict_cmd(
     interval: IntervalOpt = "confidence",
     as_json: JsonOpt = False,
 ) -> None:
-    """Predict with a saved fit at one point or at every row of a table, each with its interval from the fit's
-    bootstrap draws (``--interval prediction`` adds the residual noise), with per-run MAE / MRE."""
+    """Predict with a saved fit at one point or at every row of a table (with per-run MAE / MRE).
+
+    Each prediction has its ``--level`` interval from the fit's bootstrap draws (``--interval prediction`` adds
+    the residual noise)."""
     from mixlaw import api
 
     api.load_law_files(law_file)
@@ -251,8 +253,9 @@ def validate_cmd(
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Fit on the smaller / earlier runs and report the held-out relative errors (per point and MRE), with
-    intervals on the held-out points (``--bootstrap``) and their measured coverage (``--coverage``)."""
+    """Fit on the smaller / earlier runs and report the held-out relative errors (per point and MRE).
+
+    With ``--bootstrap`` every held-out point gets an interval; ``--coverage`` measures how many fall inside."""
     from mixlaw import api
 
     api.load_law_files(law_file)

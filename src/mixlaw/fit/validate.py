@@ -168,6 +168,8 @@ def validate_law(
     law_obj = get_law(law, **dict(law_options or {}))
     table = table.reset_index(drop=True)
     points, folds = [], []
+    if fit_settings.get("bootstrap_scheme") == "sizes":
+        fit_settings.setdefault("size_column", size_column)  # the sizes bootstrap clusters by the same column
     if coverage and not fit_settings.get("bootstrap"):
         raise InputError("expected --bootstrap N (N > 0) with --coverage: intervals come from bootstrap draws")
     for label, held in _folds(table, scheme, size_column, order_column, group_column, quantile, holdout, largest):
