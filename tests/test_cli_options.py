@@ -22,11 +22,13 @@ EXPECTED: dict[str, set[str]] = {
     "laws": {"--law-file", "--json"},
     "fit": COMMON_FIT
     | {"TABLE", "--n-starts", "--n-polish", "--strategy", "--bootstrap", "--random-state", "--loss", "--delta"}
-    | {"--drop-highest", "--out", "--report", "--validate", "--json"},
-    "predict": {"FIT_JSON", "--at", "--table", "--where", "--map", "--derive", "--law-file", "--json"},
+    | {"--drop-highest", "--out", "--report", "--validate", "--json", "--max-iter", "--resample"},
+    "predict": {"FIT_JSON", "--at", "--table", "--where", "--map", "--derive", "--law-file", "--json"}
+    | {"--level", "--interval"},
     "validate": COMMON_FIT
     | {"TABLE", "--scheme", "--size-column", "--order-column", "--group-column", "--quantile", "--drop-highest"}
-    | {"--random-state", "--json"},
+    | {"--random-state", "--json", "--holdout", "--largest", "--loss", "--max-iter", "--bootstrap", "--resample"}
+    | {"--level", "--interval", "--coverage"},
     "ingest": {"FILE", "--map", "--store", "--lr-table", "--run-id", "--run-id-from-row", "--evalset-column", "--set"}
     | {"--drop", "--format", "--allow-nan", "--allow-missing", "--replace", "--json"},
     "runs": {"--store", "--where", "--export", "--json"},

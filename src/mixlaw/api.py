@@ -220,36 +220,20 @@ def predict(
     *,
     at: Mapping[str, float] | None = None,
     table: pd.DataFrame | None = None,
+    level: float = 0.95,
+    interval: str = "confidence",
 ) -> dict[str, Any]:
-    """Predict at one point (``at``) or at every row of a table (with per-run MAE and MRE when observed)."""
+    """Predict at one point (``at``) or at every row of a table (with per-run MAE and MRE when observed), each with
+    its ``level`` interval (``lo``/``hi``) from the fit's bootstrap draws (:mod:`mixlaw.fit.predict`)."""
+    from mixlaw.fit.predict import predict_point, predict_rows
+
     if (at is None) == (table is None):
         raise InputError("expected exactly one of --at or --table")
     if at is not None:
-        missing = [n for n in result.law.inputs if result.input_map.get(n, n) not in at and n not in at]
-        if missing:
-            raise InputError(f"expected values for inputs {missing} in --at")
-        value = float(result.predict({k: np.array([float(v)]) for k, v in at.items()})[0])
-        return {"law": result.law_name, "at": dict(at), "predicted": value}
-    if table is None:  # pragma: no cover - excluded by the check above
-        raise InputError("expected --table")
+        return predict_point(result, at, level=level, interval=interval)
+    assert table is not None
     table = add_features(table, result.law, input_map=result.input_map)
-    pred = result.predict(table)
-    rows = pd.DataFrame({"predicted": pred})
-    rows["run_id"] = table["run_id"].to_numpy() if "run_id" in table else "all"
-    rows["step"] = table["step"].to_numpy() if "step" in table else 0
-    observed = table[result.target].to_numpy(dtype=np.float64) if result.target in table else None
-    rows["observed"] = observed if observed is not None else np.nan
-    out: dict[str, Any] = {"law": result.law_name, "target": result.target}
-    out["rows"] = rows[["run_id", "step", "predicted", "observed"]].to_dict(orient="records")
-    if observed is not None:
-        err = rows["predicted"] - rows["observed"]
-        per = rows.assign(abs_err=err.abs(), rel_err=(err / rows["observed"]).abs()).groupby("run_id")
-        out["per_run"] = [
-            {"run_id": rid, "mae": float(g["abs_err"].mean()), "mre": float(g["rel_err"].mean())} for rid, g in per
-        ]
-        out["mae"] = float(err.abs().mean())
-        out["mre"] = float((err / rows["observed"]).abs().mean())
-    return out
+    return predict_rows(result, table, level=level, interval=interval)
 
 
 def validate(

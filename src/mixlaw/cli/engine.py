@@ -27,6 +27,14 @@ from mixlaw.cli._common import (
 __all__ = ["laws_cmd", "fit_cmd", "predict_cmd", "validate_cmd"]
 
 LossColumnOpt = Annotated[str, typer.Option("--loss-column", help="Target column.")]
+MaxIterOpt = Annotated[
+    int | None, typer.Option("--max-iter", help="Iteration cap per start (default: run while the fit improves).")
+]
+ResampleOpt = Annotated[
+    str, typer.Option("--resample", help="Bootstrap scheme: runs | rows | residuals | parametric | sizes.")
+]
+LevelOpt = Annotated[float, typer.Option("--level", help="Interval level, e.g. 0.95.")]
+IntervalOpt = Annotated[str, typer.Option("--interval", help="confidence (the law) or prediction (a new point).")]
 
 
 def _table(table: Path | None, store: Path, where: str | None, maps: Any, derive: Any, *extra: Any) -> Any:
@@ -92,7 +100,9 @@ def fit_cmd(
     strategy: Annotated[
         str, typer.Option("--strategy", help="screen (grid + polish) or full (optimise all).")
     ] = "screen",
-    bootstrap: Annotated[int, typer.Option("--bootstrap", help="Bootstrap resamples over runs (0 = none).")] = 0,
+    bootstrap: Annotated[int, typer.Option("--bootstrap", help="Bootstrap resamples (0 = none).")] = 0,
+    resample: ResampleOpt = "runs",
+    max_iter: MaxIterOpt = None,
     random_state: Annotated[int | None, typer.Option("--random-state", help="Seed.")] = None,
     loss: Annotated[str, typer.Option("--loss", help="huber or l2.")] = "huber",
     delta: Annotated[float | None, typer.Option("--delta", help="Huber delta (default: the law's).")] = None,
@@ -116,6 +126,7 @@ def fit_cmd(
         raise api.InputError("expected --report PATH with --validate SCHEME")
     df = _table(table, store, where, maps, derive, drop_highest, loss_column)
     settings: dict[str, Any] = dict(n_random_starts=n_starts, n_polish=n_polish, strategy=strategy, bootstrap=bootstrap)
+    settings.update(bootstrap_scheme=resample, max_iter=max_iter)
     with progress_bar(not as_json and sys.stderr.isatty()) as progress:
         res = api.fit(
             df,
@@ -151,18 +162,23 @@ def predict_cmd(
     maps: MapOpt = None,
     derive: DeriveOpt = None,
     law_file: LawFileOpt = None,
+    level: LevelOpt = 0.95,
+    interval: IntervalOpt = "confidence",
     as_json: JsonOpt = False,
 ) -> None:
-    """Predict with a saved fit at one point or at every row of a table (with per-run MAE / MRE)."""
+    """Predict with a saved fit at one point or at every row of a table (with per-run MAE / MRE).
+
+    Each prediction has its ``--level`` interval from the fit's bootstrap draws (``--interval prediction`` adds
+    the residual noise)."""
     from mixlaw import api
 
     api.load_law_files(law_file)
     res = api.load_fit(fit_json)
     if at is not None:
         point = {k: float(v) for k, v in api.parse_assignments(at.split(","), "--at name=value").items()}
-        result = api.predict(res, at=point)
+        result = api.predict(res, at=point, level=level, interval=interval)
     elif table is not None:
-        result = api.predict(res, table=_table(table, table, where, maps, derive))
+        result = api.predict(res, table=_table(table, table, where, maps, derive), level=level, interval=interval)
     else:
         raise api.InputError("expected --at name=value[,...] or --table TABLE")
     if as_json:
@@ -173,15 +189,30 @@ def predict_cmd(
 def _print_prediction(res: Any, result: dict[str, Any]) -> None:
     from rich.table import Table
 
+    pct = f"{100 * result['level']:g}% {result['interval']}"
+    tail = f" ({result['n_failed']}/{result['n_resamples']} resamples unusable)" if result["n_resamples"] else ""
     if "predicted" in result:
-        console().print(f"{res.law_name} {result['at']} → {result['predicted']:.6g}")
+        iv = "" if result["lo"] is None else f"   {pct} [{result['lo']:.6g}, {result['hi']:.6g}]{tail}"
+        console().print(f"{res.law_name} {result['at']} → {result['predicted']:.6g}{iv}")
+        if "note" in result:
+            console().print(result["note"])
         return
-    t = Table(title=f"{res.law_name}: predicted vs observed {res.target}")
-    for col in ("run_id", "mae", "mre"):
+    t = Table(title=f"{res.law_name}: predicted {res.target} with {pct} intervals{tail}")
+    for col in ("run_id", "step", "predicted", "lo", "hi", "observed"):
         t.add_column(col)
-    for r in result.get("per_run", []):
-        t.add_row(str(r["run_id"]), f"{r['mae']:.4g}", f"{100 * r['mre']:.3f} %")
+    for r in result["rows"]:
+        cells = [r["predicted"], r["lo"], r["hi"], r["observed"]]
+        t.add_row(str(r["run_id"]), str(r["step"]), *("—" if v is None else f"{v:.6g}" for v in cells))
     console().print(t)
+    if "note" in result:
+        console().print(result["note"])
+    if result.get("per_run"):
+        t = Table(title=f"{res.law_name}: predicted vs observed {res.target}")
+        for col in ("run_id", "mae", "mre"):
+            t.add_column(col)
+        for r in result["per_run"]:
+            t.add_row(str(r["run_id"]), f"{r['mae']:.4g}", f"{100 * r['mre']:.3f} %")
+        console().print(t)
     if "mae" in result:
         n = len(result["rows"])
         console().print(f"overall MAE {result['mae']:.4g}, MRE {100 * result['mre']:.3f} % over {n} rows")
@@ -207,9 +238,24 @@ def validate_cmd(
     derive: DeriveOpt = None,
     drop_highest: Annotated[int, typer.Option("--drop-highest")] = 0,
     random_state: Annotated[int | None, typer.Option("--random-state")] = None,
+    holdout: Annotated[str | None, typer.Option("--holdout", help="Hold out the rows matching this filter.")] = None,
+    largest: Annotated[int | None, typer.Option("--largest", help="Hold out the K largest sizes.")] = None,
+    loss: Annotated[str, typer.Option("--loss", help="huber or l2.")] = "huber",
+    max_iter: MaxIterOpt = None,
+    bootstrap: Annotated[
+        int | None, typer.Option("--bootstrap", help="Resamples per fold for intervals (default 200 with --coverage).")
+    ] = None,
+    resample: ResampleOpt = "runs",
+    level: LevelOpt = 0.95,
+    interval: IntervalOpt = "prediction",
+    coverage: Annotated[
+        bool, typer.Option("--coverage", help="Share of held-out points inside 50/80/95% intervals.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Fit on the smaller / earlier runs and report the held-out relative errors (per point and MRE)."""
+    """Fit on the smaller / earlier runs and report the held-out relative errors (per point and MRE).
+
+    With ``--bootstrap`` every held-out point gets an interval; ``--coverage`` measures how many fall inside."""
     from mixlaw import api
 
     api.load_law_files(law_file)
@@ -225,10 +271,19 @@ def validate_cmd(
         quantile=quantile,
         law_options=api.parse_options(law_option),
         random_state=random_state,
+        holdout=holdout,
+        largest=largest,
+        loss=loss,
+        max_iter=max_iter,
+        bootstrap=(200 if coverage else 0) if bootstrap is None else bootstrap,
+        bootstrap_scheme=resample,
+        level=level,
+        interval=interval,
+        coverage=coverage,
     )
     if as_json:
         return emit_json(res.to_dict())
-    _print_validation(res, f"{law}: {scheme} validation of {loss_column}")
+    _print_validation(res, f"{law}: {res.scheme} validation of {loss_column}")
 
 
 def _print_validation(res: Any, title: str) -> None:
@@ -242,3 +297,18 @@ def _print_validation(res: Any, title: str) -> None:
         t.add_row(str(r["fold"]), str(r["status"]), str(r["n_fit"]), str(r["n_held_out"]), mre, worst)
     console().print(t)
     console().print(f"held-out MRE {100 * res.mre:.3f} % over {len(res.points)} points")
+    if res.coverage is not None:
+        c = res.coverage
+        cells = ", ".join(
+            f"{100 * lv['level']:g}%: {100 * lv['coverage']:.0f}% inside (mean width {100 * lv['mean_rel_width']:.2f}%)"
+            for lv in c["levels"]
+        )
+        console().print(
+            f"coverage of {c['interval']} intervals over {c['n']} held-out points: {cells}; MAE {c['mae']:.4g}"
+        )
+    if "lo" in res.points and len(res.points) <= 40:
+        for r in res.points.to_dict(orient="records"):
+            console().print(
+                f"  {r['fold']}: observed {r['observed']:.5g}, predicted {r['predicted']:.5g} "
+                f"[{r['lo']:.5g}, {r['hi']:.5g}]"
+            )

@@ -22,6 +22,15 @@ Resampling schemes
 - ``"rows"``: draw rows (evaluation points) with replacement.
 - ``"residuals"``: keep the design, refit ``fitted + residuals`` with the residuals resampled with replacement
   *within* each run (for designs with one run per condition, where dropping runs leaves the law undetermined).
+- ``"parametric"``: keep the design, refit ``fitted + σ̂ z`` (``z`` standard normal, ``σ̂`` the residual standard
+  deviation in the fit space, :func:`mixlaw.fit.intervals.residual_sd`): the law and Gaussian noise taken as true.
+- ``"sizes"``: cluster bootstrap over model sizes — draw the distinct values of the size column (default
+  ``n_params``) with replacement, every point of a size entering or leaving together. The scheme for extrapolating
+  in size: it asks how much the fit moves when the set of sizes it saw changes, which is the uncertainty of a
+  prediction at a larger size (the runs and rows schemes treat every point as independent information about it).
+
+Every scheme's failed resamples are refitted once more (from the point estimate and from where their best start
+stopped) before they are counted as unusable (``n_failed``); nothing is dropped silently.
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ import torch
 
 from mixlaw.errors import InputError
 from mixlaw.fit.data import FitData, make_residuals
+from mixlaw.fit.refine import iteration_cap
 from mixlaw.fit.solve import STATUS_CONVERGED, STATUS_FAILED, STATUS_STALLED, SolveResult, solve
 from mixlaw.laws import Law, get_law
 
@@ -53,9 +63,9 @@ __all__ = [
     "usable",
 ]
 
-Scheme = Literal["runs", "rows", "residuals"]
+Scheme = Literal["runs", "rows", "residuals", "parametric", "sizes"]
 Loss = Literal["huber", "l2"]
-SCHEMES: tuple[str, ...] = ("runs", "rows", "residuals")
+SCHEMES: tuple[str, ...] = ("runs", "rows", "residuals", "parametric", "sizes")
 USABLE: tuple[str, ...] = (STATUS_CONVERGED, STATUS_STALLED)
 """Final row states whose parameters count (see the module docstring)."""
 
@@ -128,6 +138,8 @@ class BootstrapDraws:
     objective: np.ndarray
     scheme: str
     unit: str
+    n_rescued: int = 0
+    """Resamples that failed from the seeds and were recovered by the rescue refit."""
 
     @property
     def n_failed(self) -> int:
@@ -143,7 +155,7 @@ def refit(
     *,
     loss: Loss = "huber",
     delta: float | None = None,
-    max_iter: int = 300,
+    max_iter: int | None = 300,
     ftol: float = 1e-11,
     xtol: float = 1e-9,
     progress: Callable[[int, int], None] | None = None,
@@ -167,6 +179,28 @@ def refit(
         ``(B, len(flat_names))`` canonical natural entries (NaN without an estimate), ``(B,)`` bool, ``(B,)``
         final status of the best row, ``(B,)`` objective (``inf`` without an estimate).
     """
+    params, ok, status, objective, _ = _refit(
+        law, x, targets, weights, seeds, loss=loss, delta=delta, max_iter=max_iter, ftol=ftol, xtol=xtol,
+        progress=progress,
+    )  # fmt: skip
+    return params, ok, status, objective
+
+
+def _refit(
+    law: Law,
+    x: Mapping[str, torch.Tensor],
+    targets: np.ndarray,
+    weights: np.ndarray | None,
+    seeds: np.ndarray,
+    *,
+    loss: Loss = "huber",
+    delta: float | None = None,
+    max_iter: int | None = 300,
+    ftol: float = 1e-11,
+    xtol: float = 1e-9,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`refit`, also returning ``(B, P)`` the internal end point of each problem's best finite row."""
     Y = np.asarray(targets, dtype=np.float64)
     n = Y.shape[-1]
     B = Y.shape[0] if Y.ndim == 2 else (weights.shape[0] if weights is not None else 1)
@@ -179,6 +213,8 @@ def refit(
     ok = np.zeros(B, dtype=bool)
     status = np.array([STATUS_FAILED] * B, dtype=object)
     objective = np.full(B, np.inf)
+    ends = S[:, 0, :].copy()
+    cap = iteration_cap(max_iter)
     chunk = max(1, CHUNK_CELLS // max(1, n * k))
     for lo in range(0, B, chunk):
         hi = min(B, lo + chunk)
@@ -193,7 +229,7 @@ def refit(
             W_all[lo:hi],
             loss=loss,
             delta=d,
-            max_iter=max_iter,
+            max_iter=cap,
             ftol=ftol,
             xtol=xtol,
         )
@@ -203,13 +239,15 @@ def refit(
             rows = np.flatnonzero(pid == i)
             j = best[i] if good[i] else rows[np.argmin(np.where(np.isfinite(sol.f[rows]), sol.f[rows], np.inf))]
             status[lo + i] = st[j] if np.isfinite(sol.f[j]) else STATUS_FAILED
+            if np.isfinite(sol.f[j]):
+                ends[lo + i] = sol.x[j]
             if good[i]:
                 params[lo + i] = law.flatten(law.natural(sol.x[j]))
                 objective[lo + i] = sol.f[j]
         ok[lo:hi] = good
         if progress is not None:
             progress(hi, B)
-    return params, ok, status, objective
+    return params, ok, status, objective, ends
 
 
 def bootstrap_law(
@@ -223,25 +261,45 @@ def bootstrap_law(
     params: Mapping[str, Any] | None = None,
     loss: Loss = "huber",
     delta: float | None = None,
-    max_iter: int = 300,
+    max_iter: int | None = 300,
     ftol: float = 1e-11,
     xtol: float = 1e-9,
     progress: Callable[[int, int], None] | None = None,
+    clusters: np.ndarray | None = None,
+    cluster_unit: str = "n_params",
 ) -> BootstrapDraws:
     """Bootstrap one fit: ``n`` resamples under ``scheme``, each refitted from ``seeds`` (internal starts).
 
     This is the one bootstrap of the package: :class:`~mixlaw.fit.Fitter` calls it, and a decision that needs
     intervals on a fitted law calls it (or :func:`refit` for its own resampling of targets). ``params`` (the
-    point estimate, natural units) is needed by the ``"residuals"`` scheme.
+    point estimate, natural units) is needed by the ``"residuals"`` and ``"parametric"`` schemes; ``clusters``
+    (one integer label per row, e.g. the factorised model size) by ``"sizes"``.
     """
     law_obj = get_law(law)
     if scheme not in SCHEMES:
         raise InputError(f"expected bootstrap scheme {', '.join(SCHEMES)}, got {scheme!r}")
     if n < 0:
         raise InputError(f"expected a non-negative number of resamples, got {n}")
-    if scheme == "residuals":
-        if params is None:
-            raise InputError("the residual bootstrap needs the point estimate (params)")
+    if scheme in ("residuals", "parametric") and params is None:
+        raise InputError(f"the {scheme} bootstrap needs the point estimate (params)")
+    if scheme == "parametric":
+        assert params is not None
+        from mixlaw.fit.intervals import residual_sd
+
+        fitted = np.asarray(law_obj.evaluate(data.x_np, params), dtype=np.float64).reshape(-1)
+        sd = residual_sd(law_obj, data, params) or 0.0
+        z = sd * rng.standard_normal((n, data.n))
+        Y = fitted[None, :] * np.exp(z) if law_obj.fit_space == "log" else fitted[None, :] + z
+        W = None
+        unit = "gaussian noise"
+    elif scheme == "sizes":
+        if clusters is None:
+            raise InputError(f"expected a size column '{cluster_unit}' for --resample sizes", column=cluster_unit)
+        W = resample_weights(np.asarray(clusters), data.n, n, rng)
+        Y = data.y
+        unit = cluster_unit
+    elif scheme == "residuals":
+        assert params is not None
         fitted = np.asarray(law_obj.evaluate(data.x_np, params), dtype=np.float64).reshape(-1)
         if law_obj.fit_space == "log":  # resample multiplicative residuals: log y = log ŷ + r
             Y = np.exp(resample_targets(np.log(fitted), np.log(data.y) - np.log(fitted), data.groups, n, rng))
@@ -254,10 +312,22 @@ def bootstrap_law(
         W = resample_weights(groups, data.n, n, rng)
         Y = data.y
         unit = data.group_unit if scheme == "runs" else "row"
-    out, ok, status, objective = refit(
-        law_obj, data.x, Y, W, np.asarray(seeds), loss=loss, delta=delta, max_iter=max_iter, ftol=ftol, xtol=xtol,
-        progress=progress,
-    )  # fmt: skip
+    seeds = np.asarray(seeds, dtype=np.float64)
+    kw: dict[str, Any] = dict(loss=loss, delta=delta, max_iter=max_iter, ftol=ftol, xtol=xtol)
+    out, ok, status, objective, ends = _refit(law_obj, data.x, Y, W, seeds, progress=progress, **kw)
+    n_rescued = 0
+    fail = np.flatnonzero(~ok)
+    if fail.size:
+        # No resample is dropped silently: a failed one is refitted from the point estimate and from where its
+        # best start stopped (fresh damping, fresh budget); what is still unusable is counted in n_failed.
+        centre = law_obj.to_internal(params) if params is not None else seeds[0]
+        again = np.stack([np.broadcast_to(centre, ends[fail].shape), ends[fail]], axis=1)
+        Yf = Y[fail] if np.ndim(Y) == 2 else Y
+        Wf = None if W is None else W[fail]
+        o2, ok2, st2, obj2, _ = _refit(law_obj, data.x, Yf, Wf, again, **kw)
+        out[fail[ok2]], ok[fail[ok2]], objective[fail[ok2]] = o2[ok2], True, obj2[ok2]
+        status[fail] = st2
+        n_rescued = int(ok2.sum())
     return BootstrapDraws(
         params=pd.DataFrame(out[ok], columns=list(law_obj.flat_names)),
         ok=ok,
@@ -265,6 +335,7 @@ def bootstrap_law(
         objective=objective,
         scheme=scheme,
         unit=unit,
+        n_rescued=n_rescued,
     )
 
 

@@ -21,6 +21,8 @@ from mixlaw.fit.batch import BatchFit, fit_batch, threads
 from mixlaw.fit.bootstrap import SCHEMES, Scheme, bootstrap_law, root_status, usable
 from mixlaw.fit.data import FitData, make_residuals, prepare_data
 from mixlaw.fit.diagnostics import fingerprint, metrics, predict_numpy, status_message, warn_about
+from mixlaw.fit.intervals import residual_sd
+from mixlaw.fit.refine import iteration_cap, repolish
 from mixlaw.fit.result import FitResult, FitStatus
 from mixlaw.fit.solve import STATUS_CONVERGED, STATUS_STALLED, objective_values, solve
 from mixlaw.fit.starts import build_starts, choose_polish, distinct
@@ -63,14 +65,23 @@ class Fitter:
         Number of bootstrap resamples (0 = none), see :mod:`mixlaw.fit.bootstrap`.
     bootstrap_scheme
         ``"runs"`` (default: every run's points enter or leave together; rows when ``group_column`` is absent),
-        ``"rows"`` or ``"residuals"`` (residuals resampled within runs).
+        ``"rows"``, ``"residuals"`` (residuals resampled within runs), ``"parametric"`` (Gaussian noise of the
+        fitted residual size added to the fitted curve) or ``"sizes"`` (cluster bootstrap over the values of
+        ``size_column``: the scheme for extrapolation in model size). See :mod:`mixlaw.fit.bootstrap`.
+    size_column
+        The column whose distinct values are the clusters of the ``"sizes"`` scheme (default ``n_params``; the
+        column the law's ``n_params`` input is mapped to when the table has no such column).
     bootstrap_starts
         Starts per resample: the point estimate, then the next-best distinct local optima of the main fit.
     n_threads
         Torch threads during the fit (restored afterwards). The batched problems are small and memory-bound, and
         the machines this runs on are often shared: one thread is the fastest and most predictable default.
-    max_iter, ftol, xtol
-        Solver limits, see :func:`mixlaw.fit.solve.solve`.
+    max_iter
+        Iteration cap per start. ``None`` (default): adaptive — every start runs while its objective still falls
+        measurably, up to :data:`mixlaw.fit.refine.AUTO_MAX_ITER`; an integer is a hard cap. A best start that
+        stops at the cap is re-polished from where it stopped before it is reported (:mod:`mixlaw.fit.refine`).
+    ftol, xtol
+        Solver tolerances, see :func:`mixlaw.fit.solve.solve`.
     random_state
         Seed of the random starts and of the resampling. The same seed gives an identical result.
 
@@ -94,7 +105,8 @@ class Fitter:
         bootstrap_scheme: Scheme = "runs",
         bootstrap_starts: int = 1,
         group_column: str | None = "run_id",
-        max_iter: int = 300,
+        size_column: str = "n_params",
+        max_iter: int | None = None,
         ftol: float = 1e-11,
         xtol: float = 1e-9,
         random_state: int | None = None,
@@ -114,6 +126,7 @@ class Fitter:
         self.bootstrap_scheme = bootstrap_scheme
         self.bootstrap_starts = bootstrap_starts
         self.group_column = group_column
+        self.size_column = size_column
         self.max_iter = max_iter
         self.ftol = ftol
         self.xtol = xtol
@@ -182,18 +195,22 @@ class Fitter:
                 f"ranges and the law's inputs ({', '.join(law.inputs)})"
             )
         polish = choose_polish(U_all, f_init, self.n_polish, self.strategy == "full")
+        cap = iteration_cap(self.max_iter)
+        pid0 = np.zeros(polish.size, dtype=np.int64)
         sol = solve(
             residuals,
             U_all[polish],
-            np.zeros(polish.size, dtype=np.int64),
+            pid0,
             W,
             loss=self.loss,
             delta=delta,
-            max_iter=self.max_iter,
+            max_iter=cap,
             ftol=self.ftol,
             xtol=self.xtol,
             callback=self._callback("fit", polish.size),
         )
+        kw: dict[str, Any] = dict(loss=self.loss, delta=delta, max_iter=cap, ftol=self.ftol, xtol=self.xtol)
+        sol = repolish(sol, residuals, pid0, W, **kw)  # a best start stopped at the cap goes on from where it was
         status = np.array(["screened"] * S, dtype=object)
         f_final, U_final, n_iter = f_init.copy(), U_all.copy(), np.zeros(S, dtype=np.int64)
         status[polish], f_final[polish], U_final[polish], n_iter[polish] = sol.status, sol.f, sol.x, sol.n_iter
@@ -211,7 +228,7 @@ class Fitter:
             str(root[best_local]), FitStatus.MAX_ITER
         )
         params = law.natural(U_final[best])
-        message = status_message(law, fit_status, residuals, U_final[best], W, self.loss, delta, self.max_iter)
+        message = status_message(law, fit_status, residuals, U_final[best], W, self.loss, delta, cap)
 
         boot = None
         progress = self.progress
@@ -227,10 +244,12 @@ class Fitter:
                 params=params,
                 loss=self.loss,
                 delta=delta,
-                max_iter=self.max_iter,
+                max_iter=cap,
                 ftol=self.ftol,
                 xtol=self.xtol,
                 progress=None if progress is None else lambda done, total: progress("bootstrap", done, total),
+                clusters=self._clusters(table, data) if self.bootstrap_scheme == "sizes" else None,
+                cluster_unit=self.size_column,
             )
 
         settings = {
@@ -241,6 +260,7 @@ class Fitter:
             "n_user_starts": start_set.n_user,
             "n_polish": int(polish.size),
             "max_iter": self.max_iter,
+            "max_iter_cap": cap,
             "ftol": self.ftol,
             "xtol": self.xtol,
             "random_state": self.random_state,
@@ -269,10 +289,26 @@ class Fitter:
             n_bootstrap=int(self.bootstrap),
             n_failed_resamples=0 if boot is None else boot.n_failed,
             bootstrap_unit=None if boot is None else boot.unit,
+            residual_sd=residual_sd(law, data, params),
+            n_rescued_resamples=0 if boot is None else boot.n_rescued,
             fitted_law=law,
         )
         warn_about(law, self.result_)
         return self
+
+    def _clusters(self, table: pd.DataFrame | Mapping[str, Any], data: FitData) -> np.ndarray:
+        """Factorised ``size_column`` (the clusters of the ``sizes`` bootstrap)."""
+        df = table if isinstance(table, pd.DataFrame) else pd.DataFrame(dict(table))
+        col = self.size_column
+        if col not in df.columns and col in data.input_map:
+            col = data.input_map[col]
+        if col not in df.columns:
+            raise InputError(
+                f"expected a size column '{self.size_column}' for bootstrap scheme 'sizes', got columns "
+                f"{list(df.columns)[:12]}",
+                column=self.size_column,
+            )
+        return np.asarray(pd.factorize(df[col])[0], dtype=np.int64)
 
     def _check_settings(self) -> None:
         if self.loss not in ("huber", "l2"):

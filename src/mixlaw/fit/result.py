@@ -57,8 +57,10 @@ class FitResult:
         ``{input: [min, max]}`` of the fitted data (for extrapolation checks).
     bootstrap_params
         One row per successful bootstrap resample (columns ``law.flat_names``, natural units), or ``None``.
-    n_bootstrap, n_failed_resamples, bootstrap_unit
-        Bootstrap bookkeeping; ``bootstrap_unit`` is the column resampled (or ``"row"``).
+    n_bootstrap, n_failed_resamples, bootstrap_unit, n_rescued_resamples
+        Bootstrap bookkeeping; ``bootstrap_unit`` is what was resampled (a column, ``"row"``, residuals, ...);
+        ``n_failed_resamples`` counts the resamples still unusable after the rescue refit, ``n_rescued_resamples``
+        those the rescue recovered. Every interval is printed with the unusable count beside it.
     settings
         Solver settings (grid size, random starts, polish count, tolerances, random_state).
     metrics
@@ -86,6 +88,10 @@ class FitResult:
     n_bootstrap: int = 0
     n_failed_resamples: int = 0
     bootstrap_unit: str | None = None
+    residual_sd: float | None = None
+    """Residual standard deviation in the law's fit space, ``sqrt(Σ r² / (n − p))`` at the point estimate (the
+    noise a prediction interval adds, :mod:`mixlaw.fit.intervals`); ``None`` in fits saved before it existed."""
+    n_rescued_resamples: int = 0
     fitted_law: Law | None = field(default=None, repr=False, compare=False)
     """The law instance that was fitted (not serialised; a result read from JSON rebuilds it by name)."""
 
@@ -182,6 +188,7 @@ class FitResult:
         if self.metrics:
             lines.append("fit        " + ", ".join(f"{k}={v:.4g}" for k, v in self.metrics.items()))
         ci = self.ci()
+        unusable = f"   ({self.n_failed_resamples}/{self.n_bootstrap} resamples unusable)" if self.n_bootstrap else ""
         bounds = set(self.at_bounds())
         lines.append("parameters")
         for name, v in self.params.items():
@@ -190,14 +197,18 @@ class FitResult:
         for name, value in self.flat_params().items():
             s = f"  {name:<12} {value:.6g}"
             if name in ci:
-                s += f"   95% CI [{ci[name][0]:.6g}, {ci[name][1]:.6g}]"
+                s += f"   95% CI [{ci[name][0]:.6g}, {ci[name][1]:.6g}]{unusable}"
             if name in bounds:
                 s += f"   AT BOUND {law.spec(name).bounds_text()} — widen the bound or check the data"
             lines.append(s)
         if self.n_bootstrap:
+            scheme = self.settings.get("bootstrap_scheme") or "runs"
             lines.append(
-                f"bootstrap  {self.n_bootstrap} resamples over {self.bootstrap_unit}, {self.n_failed_resamples} failed"
+                f"bootstrap  {self.n_bootstrap} resamples ({scheme}: over {self.bootstrap_unit}), "
+                f"{self.n_failed_resamples} unusable after refitting ({self.n_rescued_resamples} rescued)"
             )
+        if self.residual_sd is not None:
+            lines.append(f"noise      residual sd {self.residual_sd:.4g} in {self.fit_space} space")
         return "\n".join(lines)
 
     # ------------------------------------------------------------------ serialisation
@@ -225,6 +236,7 @@ class FitResult:
             "input_ranges": self.input_ranges,
             "settings": self.settings,
             "metrics": self.metrics,
+            "residual_sd": self.residual_sd,
             "at_bounds": self.at_bounds(),
             "starts": _records(self.starts),
         }
@@ -233,6 +245,8 @@ class FitResult:
             d["bootstrap"] = {
                 "n_resamples": self.n_bootstrap,
                 "n_failed": self.n_failed_resamples,
+                "n_rescued": self.n_rescued_resamples,
+                "scheme": self.settings.get("bootstrap_scheme"),
                 "unit": self.bootstrap_unit,
                 "params": _records(self.bootstrap_params),
             }
@@ -269,6 +283,8 @@ class FitResult:
                 n_bootstrap=0 if boot is None else int(boot["n_resamples"]),
                 n_failed_resamples=0 if boot is None else int(boot["n_failed"]),
                 bootstrap_unit=None if boot is None else boot["unit"],
+                residual_sd=None if d.get("residual_sd") is None else float(d["residual_sd"]),
+                n_rescued_resamples=0 if boot is None else int(boot.get("n_rescued", 0)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"expected a complete fit record, got a malformed one ({exc}) in {source}") from None

@@ -7,6 +7,12 @@ the smaller (or earlier) runs, predict the rest, and report per-point relative e
 - ``rollout``: hold out the rows whose ``order_column`` (default ``tokens``) lies beyond the given quantile of that
   column, i.e. fit on the earlier part of every curve and predict the later part.
 - ``leave-group-out``: hold out one value of ``group_column`` at a time (e.g. one mixture) and predict it.
+
+Two more ways to say what is held out, given instead of a scheme's default: ``holdout`` (a filter in the project's
+safe expression grammar, :mod:`mixlaw.expr`, e.g. ``n_params > 5e9``) and ``largest`` (the rows of the ``K``
+largest distinct values of ``size_column``). With ``bootstrap`` the fold fits carry bootstrap draws and every
+held-out point gets an interval (``lo``/``hi`` at ``level``); ``coverage`` adds the share of held-out points inside
+the 50/80/95 % intervals and their mean relative width (:mod:`mixlaw.fit.coverage`).
 """
 
 from __future__ import annotations
@@ -40,6 +46,9 @@ class ValidationResult:
     target: str
     points: pd.DataFrame
     folds: pd.DataFrame
+    coverage: dict[str, Any] | None = None
+    """With ``coverage=True``: ``{"interval", "n", "mae", "mre", "levels": [{"level", "coverage",
+    "mean_rel_width"}, ...]}`` over the held-out points (see :func:`mixlaw.fit.coverage.coverage_summary`)."""
 
     @property
     def mre(self) -> float:
@@ -52,6 +61,7 @@ class ValidationResult:
             "law": self.law,
             "target": self.target,
             "mre": self.mre,
+            "coverage": self.coverage,
             "folds": self.folds.to_dict(orient="records"),
             "points": self.points.to_dict(orient="records"),
         }
@@ -64,8 +74,29 @@ def _folds(
     order_column: str,
     group_column: str | None,
     quantile: float,
+    holdout: str | None = None,
+    largest: int | None = None,
 ) -> list[tuple[str, np.ndarray]]:
     """``(label, held_out_mask)`` per fold."""
+    if holdout is not None and largest is not None:
+        raise InputError("expected one of --holdout and --largest, got both", column="--holdout")
+    if holdout is not None:
+        from mixlaw.expr import filter_rows  # the safe grammar, never DataFrame.query
+
+        held = table.index.isin(filter_rows(table, holdout, what="--holdout").index)
+        return [(holdout, np.asarray(held, dtype=bool))]
+    if largest is not None:
+        if size_column not in table:
+            raise InputError(f"expected a size column '{size_column}' for --largest", column=size_column)
+        sizes = pd.to_numeric(table[size_column], errors="coerce").to_numpy()
+        distinct = np.unique(sizes[np.isfinite(sizes)])
+        if not 1 <= largest < distinct.size:
+            raise InputError(
+                f"expected 1 <= --largest < {distinct.size} (the distinct {size_column} values), got {largest}",
+                column="--largest",
+            )
+        cut = distinct[-largest]
+        return [(f"{size_column}>={cut:g} ({largest} largest)", sizes >= cut)]
     if scheme == "leave-largest-out":
         if size_column not in table:
             raise InputError(f"expected a size column '{size_column}' for leave-largest-out", column=size_column)
@@ -100,6 +131,11 @@ def validate_law(
     group_column: str | None = None,
     quantile: float = 0.75,
     law_options: Mapping[str, Any] | None = None,
+    holdout: str | None = None,
+    largest: int | None = None,
+    level: float = 0.95,
+    interval: str = "prediction",
+    coverage: bool = False,
     **fit_settings: Any,
 ) -> ValidationResult:
     """Fit on the kept rows of every fold and predict the held-out rows.
@@ -118,13 +154,25 @@ def validate_law(
         Which column defines the held-out part of each scheme.
     law_options
         Options of the law (e.g. ``{"input": "n_params"}`` for ``power_law``).
+    holdout, largest
+        Hold out the rows matching this filter, or the rows of the ``largest`` largest sizes, instead of the
+        scheme's own choice (one fold).
+    level, interval, coverage
+        With ``bootstrap`` in ``fit_settings``: the ``level`` interval (``prediction`` or ``confidence``) of every
+        held-out point (columns ``lo``, ``hi``); ``coverage`` also measures the 50/80/95 % intervals.
     fit_settings
-        Passed to :func:`mixlaw.fit.fit_law` (``n_polish``, ``random_state``, ...).
+        Passed to :func:`mixlaw.fit.fit_law` (``n_polish``, ``random_state``, ``bootstrap``, ``loss``, ...).
     """
+    from mixlaw.fit.coverage import LEVELS, coverage_summary, point_intervals
+
     law_obj = get_law(law, **dict(law_options or {}))
     table = table.reset_index(drop=True)
     points, folds = [], []
-    for label, held in _folds(table, scheme, size_column, order_column, group_column, quantile):
+    if fit_settings.get("bootstrap_scheme") == "sizes":
+        fit_settings.setdefault("size_column", size_column)  # the sizes bootstrap clusters by the same column
+    if coverage and not fit_settings.get("bootstrap"):
+        raise InputError("expected --bootstrap N (N > 0) with --coverage: intervals come from bootstrap draws")
+    for label, held in _folds(table, scheme, size_column, order_column, group_column, quantile, holdout, largest):
         n_held, n_fit = int(held.sum()), int((~held).sum())
         if n_held == 0 or n_fit == 0:
             raise InputError(f"fold {label}: expected rows both to fit and to hold out, got {n_fit} and {n_held}")
@@ -154,6 +202,8 @@ def validate_law(
         for col in (size_column, order_column, group_column, "run_id"):
             if col and col in held_rows and col not in block:
                 block[col] = held_rows[col].to_numpy()
+        levels = sorted({level, *LEVELS}) if coverage else [level]
+        block = point_intervals(block, res, held_rows, levels, interval, main=level)
         points.append(block)
         folds.append(
             {
@@ -163,6 +213,8 @@ def validate_law(
                 "n_held_out": n_held,
                 "mre": float(np.mean(np.abs(rel))),
                 "max_abs_rel_error": float(np.max(np.abs(rel))),
+                "n_failed": res.n_failed_resamples,
+                "n_resamples": res.n_bootstrap,
                 **{f"param_{k}": v for k, v in res.flat_params().items()},
             }
         )
@@ -171,4 +223,8 @@ def validate_law(
         if points
         else pd.DataFrame(columns=["fold", "row", "observed", "predicted", "rel_error"])
     )
-    return ValidationResult(scheme=scheme, law=law_obj.name, target=target, points=pts, folds=pd.DataFrame(folds))
+    label = scheme if holdout is None and largest is None else ("holdout" if holdout is not None else "largest")
+    cov = coverage_summary(pts, interval) if coverage else None
+    return ValidationResult(
+        scheme=label, law=law_obj.name, target=target, points=pts, folds=pd.DataFrame(folds), coverage=cov
+    )

@@ -1,0 +1,154 @@
+"""Intervals on predictions: the parameter uncertainty of a fit propagated through its law, plus residual noise.
+
+For a fit with bootstrap draws :math:`\\hat\\theta_b` (:mod:`mixlaw.fit.bootstrap`), the prediction at inputs
+:math:`x` in the law's fit space (``log`` for log-space laws) is :math:`m_b(x) = g(f(x; \\hat\\theta_b))` with
+:math:`g = \\log` or the identity.
+
+- ``confidence`` interval (where the law's *mean* curve lies): the percentile interval of :math:`m_b(x)` over the
+  usable draws, mapped back with :math:`g^{-1}` (Efron & Tibshirani 1993, §13.3).
+- ``prediction`` interval (where a *new observation* falls): the percentile interval of
+  :math:`m_b(x) + \\hat\\sigma z_{bj}` with :math:`z_{bj} \\sim N(0, 1)` (seeded), :math:`\\hat\\sigma` the residual
+  standard deviation of the fit in its fit space, :math:`\\sqrt{\\sum_i r_i^2 / (n - p)}` (:func:`residual_sd`) —
+  the bootstrap prediction interval of Davison & Hinkley (1997, §6.3) with Gaussian noise.
+
+Both are percentile intervals of a bootstrap distribution: they are as honest as the resampling scheme is for the
+question (resample model sizes, ``sizes``, when predicting a larger model; see ``docs/laws.md``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import torch
+
+from mixlaw.errors import InputError
+from mixlaw.laws import Law
+
+if TYPE_CHECKING:
+    from mixlaw.fit.data import FitData
+    from mixlaw.fit.result import FitResult
+
+__all__ = ["INTERVALS", "Band", "band", "draw_predictions", "inputs_of", "quantiles", "residual_sd"]
+
+Interval = Literal["confidence", "prediction"]
+INTERVALS: tuple[str, ...] = ("confidence", "prediction")
+#: Noise draws per prediction interval (spread over the bootstrap draws).
+N_NOISE = 4000
+
+
+def residual_sd(law: Law, data: FitData, params: Mapping[str, Any]) -> float | None:
+    """``sqrt(Σ r² / (n − p))`` of the residuals in the law's fit space at ``params`` (``None`` when n ≤ p)."""
+    pred = np.asarray(law.evaluate(data.x_np, params), dtype=np.float64).reshape(-1)
+    with np.errstate(all="ignore"):
+        r = np.log(pred) - np.log(data.y) if law.fit_space == "log" else pred - data.y
+    dof = data.n - law.n_internal
+    if dof <= 0 or not np.isfinite(r).all():
+        return None
+    return float(np.sqrt(np.sum(r * r) / dof))
+
+
+def draw_predictions(law: Law, draws: np.ndarray, x: Mapping[str, np.ndarray]) -> np.ndarray:
+    """``(B, m)`` predictions in the law's fit space for ``B`` flat natural parameter rows at ``m`` input rows."""
+    if len(draws) == 0:
+        return np.zeros((0, len(next(iter(x.values())))))
+    U = np.stack([law.to_internal(law.unflatten(row)) for row in np.asarray(draws, dtype=np.float64)])
+    xt = {k: torch.tensor(np.array(v, dtype=np.float64)) for k, v in x.items()}  # a copy: inputs may be read-only
+    predict = law.log_predict if law.fit_space == "log" else law.predict
+    with torch.no_grad():
+        out = predict(xt, law.to_natural(torch.as_tensor(U)))
+    return np.asarray(out, dtype=np.float64).reshape(len(U), -1)
+
+
+@dataclass(frozen=True)
+class Band:
+    """Lower and upper ends (natural target units) of one interval per prediction, and how it was built."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    level: float
+    kind: str
+    n_draws: int
+    n_failed: int
+    n_resamples: int
+
+
+def quantiles(
+    law: Law,
+    draws: np.ndarray,
+    x: Mapping[str, np.ndarray],
+    *,
+    level: float,
+    kind: str,
+    sd: float,
+    seed: int = 0,
+) -> np.ndarray | None:
+    """``(2, m)`` lower/upper interval ends in natural target units from ``(B, F)`` flat draws (module docstring).
+
+    ``None`` when no draw gives a finite prediction at every row."""
+    m = draw_predictions(law, draws, x)
+    m = m[np.isfinite(m).all(axis=1)]
+    if len(m) == 0:
+        return None
+    if kind == "prediction":
+        rng = np.random.default_rng(seed)
+        reps = max(1, -(-N_NOISE // len(m)))
+        m = np.repeat(m, reps, axis=0) + sd * rng.standard_normal((len(m) * reps, m.shape[1]))
+    q = np.quantile(m, [(1 - level) / 2, (1 + level) / 2], axis=0)
+    return np.exp(q) if law.fit_space == "log" else q
+
+
+def band(
+    result: FitResult,
+    x: Mapping[str, np.ndarray],
+    *,
+    level: float = 0.95,
+    kind: Interval = "confidence",
+    seed: int = 0,
+) -> Band | None:
+    """The ``level`` interval of ``kind`` at the input rows ``x`` (law input names), or ``None`` without draws.
+
+    Raises :class:`~mixlaw.errors.InputError` for a level outside (0, 1), an unknown kind, or a prediction
+    interval from a fit saved without its residual noise.
+    """
+    if not 0 < level < 1:
+        raise InputError(f"expected --level in (0, 1), got {level}", column="--level")
+    if kind not in INTERVALS:
+        raise InputError(f"expected --interval confidence or prediction, got {kind!r}", column="--interval")
+    draws = result.bootstrap_params
+    if draws is None or len(draws) == 0:
+        return None
+    law = result.law
+    if kind == "prediction" and result.residual_sd is None:
+        raise InputError("expected a fit with its residual noise for --interval prediction: refit and save it")
+    q = quantiles(
+        law, draws[list(law.flat_names)].to_numpy(dtype=np.float64), x, level=level, kind=kind,
+        sd=result.residual_sd or 0.0, seed=seed,
+    )  # fmt: skip
+    if q is None:
+        return None
+    return Band(
+        lo=q[0],
+        hi=q[1],
+        level=level,
+        kind=kind,
+        n_draws=int(len(draws)),
+        n_failed=result.n_failed_resamples,
+        n_resamples=result.n_bootstrap,
+    )
+
+
+def inputs_of(result: FitResult, data: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """The law's inputs from a table or ``--at`` mapping (columns looked up through the fit's ``input_map``)."""
+    law = result.law
+    x: dict[str, np.ndarray] = {}
+    for name in law.inputs:
+        col = result.input_map.get(name, name)
+        if col not in data and name in data:
+            col = name
+        if col not in data:
+            raise InputError(f"expected input column '{col}' for law '{law.name}', got {sorted(data)}", column=col)
+        x[name] = np.atleast_1d(np.asarray(data[col], dtype=np.float64))
+    return x

@@ -1,0 +1,69 @@
+"""Predictions of a saved fit with their intervals (``mixlaw predict``), at one point or at every row of a table."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+
+import numpy as np
+import pandas as pd
+
+from mixlaw.errors import InputError
+from mixlaw.fit.intervals import Interval, band, inputs_of
+from mixlaw.fit.result import FitResult
+
+__all__ = ["predict_point", "predict_rows"]
+
+
+def _interval_info(result: FitResult, b: Any, level: float, interval: str) -> dict[str, Any]:
+    info: dict[str, Any] = {"level": level, "interval": interval}
+    if b is None:
+        info["note"] = "no bootstrap draws in this fit: refit with --bootstrap N for intervals"
+    info["n_resamples"], info["n_failed"] = result.n_bootstrap, result.n_failed_resamples
+    info["scheme"] = result.settings.get("bootstrap_scheme")
+    return info
+
+
+def predict_point(
+    result: FitResult, at: Mapping[str, float], *, level: float = 0.95, interval: str = "confidence"
+) -> dict[str, Any]:
+    """``{"law", "at", "predicted", "lo", "hi", "level", "interval", "n_resamples", "n_failed", ...}``."""
+    missing = [n for n in result.law.inputs if result.input_map.get(n, n) not in at and n not in at]
+    if missing:
+        raise InputError(f"expected values for inputs {missing} in --at", column="--at")
+    data = {k: np.array([float(v)]) for k, v in at.items()}
+    value = float(result.predict(data)[0])
+    b = band(result, inputs_of(result, data), level=level, kind=cast(Interval, interval))
+    out: dict[str, Any] = {"law": result.law_name, "at": dict(at), "predicted": value}
+    out["lo"], out["hi"] = (None, None) if b is None else (float(b.lo[0]), float(b.hi[0]))
+    return {**out, **_interval_info(result, b, level, interval)}
+
+
+def predict_rows(
+    result: FitResult, table: pd.DataFrame, *, level: float = 0.95, interval: str = "confidence"
+) -> dict[str, Any]:
+    """Every row of a featured ``table``: ``rows`` (run_id, step, predicted, lo, hi, observed), per-run MAE/MRE."""
+    pred = result.predict(table)
+    b = band(result, inputs_of(result, table), level=level, kind=cast(Interval, interval))
+    rows = pd.DataFrame({"predicted": pred})
+    rows["lo"] = np.nan if b is None else b.lo
+    rows["hi"] = np.nan if b is None else b.hi
+    rows["run_id"] = table["run_id"].to_numpy() if "run_id" in table else "all"
+    rows["step"] = table["step"].to_numpy() if "step" in table else 0
+    observed = table[result.target].to_numpy(dtype=np.float64) if result.target in table else None
+    rows["observed"] = observed if observed is not None else np.nan
+    out: dict[str, Any] = {"law": result.law_name, "target": result.target}
+    recs = rows[["run_id", "step", "predicted", "lo", "hi", "observed"]].to_dict(orient="records")
+    out["rows"] = [{k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in r.items()} for r in recs]
+    out.update(_interval_info(result, b, level, interval))
+    if observed is not None:
+        err = rows["predicted"] - rows["observed"]
+        per = rows.assign(abs_err=err.abs(), rel_err=(err / rows["observed"]).abs()).groupby("run_id")
+        out["per_run"] = [
+            {"run_id": rid, "mae": float(g["abs_err"].mean()), "mre": float(g["rel_err"].mean())} for rid, g in per
+        ]
+        out["mae"] = float(err.abs().mean())
+        out["mre"] = float((err / rows["observed"]).abs().mean())
+        if b is not None:
+            out["coverage"] = float(((rows["lo"] <= rows["observed"]) & (rows["observed"] <= rows["hi"])).mean())
+    return out

@@ -1,0 +1,79 @@
+"""Fits that finish: the adaptive iteration limit and the re-polish of starts that stopped at the cap.
+
+The solver (:func:`mixlaw.fit.solve.solve`) stops a row when it converges, or when it *stalls* — its objective fell
+by less than ``stall_tol`` (relative) over ``stall_window`` iterations. With ``max_iter=None`` (the default of
+:class:`~mixlaw.fit.Fitter`) the cap is :data:`AUTO_MAX_ITER`, so a row keeps going exactly as long as its
+objective still falls measurably: flat E–α valleys (the OLMo-ladder Chinchilla fits) are followed to their end
+instead of being cut at 300 iterations. An explicit ``max_iter`` stays a hard cap.
+
+A row that still stops at the cap is *re-polished* (:func:`repolish`): solved again from where it stopped with
+fresh Levenberg–Marquardt damping and a fresh budget, before it is reported or discarded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import torch
+
+from mixlaw.fit.solve import STATUS_MAX_ITER, ResidualFn, SolveResult, solve
+
+__all__ = ["AUTO_MAX_ITER", "iteration_cap", "repolish"]
+
+AUTO_MAX_ITER = 10_000
+"""The generous cap behind ``max_iter=None``: rows stop on convergence or stall long before it."""
+
+
+def iteration_cap(max_iter: int | None) -> int:
+    """``max_iter`` as a hard cap; ``None`` → :data:`AUTO_MAX_ITER` (run while the objective still falls)."""
+    return AUTO_MAX_ITER if max_iter is None else int(max_iter)
+
+
+def repolish(
+    sol: SolveResult,
+    residuals: ResidualFn,
+    pid: np.ndarray,
+    W: torch.Tensor,
+    *,
+    loss: str,
+    delta: float,
+    max_iter: int,
+    ftol: float,
+    xtol: float,
+    limit: int = 8,
+) -> SolveResult:
+    """Solve again the (at most ``limit`` lowest-objective) rows that stopped at ``max_iter``, from where they stopped.
+
+    Only rows that could matter are re-polished: per problem, those whose objective is below that problem's best
+    finished (converged/stalled) row. The re-polished rows replace the old ones; nothing else changes.
+    """
+    st = sol.status
+    capped = np.flatnonzero((st == STATUS_MAX_ITER) & np.isfinite(sol.f))
+    if capped.size == 0:
+        return sol
+    finished = np.isin(st, ("converged", "stalled")) & np.isfinite(sol.f)
+    best_done = np.full(int(pid.max()) + 1, np.inf)
+    np.minimum.at(best_done, pid[finished], sol.f[finished])
+    capped = capped[sol.f[capped] < best_done[pid[capped]]]
+    if capped.size == 0:
+        return sol
+    capped = capped[np.argsort(sol.f[capped], kind="stable")[:limit]]
+    again = solve(
+        residuals,
+        sol.x[capped],
+        pid[capped],
+        W,
+        loss="l2" if loss == "l2" else "huber",
+        delta=delta,
+        max_iter=max_iter,
+        ftol=ftol,
+        xtol=xtol,
+        merge_tol=None,
+    )
+    x, f, g, n_iter, status = sol.x.copy(), sol.f.copy(), sol.grad_norm.copy(), sol.n_iter.copy(), st.copy()
+    x[capped], f[capped], g[capped], status[capped] = again.x, again.f, again.grad_norm, again.status
+    n_iter[capped] += again.n_iter
+    for k in np.flatnonzero(np.isin(sol.merged_into, capped)):  # merged rows follow the row they joined
+        x[k], f[k], g[k] = x[sol.merged_into[k]], f[sol.merged_into[k]], g[sol.merged_into[k]]
+    return replace(sol, x=x, f=f, grad_norm=g, n_iter=n_iter, status=status)
