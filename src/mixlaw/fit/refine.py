@@ -19,9 +19,14 @@ import torch
 
 from mixlaw.fit.solve import STATUS_MAX_ITER, ResidualFn, SolveResult, solve
 
-__all__ = ["AUTO_MAX_ITER", "iteration_cap", "repolish"]
+__all__ = ["AUTO_MAX_ITER", "DECISION_MAX_ITER", "iteration_cap", "repolish"]
 
 AUTO_MAX_ITER = 10_000
+
+#: The hard cap decisions pass for their many internal fits (the engine's cap before the adaptive one): the
+#: schedule-aware CMR and the mixture comparison refit per size, fold and resample, where the adaptive cap made
+#: one decision minutes long. Their fits are reported with their status (``max_iter`` is never silently ok).
+DECISION_MAX_ITER = 300
 """The generous cap behind ``max_iter=None``: rows stop on convergence or stall long before it."""
 
 

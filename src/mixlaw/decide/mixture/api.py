@@ -134,10 +134,11 @@ def metrics(pred: np.ndarray, obs: np.ndarray) -> dict[str, float]:
 # ---------------------------------------------------------------------------------------------- models
 def _fit(law: Any, rows: pd.DataFrame, target: str, random_state: int) -> Any:
     from mixlaw.fit import fit_law
+    from mixlaw.fit.refine import DECISION_MAX_ITER
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        res = fit_law(law, rows, target=target, random_state=random_state)
+        res = fit_law(law, rows, target=target, random_state=random_state, max_iter=DECISION_MAX_ITER)
     for w in caught:  # re-emit once, naming the model (boundary notes are expected on small fits)
         warnings.warn(f"{law.name} on {target}: {w.message}", w.category, stacklevel=3)
     return res
