@@ -70,3 +70,15 @@ def test_a_binding_tolerance_boundary_lies_inside_the_observed_bracket(decisions
             lo, hi = obs[above[0] - 1][0], obs[above[0]][0]
             assert lo - 1e-9 <= s.cmr <= hi + 1e-9, (s.n_params, s.cmr, lo, hi)
     assert n_bracketed >= 2
+
+
+def test_held_out_size_prediction_is_a_share() -> None:
+    """--validate's held-out-size CMR comes from a line in log size through the other sizes: on the shipped grid it
+    extrapolates outside [0, 1], and the prediction is clipped with the raw value kept."""
+    runs = pd.read_csv(EXAMPLES / "runs.csv")
+    for d in ("legal", "code"):
+        dec = critical_mixture_ratio(runs, general_eval="general", domain_eval=d, epsilon=EPS, validate=True,
+                                     sensitivity_lambdas=(), sensitivity_epsilons=())  # fmt: skip
+        hs = dec.validation["held_out_size"]
+        assert hs is not None and 0.0 <= hs["predicted"] <= 1.0
+        assert hs["clipped"] == (hs["predicted_raw"] != hs["predicted"])

@@ -65,8 +65,9 @@ def _validation_html(v: dict[str, Any] | None) -> str:
         mae = "" if hs.get("mae_general") is None else (
             f"; its end-of-budget ΔL_gen predicted by per-ratio size trends with MAE {hs['mae_general']:.4f} "
             f"({100 * hs['coverage']:.0f}% inside the band)")  # fmt: skip
+        clip = f" (trend value {hs['predicted_raw']:.3f}, clipped to a share)" if hs.get("clipped") else ""
         out.append(f"<p>Largest size {esc(fmt_size(hs['n_params']))} held out: the trend of the other sizes predicts "
-                   f"CMR {hs['predicted']:.3f}, fitted {act}{esc(mae)}.</p>")  # fmt: skip
+                   f"CMR {hs['predicted']:.3f}{esc(clip)}, fitted {act}{esc(mae)}.</p>")  # fmt: skip
     return "".join(out) or "<p>Not enough sizes or interior ratios to hold any out.</p>"
 
 

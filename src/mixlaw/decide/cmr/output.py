@@ -103,8 +103,11 @@ def validation_text(v: dict[str, Any]) -> str:
                      f"by up to {ho['max_cmr_shift']:.3f}")  # fmt: skip
     hs = v.get("held_out_size")
     if hs and hs.get("predicted") is not None:
-        parts.append(f"largest size {fmt_size(hs['n_params'])} held out: trend predicts CMR {hs['predicted']:.3f} "
-                     f"vs {hs['actual']:.3f} fitted (moves {hs['shift']:+.3f})")  # fmt: skip
+        clip = f" (trend value {hs['predicted_raw']:.3f}, clipped to a share)" if hs.get("clipped") else ""
+        act = "—" if hs["actual"] is None else f"{hs['actual']:.3f}"
+        moves = "" if hs["shift"] is None else f" (moves {hs['shift']:+.3f})"
+        parts.append(f"largest size {fmt_size(hs['n_params'])} held out: the trend of {hs.get('n_trend_sizes', '?')} "
+                     f"sizes predicts CMR {hs['predicted']:.3f}{clip} vs {act} fitted{moves}")  # fmt: skip
     return "validation: " + ("; ".join(parts) if parts else "not enough sizes or interior ratios")
 
 

@@ -113,8 +113,11 @@ def _held_out_size(dec: CMRDecision) -> dict[str, Any] | None:
     last = max(sizes, key=lambda s: float(s.n_params))
     rest = [s for s in sizes if s is not last]
     tr = cmr_size_trend(rest)
-    pred = None if tr is None else float(tr["a"] + tr["b"] * math.log10(float(last.n_params)))
-    out: dict[str, Any] = {"n_params": size_json(last.n_params), "predicted": pred, "actual": last.cmr,
+    raw = None if tr is None else float(tr["a"] + tr["b"] * math.log10(float(last.n_params)))
+    pred = None if raw is None else min(max(raw, 0.0), 1.0)  # a share is a share: the trend's value is clipped
+    out: dict[str, Any] = {"n_params": size_json(last.n_params), "predicted": pred, "predicted_raw": raw,
+                           "clipped": raw is not None and raw != pred, "n_trend_sizes": len(rest),
+                           "actual": last.cmr,
                            "shift": None if pred is None or last.cmr is None else float(last.cmr - pred)}  # fmt: skip
     rows, inside, err = [], [], []
     for row in last.ratios:
