@@ -231,7 +231,8 @@ def predict(
         raise InputError("expected exactly one of --at or --table")
     if at is not None:
         return predict_point(result, at, level=level, interval=interval)
-    assert table is not None
+    if table is None:  # unreachable: exactly one of at/table was checked above
+        raise InputError("expected exactly one of --at or --table")
     table = add_features(table, result.law, input_map=result.input_map)
     return predict_rows(result, table, level=level, interval=interval)
 

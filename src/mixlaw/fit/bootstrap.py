@@ -282,8 +282,7 @@ def bootstrap_law(
         raise InputError(f"expected a non-negative number of resamples, got {n}")
     if scheme in ("residuals", "parametric") and params is None:
         raise InputError(f"the {scheme} bootstrap needs the point estimate (params)")
-    if scheme == "parametric":
-        assert params is not None
+    if scheme == "parametric" and params is not None:
         from mixlaw.fit.intervals import residual_sd
 
         fitted = np.asarray(law_obj.evaluate(data.x_np, params), dtype=np.float64).reshape(-1)
@@ -298,8 +297,7 @@ def bootstrap_law(
         W = resample_weights(np.asarray(clusters), data.n, n, rng)
         Y = data.y
         unit = cluster_unit
-    elif scheme == "residuals":
-        assert params is not None
+    elif scheme == "residuals" and params is not None:
         fitted = np.asarray(law_obj.evaluate(data.x_np, params), dtype=np.float64).reshape(-1)
         if law_obj.fit_space == "log":  # resample multiplicative residuals: log y = log ŷ + r
             Y = np.exp(resample_targets(np.log(fitted), np.log(data.y) - np.log(fitted), data.groups, n, rng))

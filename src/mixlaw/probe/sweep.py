@@ -141,7 +141,8 @@ def _tokens(sec: PtSection | CptSection, size: str, n_params: int) -> int:
     if sec.tokens is not None:
         t = sec.tokens[size] if isinstance(sec.tokens, dict) else sec.tokens
         return int(t)
-    assert sec.tokens_per_param is not None  # validate_spec guarantees one of the two
+    if sec.tokens_per_param is None:  # validate_spec guarantees one of the two
+        raise InputError(f"expected [pt] tokens or tokens_per_param for size {size}")
     return int(sec.tokens_per_param * n_params)
 
 

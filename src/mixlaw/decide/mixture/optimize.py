@@ -262,7 +262,8 @@ def optimize_mixture(
 
 def _min_kl(cons: MixtureConstraints) -> float:
     q = cons.prior_vector()
-    assert q is not None
+    if q is None:
+        raise InputError("expected a --prior mixture for the KL constraint")
     qt = torch.as_tensor(q, dtype=torch.float64)
     lo, hi = cons.bounds()
     box_lo_hi = MixtureConstraints(
