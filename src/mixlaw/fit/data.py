@@ -76,8 +76,11 @@ class FitData:
 def numeric_column(df: pd.DataFrame, col: str, source: str, what: str) -> np.ndarray:
     """``df[col]`` as finite float64 values (``InputError`` naming file, row and column otherwise)."""
     if col not in df.columns:
+        from mixlaw.runs.io.rules import closest_hint
+
+        hint = closest_hint(col, map(str, df.columns), df.attrs.get("column_sources"))
         raise InputError(
-            f"expected column '{col}' ({what}), got columns {list(df.columns)[:12]}", file=source, column=col
+            f"expected column '{col}' ({what}), got columns {list(df.columns)[:12]}{hint}", file=source, column=col
         )
     values = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=np.float64)
     bad = np.flatnonzero(~np.isfinite(values))

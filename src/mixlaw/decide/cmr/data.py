@@ -24,8 +24,11 @@ def _resolve_loss_column(table: pd.DataFrame, name: str, what: str) -> str:
     for cand in (name, f"loss_{name}"):
         if cand in table.columns:
             return cand
+    from mixlaw.runs.io.rules import closest_hint
+
     known = [c for c in table.columns if str(c).startswith("loss_")]
-    raise InputError(f"{what} eval column '{name}' not found; loss columns: {', '.join(known) or 'none'}")
+    hint = closest_hint(name, map(str, table.columns), table.attrs.get("column_sources"))
+    raise InputError(f"{what} eval column '{name}' not found; loss columns: {', '.join(known) or 'none'}{hint}")
 
 
 def resolve_columns(

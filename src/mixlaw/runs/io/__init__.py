@@ -23,6 +23,7 @@ from mixlaw.errors import InputError
 from mixlaw.runs.io.names import _canonical_columns, _sanitize, _to_runtable, canonical_metric_name
 from mixlaw.runs.io.tensorboard import _event_files, _masked_crc, _scalars_from_event_file, _tensorboard_frame
 from mixlaw.runs.io.text import _ROW, _read_csv, _read_json, _read_jsonl, _read_parquet, _read_text
+from mixlaw.runs.io.trainers import default_run_id, lightning_frame, looks_like_lightning, read_trainer_state
 from mixlaw.runs.io.wandb_export import _looks_like_wandb, _wandb_api_frame, _wandb_csv_to_long, read_wandb
 from mixlaw.runs.schema import validate_table
 
@@ -37,7 +38,7 @@ __all__ = [
 # Private names other modules and tests import from here (the module was one file before it became a package).
 _REEXPORTED = (_ROW, _canonical_columns, _masked_crc, _read_csv, _read_text, _sanitize, _scalars_from_event_file)
 
-FORMATS = ("csv", "tsv", "jsonl", "json", "parquet", "tensorboard", "wandb-csv", "wandb")
+FORMATS = ("csv", "tsv", "jsonl", "json", "parquet", "tensorboard", "wandb-csv", "wandb", "hf-trainer", "lightning")
 
 
 # ---------------------------------------------------------------------------------------------- public API
@@ -116,19 +117,30 @@ def read_table(
     name = str(path) if p is None else p.name
     kind = _detect_format(path, fmt)
     try:
-        if kind in ("csv", "tsv", "wandb-csv"):
+        if kind in ("csv", "tsv", "wandb-csv", "lightning"):
             raw = _read_csv(Path(str(path)), delimiter="\t" if kind == "tsv" else ",")
             if kind == "wandb-csv" or (fmt is None and _looks_like_wandb(raw)):
                 kind = "wandb-csv"
-                raw = _wandb_csv_to_long(raw, Path(str(path)), column_map or {})
+                raw = _wandb_csv_to_long(raw, Path(str(path)), column_map or {}, list(drop or ()))
+            elif kind == "lightning" or (fmt is None and looks_like_lightning(raw, Path(str(path)))):
+                kind = "lightning"
+                raw = lightning_frame(raw, Path(str(path)), column_map or {}, list(drop or ()))
         elif kind == "jsonl":
             raw = _read_jsonl(Path(str(path)))
-        elif kind == "json":
-            raw = _read_json(Path(str(path)))
+        elif kind in ("json", "hf-trainer"):
+            hf = read_trainer_state(Path(str(path)), column_map or {}, list(drop or ()))
+            if hf is None and kind == "hf-trainer":
+                raise InputError(
+                    f"expected a Hugging Face trainer_state.json with a log_history, got other JSON in {name}"
+                )
+            kind = "json" if hf is None else "hf-trainer"
+            raw = _read_json(Path(str(path))) if hf is None else hf
         elif kind == "parquet":
             raw = _read_parquet(Path(str(path)))
         elif kind == "tensorboard":
-            raw = _tensorboard_frame(Path(str(path)), allow_nan=allow_nan, column_map=column_map or {})
+            raw = _tensorboard_frame(
+                Path(str(path)), allow_nan=allow_nan, column_map=column_map or {}, drop=list(drop or ())
+            )
         elif kind == "wandb":
             raw = _wandb_api_frame(str(path)[len("wandb://") :], column_map=column_map or {})
         else:  # pragma: no cover - _detect_format guards
@@ -140,9 +152,10 @@ def read_table(
     except Exception as exc:  # last line of defence: a parser failing in an unforeseen way
         raise InputError(f"expected a readable {kind} file, got {type(exc).__name__}: {exc} in {name}") from None
     if allow_missing is None:
-        allow_missing = kind in ("tensorboard", "wandb-csv", "wandb")
-    if kind == "wandb-csv" and "run_id" not in raw.columns and run_id is None and not run_id_from_row:
-        run_id = p.stem if p is not None else name  # a one-run history export names its run by the file
+        allow_missing = kind in ("tensorboard", "wandb-csv", "wandb", "hf-trainer", "lightning")
+    logs = ("wandb-csv", "hf-trainer", "lightning")
+    if kind in logs and "run_id" not in raw.columns and run_id is None and not run_id_from_row:
+        run_id = default_run_id(p) if p is not None else name  # a one-run log is named by its file (or folder)
     table = _to_runtable(
         raw,
         name,
@@ -151,12 +164,17 @@ def read_table(
         run_id_from_row=run_id_from_row,
         evalset_column=evalset_column,
         set_values=set_values or {},
-        drop=list(drop or ()),
+        drop=[d for d in drop or () if d not in raw.attrs.get("raw_names", ())],  # raw names went at mapping
         stem=(p.stem if p is not None else name),
-        already_mapped=kind in ("wandb-csv", "tensorboard", "wandb"),
+        already_mapped=kind in ("wandb-csv", "tensorboard", "wandb", "hf-trainer", "lightning"),
     )
     rows = table.pop(_ROW).to_numpy()
-    return validate_table(table, name, allow_nan=allow_nan, allow_missing=bool(allow_missing), rows=rows)
+    sources = dict(raw.attrs.get("column_sources", {}))
+    for canon, foreign in (column_map or {}).items():
+        sources.setdefault(canon, foreign)
+    out = validate_table(table, name, allow_nan=allow_nan, allow_missing=bool(allow_missing), rows=rows)
+    out.attrs["column_sources"] = {c: f for c, f in sources.items() if c in out.columns and c != f}
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- detection
@@ -172,6 +190,9 @@ def _detect_format(path: str | Path, fmt: str | None) -> str:
             "tb": "tensorboard",
             "tfevents": "tensorboard",
             "w&b": "wandb",
+            "hf": "hf-trainer",
+            "trainer-state": "hf-trainer",
+            "pytorch-lightning": "lightning",
         }
         f = aliases.get(f, f)
         if f not in FORMATS:

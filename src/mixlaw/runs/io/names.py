@@ -5,13 +5,30 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
 from mixlaw.errors import InputError
+from mixlaw.runs.io.rules import (  # re-exported: the rules lived here before
+    _GENERIC_PARTS,
+    _canonical_columns,
+    _sanitize,
+    canonical_metric_name,
+    closest_hint,
+)
 from mixlaw.runs.io.text import _ROW
+
+_REEXPORTED = (_GENERIC_PARTS, _canonical_columns, _sanitize, canonical_metric_name)
+
+
+def _with_sources(df: pd.DataFrame, mapping: Mapping[str, str | None]) -> pd.DataFrame:
+    """Record on ``df.attrs`` what each column was logged as (``column_sources``) and every raw name
+    (``raw_names``), for hints in "not found" errors and for ``--drop`` of a raw name."""
+    df.attrs["column_sources"] = {c: f for f, c in mapping.items() if c is not None}
+    df.attrs["raw_names"] = list(mapping)
+    return df
 
 
 def _to_runtable(
@@ -32,7 +49,8 @@ def _to_runtable(
         df = _apply_map(df, column_map, name)
     for c in drop:
         if c not in df.columns:
-            raise InputError(f"expected a column to drop, got unknown {c!r} in {name}")
+            hint = closest_hint(c, [x for x in df.columns if x != _ROW], raw.attrs.get("column_sources"))
+            raise InputError(f"expected a column to drop, got unknown {c!r}{hint} in {name}")
     df = df.drop(columns=drop)
     if evalset_column is not None:
         df = _pivot_evalsets(df, evalset_column, name)
@@ -61,8 +79,9 @@ def _apply_map(df: pd.DataFrame, column_map: Mapping[str, str], name: str) -> pd
     for canon, foreign in column_map.items():
         if foreign not in df.columns:
             visible = [c for c in df.columns if c != _ROW]
+            hint = closest_hint(foreign, visible) or f"; columns: {visible[:20]}"
             raise InputError(
-                f"expected column {foreign!r} (from --map {canon}={foreign}), got columns {visible[:20]} in {name}"
+                f"expected column {foreign!r} (from --map {canon}={foreign}), got no such column{hint} in {name}"
             )
         if foreign in rename:
             raise InputError(f"expected each foreign column mapped once, got {foreign!r} twice in {name}")
@@ -144,88 +163,3 @@ def _same_cell(a: Any, b: Any) -> bool:
     if isinstance(a, str) and isinstance(b, str):
         return a.strip() == b.strip()
     return bool(a == b)
-
-
-# ---------------------------------------------------------------------------------------------- metric names
-
-_GENERIC_PARTS = {"eval", "evals", "evaluation", "val", "valid", "validation", "test", "metrics", "charts"}
-_LR_NAMES = {"lr", "learning_rate", "learning-rate", "learningrate"}
-_TOKEN_NAMES = {"tokens", "num_tokens", "n_tokens", "tokens_seen", "consumed_tokens", "total_tokens"}
-_STEP_NAMES = {"_step", "step", "global_step", "trainer/global_step", "steps"}
-_DROP_NAMES = {"_runtime", "_timestamp", "_wandb", "epoch", "trainer/epoch"}
-_IDENTITY_NAMES = {"run_id"}  # columns a logged metric may not take over
-
-
-def canonical_metric_name(name: str) -> str | None:
-    """Canonical RunTable column for a logged metric name (W&B / TensorBoard); ``None`` = not stored.
-
-    Rules (case-insensitive on the keywords, eval-set names keep their case):
-
-    - ``_step``, ``step``, ``global_step``, ``trainer/global_step`` -> ``step``; ``_runtime``, ``_timestamp``,
-      ``_wandb*``, ``epoch`` -> dropped;
-    - a ``/``-path with a part ``loss``: the other parts, minus generic ones (``eval``, ``val``, ``valid``,
-      ``validation``, ``test``, ``metrics``), name the eval set: ``eval/code/loss`` -> ``loss_code``,
-      ``loss/web`` -> ``loss_web``, ``train/loss`` -> ``loss_train``, ``val/loss`` -> ``loss``;
-      ``val_loss`` / ``eval_loss`` -> ``loss``; ``<set>_loss`` -> ``loss_<set>``;
-    - last part ``lr``, ``learning_rate`` or ``lr-<optimizer>`` -> ``lr``; ``tokens``, ``num_tokens``,
-      ``tokens_seen`` -> ``tokens``;
-    - anything else: characters outside ``[A-Za-z0-9_.+-]`` become ``_`` (``train/grad_norm`` ->
-      ``train_grad_norm``).
-
-    A metric whose name would be a run's identity (``run_id``) is namespaced as ``metric_run_id``: a logged
-    scalar must never rename runs.
-
-    Map a name explicitly with ``--map canonical=foreign`` to override these rules.
-    """
-    n = name.strip()
-    low = n.lower()
-    if low in _STEP_NAMES:
-        return "step"
-    if _sanitize(n) in _IDENTITY_NAMES:
-        return "metric_" + _sanitize(n)
-    if low in _DROP_NAMES or low.startswith("_wandb") or low.startswith("system/"):
-        return None
-    parts = [p for p in n.split("/") if p]
-    lparts = [p.lower() for p in parts]
-    if "loss" in lparts:
-        rest = [p for p, lp in zip(parts, lparts, strict=True) if lp != "loss" and lp not in _GENERIC_PARTS]
-        return "loss" if not rest else "loss_" + _sanitize("_".join(rest))
-    last = parts[-1] if parts else n
-    llast = last.lower()
-    if llast in _LR_NAMES or re.match(r"^lr[-_]", llast):
-        return "lr"
-    if llast in _TOKEN_NAMES:
-        return "tokens"
-    if len(parts) == 1:
-        m = re.match(r"^(.*?)[_\-]loss$", n, flags=re.IGNORECASE)
-        if m:
-            prefix = m.group(1)
-            return "loss" if prefix.lower() in _GENERIC_PARTS or not prefix else "loss_" + _sanitize(prefix)
-    return _sanitize(n)
-
-
-def _sanitize(s: str) -> str:
-    out = re.sub(r"[^A-Za-z0-9_.+\-]", "_", s).strip("_")
-    return out or "_"
-
-
-def _canonical_columns(foreign: Sequence[str], column_map: Mapping[str, str], name: str) -> dict[str, str | None]:
-    """``{foreign: canonical or None}`` using explicit ``--map`` entries first, then the rules."""
-    inv = {v: k for k, v in column_map.items()}
-    missing = [f for f in column_map.values() if f not in foreign]
-    if missing:
-        raise InputError(f"expected metric {missing[0]!r} (from --map), got metrics {list(foreign)[:20]} in {name}")
-    out: dict[str, str | None] = {}
-    owner: dict[str, str] = {}
-    for f in foreign:
-        canon = inv[f] if f in inv else canonical_metric_name(f)
-        out[f] = canon
-        if canon is None:
-            continue
-        if canon in owner:
-            raise InputError(
-                f"expected one metric per column, got {owner[canon]!r} and {f!r} both mapping to {canon!r} "
-                f"(pick one with --map {canon}=NAME) in {name}"
-            )
-        owner[canon] = f
-    return out

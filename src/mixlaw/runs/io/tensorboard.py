@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from mixlaw.errors import InputError
-from mixlaw.runs.io.names import _canonical_columns
+from mixlaw.runs.io.names import _canonical_columns, _with_sources
 from mixlaw.runs.io.text import _ROW
 from mixlaw.runs.values import printable
 
@@ -27,7 +27,9 @@ def _event_files(p: Path) -> Iterator[Path]:
             yield f
 
 
-def _tensorboard_frame(path: Path, *, allow_nan: bool, column_map: Mapping[str, str]) -> pd.DataFrame:
+def _tensorboard_frame(
+    path: Path, *, allow_nan: bool, column_map: Mapping[str, str], drop: Sequence[str] = ()
+) -> pd.DataFrame:
     files = list(_event_files(path))
     if not files:
         raise InputError(f"expected TensorBoard event files, got none in {path.name}")
@@ -48,7 +50,7 @@ def _tensorboard_frame(path: Path, *, allow_nan: bool, column_map: Mapping[str, 
                 tags.append(tag)
     if not values:
         raise InputError(f"expected scalar summaries, got none in {path.name}")
-    mapping = _canonical_columns(tags, column_map, path.name)
+    mapping = _canonical_columns(tags, column_map, path.name, drop)
     if "run_id" in mapping.values():
         raise InputError(f"expected runs named by their directory, got a scalar mapped to run_id in {path.name}")
     recs: dict[tuple[str, int], dict[str, Any]] = {}
@@ -63,7 +65,7 @@ def _tensorboard_frame(path: Path, *, allow_nan: bool, column_map: Mapping[str, 
     for c in cols[2:]:
         df[c] = pd.to_numeric(df[c])
     df[_ROW] = np.arange(1, len(df) + 1)
-    return df
+    return _with_sources(df, mapping)
 
 
 def _crc32c_table() -> list[int]:

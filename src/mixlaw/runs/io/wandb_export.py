@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from mixlaw.errors import InputError
-from mixlaw.runs.io.names import _canonical_columns
+from mixlaw.runs.io.names import _canonical_columns, _with_sources
 from mixlaw.runs.io.text import _ROW
 from mixlaw.runs.schema import validate_table
 
@@ -27,7 +27,9 @@ def _looks_like_wandb(raw: pd.DataFrame) -> bool:
     return "Step" in cols and any(_WANDB_PANEL_RE.match(c) for c in cols if c != "Step")
 
 
-def _wandb_csv_to_long(raw: pd.DataFrame, path: Path, column_map: Mapping[str, str]) -> pd.DataFrame:
+def _wandb_csv_to_long(
+    raw: pd.DataFrame, path: Path, column_map: Mapping[str, str], drop: Sequence[str] = ()
+) -> pd.DataFrame:
     """W&B exports -> one row per (run, step) with canonical metric names.
 
     Two layouts are understood:
@@ -53,7 +55,7 @@ def _wandb_csv_to_long(raw: pd.DataFrame, path: Path, column_map: Mapping[str, s
                 continue
             if m.group("metric") not in metrics:
                 metrics.append(m.group("metric"))
-        mapping = _canonical_columns(metrics, column_map, name)
+        mapping = _canonical_columns(metrics, column_map, name, drop)
         steps = raw["Step"].to_numpy()
         rows = raw[_ROW].to_numpy()
         for c in cols:
@@ -74,12 +76,12 @@ def _wandb_csv_to_long(raw: pd.DataFrame, path: Path, column_map: Mapping[str, s
         out_cols = ["run_id", "step"] + sorted({k for r in recs.values() for k in r} - {"run_id", "step", _ROW})
         out = pd.DataFrame({c: pd.Series([r.get(c) for r in recs.values()], dtype=object) for c in out_cols})
         out[_ROW] = [r[_ROW] for r in recs.values()]
-        return out
+        return _with_sources(out, mapping)
     # history export
     run_col = next((c for c in _RUN_NAME_COLUMNS if c in cols and c not in column_map.values()), None)
     explicit_run = column_map.get("run_id")
     metric_cols = [c for c in cols if c != run_col and c != explicit_run]
-    mapping = _canonical_columns(metric_cols, {k: v for k, v in column_map.items() if k != "run_id"}, name)
+    mapping = _canonical_columns(metric_cols, {k: v for k, v in column_map.items() if k != "run_id"}, name, drop)
     data: dict[str, Any] = {}
     if explicit_run is not None:
         if explicit_run not in cols:
@@ -92,7 +94,7 @@ def _wandb_csv_to_long(raw: pd.DataFrame, path: Path, column_map: Mapping[str, s
             data[canon] = raw[f]
     out = pd.DataFrame(data)
     out[_ROW] = raw[_ROW].to_numpy()
-    return out
+    return _with_sources(out, mapping)
 
 
 # ---------------------------------------------------------------------------------------------- W&B API
@@ -171,7 +173,7 @@ def _wandb_api_frame(
             data[canon] = [r.get(f) for r in recs]
     df = pd.DataFrame({k: pd.Series(v, dtype=object) for k, v in data.items()})
     df[_ROW] = np.arange(1, len(df) + 1)
-    return _merge_same_step(df, label)
+    return _with_sources(_merge_same_step(df, label), mapping)
 
 
 def _merge_same_step(df: pd.DataFrame, name: str) -> pd.DataFrame:
