@@ -203,9 +203,8 @@ def map_metric_names(
     missing = [f for f in column_map.values() if f not in foreign]
     if missing:
         f = missing[0]
-        canon = inv[f]
         hint = closest_hint(f, foreign)
-        raise InputError(f"expected metric {f!r} (from --map {canon}={f}), got no such metric{hint} in {name}")
+        raise InputError(f"expected metric {f!r} (from --map {inv[f]}={f}), got no such metric{hint} in {name}")
     dropped = set(drop)
     explicit = set(column_map)
     out: dict[str, str | None] = {}
