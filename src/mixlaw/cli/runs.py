@@ -12,6 +12,17 @@ from typing import Annotated, Any, Optional
 import typer
 
 from mixlaw.cli._common import console, emit_json, verb
+from mixlaw.cli._table import (
+    DeriveOpt,
+    DropOpt,
+    EveryOpt,
+    FinalOpt,
+    MapOpt,
+    SetOpt,
+    StepsOpt,
+    WhereOpt,
+    table_options,
+)
 
 __all__ = ["ingest", "runs", "app"]
 
@@ -28,12 +39,18 @@ def __getattr__(name: str) -> Any:
 
 @verb
 def ingest(
-    file: Annotated[Path, typer.Argument(help="CSV, TSV, JSONL, JSON, Parquet, TensorBoard file/dir or W&B CSV.")],
-    map: Annotated[
-        Optional[list[str]],  # noqa: UP045 (typer needs Optional)
-        typer.Option("--map", help="canonical=foreign column rename, e.g. n_params='Model Size' (repeatable)."),
-    ] = None,
+    file: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Log files, directories or globs: CSV, TSV, JSONL, JSON, Parquet, TensorBoard, W&B, HF, Lightning."
+        ),
+    ],
+    maps: MapOpt = None,
     store: Annotated[Path, typer.Option("--store", help="RunStore database.")] = Path(DEFAULT_STORE),
+    meta: Annotated[
+        Optional[Path],  # noqa: UP045 (typer needs Optional)
+        typer.Option("--meta", help="CSV of run-level columns keyed by run_id or by a file-name glob in 'file'."),
+    ] = None,
     lr_table: Annotated[
         Optional[Path],  # noqa: UP045
         typer.Option("--lr-table", help="Dense per-step LR table (run_id, step, lr) stored as each run's schedule."),
@@ -41,6 +58,10 @@ def ingest(
     run_id: Annotated[
         Optional[str],  # noqa: UP045
         typer.Option("--run-id", help="Run id for a file holding one run and no run_id column."),
+    ] = None,
+    run_id_pattern: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--run-id-pattern", help="REGEX on the file name: group run_id (or the first) is the run id."),
     ] = None,
     run_id_from_row: Annotated[
         bool,
@@ -50,17 +71,16 @@ def ingest(
         Optional[str],  # noqa: UP045
         typer.Option("--evalset-column", help="Long format: column naming each row's eval set; pivots to loss_<set>."),
     ] = None,
-    set_: Annotated[
-        Optional[list[str]],  # noqa: UP045
-        typer.Option("--set", help="Add a constant column, e.g. --set n_params=18915328 (repeatable)."),
-    ] = None,
-    drop: Annotated[
-        Optional[list[str]],  # noqa: UP045
-        typer.Option("--drop", help="Drop a column after mapping (repeatable)."),
-    ] = None,
+    set_: SetOpt = None,
+    drop: DropOpt = None,
+    where: WhereOpt = None,
+    derive: DeriveOpt = None,
+    final: FinalOpt = False,
+    every: EveryOpt = None,
+    steps: StepsOpt = None,
     fmt: Annotated[
         Optional[str],  # noqa: UP045
-        typer.Option("--format", help="csv|tsv|jsonl|json|parquet|tensorboard|wandb-csv|wandb (default: detect)."),
+        typer.Option("--format", help="csv|tsv|jsonl|json|parquet|tensorboard|wandb-csv|wandb|hf-trainer|lightning."),
     ] = None,
     allow_nan: Annotated[bool, typer.Option("--allow-nan", help="Accept NaN/inf and empty cells.")] = False,
     allow_missing: Annotated[
@@ -71,63 +91,109 @@ def ingest(
     ] = False,
     json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
-    """Validate a run log and add it to the RunStore (all or nothing)."""
-    from mixlaw import api
+    """Validate run logs and add them to the RunStore, one transaction per file; a summary per file."""
+    from mixlaw.errors import InputError
+    from mixlaw.runs.ingest import expand_sources, ingest_files
 
-    s = api.ingest(
-        file,
-        store,
-        column_map=map,
-        lr_table=lr_table,
-        set_values=api.parse_set(set_),
-        allow_nan=allow_nan,
-        allow_missing=allow_missing,
-        replace=replace,
-        fmt=fmt,
-        run_id=run_id,
-        run_id_from_row=run_id_from_row,
-        evalset_column=evalset_column,
-        drop=drop,
-    )
+    opts = table_options(maps=maps, set_=set_, drop=drop, where=where, derive=derive, final=final, every=every,
+                         steps=steps)  # fmt: skip
+    n_files = len(expand_sources(file))
+    s = ingest_files(
+        file, store, options=opts, meta=meta, run_id=run_id, run_id_pattern=run_id_pattern, replace=replace,
+        allow_nan=allow_nan, allow_missing=allow_missing, lr_table=lr_table, keep_going=n_files > 1, fmt=fmt,
+        run_id_from_row=run_id_from_row, evalset_column=evalset_column,
+    )  # fmt: skip
+    loss_cols = list(dict.fromkeys(c for r in s["files"] for c in r.get("loss_columns", ())))
     if json:
-        return emit_json(s, sort_keys=True)
-    typer.echo(
-        f"ingested {s['rows']} rows of {s['runs']} runs ({s['new_runs']} new) "
-        f"from {file.name} into {store}; loss columns: {', '.join(s['loss_columns'])}"
-    )
+        one = s["files"][0] if n_files == 1 else {}
+        emit_json({**one, **s, "loss_columns": loss_cols}, sort_keys=True)
+    else:
+        if n_files > 1:
+            _print_ingest(s)
+        source = file[0].name if n_files == 1 else f"{n_files - s['failed']} of {n_files} files"
+        typer.echo(
+            f"ingested {s['rows']} rows of {s['runs']} runs ({s['new_runs']} new) from {source} into {store}; "
+            f"loss columns: {', '.join(loss_cols)}"
+        )
+    if s["failed"]:
+        first = next(r for r in s["files"] if r["status"] != "ok")
+        raise InputError(f"expected every file to ingest, got {s['failed']} failed (first {first['file']}: "
+                         f"{first['status'][len('error: '):]})")  # fmt: skip
+
+
+def _print_ingest(s: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    t = Table(title=f"{len(s['files'])} files into {s['store']}")
+    for c in ("file", "runs", "rows", "mapped", "skipped", "status"):
+        t.add_column(c, justify="right" if c in ("runs", "rows", "mapped", "skipped") else "left", overflow="fold")
+    for r in s["files"]:
+        t.add_row(Path(r["file"]).name, str(r["runs"]), str(r["rows"]), str(r["mapped"]), str(r["skipped"]),
+                  r["status"])  # fmt: skip
+    console().print(t)
 
 
 @verb
 def runs(
     store: Annotated[Path, typer.Option("--store", help="RunStore database.")] = Path(DEFAULT_STORE),
-    where: Annotated[
-        Optional[str],  # noqa: UP045
-        typer.Option("--where", help="pandas-query filter, e.g. \"phase == 'cpt' and n_params > 1e8\"."),
-    ] = None,
+    where: WhereOpt = None,
     export: Annotated[
         Optional[Path],  # noqa: UP045
         typer.Option("--export", help="Write the RunTable (rows filtered by --where) to .csv/.jsonl/.parquet."),
     ] = None,
+    columns: Annotated[
+        bool, typer.Option("--columns", help="List the store's columns: unit and how many runs carry each.")
+    ] = False,
     json: Annotated[bool, typer.Option("--json", help="Print the run list as JSON.")] = False,
 ) -> None:
-    """List the runs of a store (filter with --where), or export its RunTable."""
+    """List the runs of a store (filter with --where), its columns (--columns), or export its RunTable."""
     from mixlaw import api
 
     if export is not None:
         path, n = api.export_runs(store, export, where)
         typer.echo(f"exported {'' if n is None else f'{n} rows '}to {path}")
         return
+    if columns:
+        from mixlaw.runs.columns import column_summary
+        from mixlaw.runs.schema import RUN_LEVEL_COLUMNS
+        from mixlaw.runs.store import RunStore
+
+        with RunStore(store, read_only=True) as st:
+            frame = st.to_frame(where)
+            meta_cols = [c for c in st.runs().columns if c in frame.columns]
+        recs = column_summary(frame, run_level=[*RUN_LEVEL_COLUMNS, *meta_cols])
+        if json:
+            return emit_json(recs)
+        return _print_columns(recs, str(store), int(frame["run_id"].nunique()))
     frame = api.list_runs(store, where)
     if json:
         return emit_json(frame.to_dict("records"))
     _print_runs(frame, str(store))
 
 
+def _print_columns(recs: list[dict[str, Any]], title: str, n_runs: int) -> None:
+    from rich.table import Table
+
+    from mixlaw.runs.columns import format_numbers
+
+    t = Table(title=f"{len(recs)} columns of {n_runs} runs in {title}")
+    for c in ("column", "unit", "level", "runs", "rows", "min", "max"):
+        t.add_column(c, justify="right" if c in ("runs", "rows", "min", "max") else "left", overflow="fold")
+    lo = format_numbers([r.get("min") for r in recs])
+    hi = format_numbers([r.get("max") for r in recs])
+    for r, a, b in zip(recs, lo, hi, strict=True):
+        t.add_row(r["column"], r["unit"], r["level"], f"{r['runs']}/{n_runs}", str(r["rows"]), a, b)
+    console().print(t)
+
+
 def _print_runs(frame: Any, title: str) -> None:
     from rich.table import Table
 
+    from mixlaw.runs.columns import format_numbers
+
     t = Table(title=f"{len(frame)} runs in {title}")
-    for c in ("run_id", "phase", "n_params", "mixture", "parent_run", "status", "n_evals", "last_step"):
+    cols = ("run_id", "phase", "n_params", "mixture", "parent_run", "status", "n_evals", "last_step")
+    for c in cols:
         t.add_column(c, justify="right" if c in ("n_params", "n_evals", "last_step") else "left", overflow="fold")
     wcols = [c for c in frame.columns if c.startswith("w_")]
 
@@ -135,22 +201,16 @@ def _print_runs(frame: Any, title: str) -> None:
         v = v.item() if hasattr(v, "item") else v
         return None if v is None or (isinstance(v, float) and v != v) else v  # NaN → empty
 
-    def fmt(v: Any, f: Any = str) -> str:
+    def text(v: Any) -> str:
         v = val(v)
-        return "" if v is None else f(v)
+        return "" if v is None else str(v)
 
-    for r in frame.to_dict("records"):
+    recs = frame.to_dict("records")
+    nums = {c: format_numbers([r.get(c) for r in recs]) for c in ("n_params", "n_evals", "last_step")}
+    for i, r in enumerate(recs):
         mix = " ".join(f"{c[2:]}={float(r[c]):.3g}" for c in wcols if val(r[c]) is not None and float(r[c]) > 0)
-        t.add_row(
-            str(r["run_id"]),
-            fmt(r["phase"]),
-            fmt(r["n_params"], lambda v: f"{float(v):.4g}"),
-            mix,
-            fmt(r["parent_run"]),
-            fmt(r["status"]),
-            fmt(r["n_evals"]),
-            fmt(r["last_step"], lambda v: str(int(v))),
-        )
+        t.add_row(str(r["run_id"]), text(r["phase"]), nums["n_params"][i], mix, text(r["parent_run"]),
+                  text(r["status"]), nums["n_evals"][i], nums["last_step"][i])  # fmt: skip
     console().print(t)
 
 

@@ -105,8 +105,10 @@ class RunStore(StoreReads, StoreClaims):
     >>> store.to_frame("n_params > 0")  # doctest: +SKIP
     """
 
-    def __init__(self, path: str | os.PathLike[str] = DEFAULT_STORE) -> None:
-        self.path = str(path)
+    def __init__(self, path: str | os.PathLike[str] = DEFAULT_STORE, *, read_only: bool = False) -> None:
+        self.path = str(path)  # read_only: a reader's store must exist (it is never created by reading)
+        if read_only and self.path != ":memory:" and not Path(self.path).is_file():
+            raise InputError(f"expected an existing store, got no such file in {self.path}")
         if self.path != ":memory:":
             parent = Path(self.path).resolve().parent
             if not parent.is_dir():

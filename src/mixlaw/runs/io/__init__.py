@@ -174,6 +174,8 @@ def read_table(
         sources.setdefault(canon, foreign)
     out = validate_table(table, name, allow_nan=allow_nan, allow_missing=bool(allow_missing), rows=rows)
     out.attrs["column_sources"] = {c: f for c, f in sources.items() if c in out.columns and c != f}
+    stored = set(sources.values())
+    out.attrs["skipped_names"] = [f for f in raw.attrs.get("raw_names", ()) if f not in stored and f not in out.columns]
     return out
 
 

@@ -1,0 +1,129 @@
+"""The table options of every verb that reads runs, declared once: ``--map``, ``--set``, ``--drop``, ``--where``,
+``--derive``, ``--final``, ``--every``, ``--steps``, ``--allow-missing``.
+
+A verb declares the ones it takes with these annotated types and makes one call, :func:`load` (or
+:func:`table_options` when it hands the bundle on), e.g.::
+
+    def fit_cmd(table: TableArg = None, maps: MapOpt = None, set_: SetOpt = None, drop: DropOpt = None,
+                where: WhereOpt = None, derive: DeriveOpt = None, final: FinalOpt = False,
+                every: EveryOpt = None, steps: StepsOpt = None, allow_missing: AllowMissingOpt = False, ...):
+        df = load(table or store, needed=[loss_column], **table_kw(locals()))
+
+Only typer is imported at module level (``mixlaw --help`` stays fast); :mod:`mixlaw.runs.select` does the work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from mixlaw.cli._common import DeriveOpt, MapOpt, WhereOpt
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from mixlaw.runs.select import TableOptions
+
+__all__ = [
+    "MapOpt",
+    "SetOpt",
+    "DropOpt",
+    "WhereOpt",
+    "DeriveOpt",
+    "FinalOpt",
+    "EveryOpt",
+    "StepsOpt",
+    "AllowMissingOpt",
+    "TABLE_OPTION_NAMES",
+    "table_options",
+    "table_kw",
+    "load",
+]
+
+SetOpt = Annotated[
+    list[str] | None, typer.Option("--set", help="Add a constant column, e.g. --set n_params=18915328 (repeatable).")
+]
+DropOpt = Annotated[
+    list[str] | None, typer.Option("--drop", help="Leave a column out, by its logged or canonical name (repeatable).")
+]
+FinalOpt = Annotated[
+    bool, typer.Option("--final", help="Keep each run's last evaluation (its largest step with a value).")
+]
+EveryOpt = Annotated[int | None, typer.Option("--every", help="Keep the steps that are multiples of K.")]
+StepsOpt = Annotated[str | None, typer.Option("--steps", help="Keep steps FIRST:LAST (inclusive; 1000:, :5000).")]
+AllowMissingOpt = Annotated[
+    bool,
+    typer.Option("--allow-missing", help="Leave out rows with an empty needed cell (ingest: accept empty cells)."),
+]
+
+#: The verb parameters the bundle reads (a verb's ``locals()`` may hold any subset).
+TABLE_OPTION_NAMES = ("maps", "set_", "drop", "where", "derive", "final", "every", "steps", "allow_missing")
+
+
+def table_kw(scope: Mapping[str, Any]) -> dict[str, Any]:
+    """The table options among a verb's parameters (pass ``locals()``)."""
+    return {k: scope[k] for k in TABLE_OPTION_NAMES if k in scope}
+
+
+def _pairs(items: Sequence[str] | None, what: str) -> dict[str, str]:
+    from mixlaw.errors import InputError
+
+    out: dict[str, str] = {}
+    for item in items or ():
+        if "=" not in item:
+            raise InputError(f"expected {what}, got {item!r}")
+        k, v = item.split("=", 1)
+        k = k.strip().strip("'\"").strip()
+        if not k:
+            raise InputError(f"expected {what} with a name before '=', got {item!r}")
+        if k in out:
+            raise InputError(f"expected one {what.split()[0]} per column, got {k!r} twice")
+        out[k] = v.strip().strip("'\"").strip()
+    return out
+
+
+def table_options(
+    *,
+    maps: Sequence[str] | None = None,
+    set_: Sequence[str] | None = None,
+    drop: Sequence[str] | None = None,
+    where: str | None = None,
+    derive: Sequence[str] | None = None,
+    final: bool = False,
+    every: int | None = None,
+    steps: str | None = None,
+    allow_missing: bool = False,
+) -> TableOptions:
+    """The CLI's table options as one :class:`~mixlaw.runs.select.TableOptions`."""
+    from mixlaw.runs.io import parse_column_map
+    from mixlaw.runs.select import TableOptions, parse_set, parse_steps
+
+    return TableOptions(
+        column_map=parse_column_map(maps),
+        set_values=parse_set(list(set_ or ())),
+        drop=tuple(drop or ()),
+        where=where or None,
+        derive=_pairs(derive, "--derive column=expression"),
+        final=final,
+        every=every,
+        steps=parse_steps(steps),
+        allow_missing=allow_missing,
+    )
+
+
+def load(
+    source: str | Path,
+    *,
+    needed: Sequence[str | None] = (),
+    include_schedule: bool = True,
+    **options: Any,
+) -> pd.DataFrame:
+    """Read ``source`` (a table file or a RunStore) with the table options (``**table_kw(locals())``)."""
+    from mixlaw.runs.select import load_runs
+
+    return load_runs(
+        source, table_options(**options), needed=[c for c in needed if c], include_schedule=include_schedule
+    )
