@@ -18,24 +18,30 @@ from mixlaw.cli._group import VERBS
 runner = CliRunner()
 
 COMMON_FIT = {"--law", "--store", "--where", "--loss-column", "--law-option", "--law-file", "--map", "--derive"}
+TABLE = {"--map", "--set", "--drop", "--where", "--derive", "--final", "--every", "--steps", "--allow-missing"}
 EXPECTED: dict[str, set[str]] = {
     "laws": {"--law-file", "--json"},
     "fit": COMMON_FIT
     | {"TABLE", "--n-starts", "--n-polish", "--strategy", "--bootstrap", "--random-state", "--loss", "--delta"}
-    | {"--drop-highest", "--out", "--report", "--validate", "--json", "--max-iter", "--resample"},
+    | {"--drop-highest", "--out", "--report", "--validate", "--json", "--max-iter", "--resample"}
+    | TABLE,
     "predict": {"FIT_JSON", "--at", "--table", "--where", "--map", "--derive", "--law-file", "--json"}
-    | {"--level", "--interval"},
+    | {"--level", "--interval"}
+    | TABLE,
     "validate": COMMON_FIT
     | {"TABLE", "--scheme", "--size-column", "--order-column", "--group-column", "--quantile", "--drop-highest"}
     | {"--random-state", "--json", "--holdout", "--largest", "--loss", "--max-iter", "--bootstrap", "--resample"}
-    | {"--level", "--interval", "--coverage"},
+    | {"--level", "--interval", "--coverage"}
+    | TABLE,
     "ingest": {"FILE", "--map", "--store", "--lr-table", "--run-id", "--run-id-from-row", "--evalset-column", "--set"}
-    | {"--drop", "--format", "--allow-nan", "--allow-missing", "--replace", "--json"},
-    "runs": {"--store", "--where", "--export", "--json"},
+    | {"--drop", "--format", "--allow-nan", "--allow-missing", "--replace", "--json"}
+    | {"--meta", "--run-id-pattern", "--where", "--derive", "--final", "--every", "--steps"},
+    "runs": {"--store", "--where", "--export", "--json", "--columns"},
     "cmr": {"TABLE", "--general-eval", "--domain-eval", "--ratio-column", "--size-column", "--where", "--epsilon"}
     | {"--law", "--ratio-law", "--pin-zero", "--c-method", "--lambda", "--bootstrap", "--seed", "--json"}
     | {"--schedule", "--tokens-per-step", "--budget-steps", "--budget-tokens", "--query-ratio", "--report"}
-    | {"--paper-decision", "--relative-to-control", "--validate"},
+    | {"--paper-decision", "--relative-to-control", "--validate"}
+    | TABLE,
     "cpt predict": {"FIT", "--plan", "--weights", "--level", "--json"},
     "cpt optimize": {"FIT", "--plan", "--weights", "--over", "--grid", "--json"},
     "cpt critical": {"FIT", "--plan", "--weights", "--horizon", "--json"},
@@ -44,11 +50,13 @@ EXPECTED: dict[str, set[str]] = {
     "probe plan": {"SPEC"},
     "corpora prepare": {"--out", "--source", "--cache", "--tokenizer", "--vocab-size", "--json"},
     "mix compare": {"RUNS", "--domains", "--target", "--holdout", "--models", "--size-column", "--where", "--map"}
-    | {"--random-state", "--json"},
+    | {"--random-state", "--json"}
+    | TABLE,
     "mix optimize": {"RUNS", "--domains", "--law", "--target", "--weights", "--target-size", "--size-column"}
     | {"--law-option"}
     | {"--cap", "--floor", "--fix", "--max-epochs", "--unique-tokens", "--target-tokens", "--prior", "--kl-max"}
-    | {"--kl-weight", "--bootstrap", "--sizes", "--where", "--map", "--random-state", "--json"},
+    | {"--kl-weight", "--bootstrap", "--sizes", "--where", "--map", "--random-state", "--json"}
+    | TABLE,
 }
 
 

@@ -9,19 +9,29 @@ from typing import Annotated, Any
 import typer
 
 from mixlaw.cli._common import (
-    DeriveOpt,
     JsonOpt,
     LawFileOpt,
     LawOpt,
     LawOptionOpt,
-    MapOpt,
     StoreOpt,
     TableArg,
-    WhereOpt,
     console,
     emit_json,
     progress_bar,
     verb,
+)
+from mixlaw.cli._table import (
+    AllowMissingOpt,
+    DeriveOpt,
+    DropOpt,
+    EveryOpt,
+    FinalOpt,
+    MapOpt,
+    SetOpt,
+    StepsOpt,
+    WhereOpt,
+    load,
+    table_kw,
 )
 
 __all__ = ["laws_cmd", "fit_cmd", "predict_cmd", "validate_cmd"]
@@ -37,17 +47,12 @@ LevelOpt = Annotated[float, typer.Option("--level", help="Interval level, e.g. 0
 IntervalOpt = Annotated[str, typer.Option("--interval", help="confidence (the law) or prediction (a new point).")]
 
 
-def _table(table: Path | None, store: Path, where: str | None, maps: Any, derive: Any, *extra: Any) -> Any:
+def _table(table: Path | None, store: Path, options: dict[str, Any], *extra: Any) -> Any:
+    """The verb's table with the shared table options (:mod:`mixlaw.cli._table`), then ``--drop-highest``."""
     from mixlaw import api
 
-    return api.load_table(
-        table if table is not None else store,
-        where=where,
-        column_map=api.parse_assignments(maps, "--map canonical=foreign"),
-        derive=api.parse_assignments(derive, "--derive column=expression"),
-        drop_highest=extra[0] if extra else 0,
-        target=extra[1] if extra else None,
-    )
+    df = load(table if table is not None else store, needed=[extra[1]] if extra else [], **options)
+    return api.load_table(df, drop_highest=extra[0], target=extra[1]) if extra and extra[0] else df
 
 
 @verb
@@ -110,6 +115,12 @@ def fit_cmd(
     law_file: LawFileOpt = None,
     maps: MapOpt = None,
     derive: DeriveOpt = None,
+    set_: SetOpt = None,
+    drop: DropOpt = None,
+    final: FinalOpt = False,
+    every: EveryOpt = None,
+    steps: StepsOpt = None,
+    allow_missing: AllowMissingOpt = False,
     drop_highest: Annotated[int, typer.Option("--drop-highest", help="Drop the K highest-target rows.")] = 0,
     out_path: Annotated[Path | None, typer.Option("--out", help="Write the fit as JSON here.")] = None,
     report: Annotated[Path | None, typer.Option("--report", help="Write an HTML fit report here.")] = None,
@@ -124,7 +135,7 @@ def fit_cmd(
     api.load_law_files(law_file)
     if validate is not None and report is None:
         raise api.InputError("expected --report PATH with --validate SCHEME")
-    df = _table(table, store, where, maps, derive, drop_highest, loss_column)
+    df = _table(table, store, table_kw(locals()), drop_highest, loss_column)
     settings: dict[str, Any] = dict(n_random_starts=n_starts, n_polish=n_polish, strategy=strategy, bootstrap=bootstrap)
     settings.update(bootstrap_scheme=resample, max_iter=max_iter)
     with progress_bar(not as_json and sys.stderr.isatty()) as progress:
@@ -161,6 +172,12 @@ def predict_cmd(
     where: WhereOpt = None,
     maps: MapOpt = None,
     derive: DeriveOpt = None,
+    set_: SetOpt = None,
+    drop: DropOpt = None,
+    final: FinalOpt = False,
+    every: EveryOpt = None,
+    steps: StepsOpt = None,
+    allow_missing: AllowMissingOpt = False,
     law_file: LawFileOpt = None,
     level: LevelOpt = 0.95,
     interval: IntervalOpt = "confidence",
@@ -178,7 +195,8 @@ def predict_cmd(
         point = {k: float(v) for k, v in api.parse_assignments(at.split(","), "--at name=value").items()}
         result = api.predict(res, at=point, level=level, interval=interval)
     elif table is not None:
-        result = api.predict(res, table=_table(table, table, where, maps, derive), level=level, interval=interval)
+        df = _table(table, table, table_kw(locals()))
+        result = api.predict(res, table=df, level=level, interval=interval)
     else:
         raise api.InputError("expected --at name=value[,...] or --table TABLE")
     if as_json:
@@ -236,6 +254,12 @@ def validate_cmd(
     law_file: LawFileOpt = None,
     maps: MapOpt = None,
     derive: DeriveOpt = None,
+    set_: SetOpt = None,
+    drop: DropOpt = None,
+    final: FinalOpt = False,
+    every: EveryOpt = None,
+    steps: StepsOpt = None,
+    allow_missing: AllowMissingOpt = False,
     drop_highest: Annotated[int, typer.Option("--drop-highest")] = 0,
     random_state: Annotated[int | None, typer.Option("--random-state")] = None,
     holdout: Annotated[str | None, typer.Option("--holdout", help="Hold out the rows matching this filter.")] = None,
@@ -259,7 +283,7 @@ def validate_cmd(
     from mixlaw import api
 
     api.load_law_files(law_file)
-    df = _table(table, store, where, maps, derive, drop_highest, loss_column)
+    df = _table(table, store, table_kw(locals()), drop_highest, loss_column)
     res = api.validate(
         df,
         law,

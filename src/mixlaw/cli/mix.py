@@ -10,7 +10,20 @@ from typing import Annotated, Any
 
 import typer
 
-from mixlaw.cli._common import JsonOpt, LawOptionOpt, MapOpt, WhereOpt, console, emit_json, verb
+from mixlaw.cli._common import JsonOpt, LawOptionOpt, console, emit_json, verb
+from mixlaw.cli._table import (
+    AllowMissingOpt,
+    DeriveOpt,
+    DropOpt,
+    EveryOpt,
+    FinalOpt,
+    MapOpt,
+    SetOpt,
+    StepsOpt,
+    WhereOpt,
+    load,
+    table_kw,
+)
 
 __all__ = ["app"]
 
@@ -27,10 +40,8 @@ SeedOpt = Annotated[int, typer.Option("--random-state", help="Seed (folds, start
 PairsOpt = Annotated[list[str] | None, typer.Option(help="domain=value (repeatable).")]
 
 
-def _load(runs: Path, where: str | None, maps: Any) -> Any:
-    from mixlaw import api
-
-    return api.load_table(runs, where=where, column_map=api.parse_assignments(maps, "--map canonical=foreign"))
+def _load(runs: Path, options: dict[str, Any], needed: list[str] | None = None) -> Any:
+    return load(runs, needed=needed or [], **options)  # the shared table options (mixlaw.cli._table)
 
 
 def _domains(text: str) -> list[str]:
@@ -78,13 +89,20 @@ def compare_cmd(
     size_column: SizeColOpt = "n_params",
     where: WhereOpt = None,
     maps: MapOpt = None,
+    set_: SetOpt = None,
+    drop: DropOpt = None,
+    derive: DeriveOpt = None,
+    final: FinalOpt = False,
+    every: EveryOpt = None,
+    steps: StepsOpt = None,
+    allow_missing: AllowMissingOpt = False,
     random_state: SeedOpt = 0,
     as_json: JsonOpt = False,
 ) -> None:
     """Fit each mixture law on the rows outside the holdout and score its predictions of the held-out rows."""
     from mixlaw.decide.mixture.api import compare
 
-    df = _load(runs, where, maps)
+    df = _load(runs, table_kw(locals()), target)
     out = compare(
         df,
         domains=_domains(domains),
@@ -154,6 +172,13 @@ def optimize_cmd(
     ] = None,
     where: WhereOpt = None,
     maps: MapOpt = None,
+    set_: SetOpt = None,
+    drop: DropOpt = None,
+    derive: DeriveOpt = None,
+    final: FinalOpt = False,
+    every: EveryOpt = None,
+    steps: StepsOpt = None,
+    allow_missing: AllowMissingOpt = False,
     random_state: SeedOpt = 0,
     as_json: JsonOpt = False,
 ) -> None:
@@ -161,7 +186,7 @@ def optimize_cmd(
     from mixlaw import api
     from mixlaw.decide.mixture.api import optimize
 
-    df = _load(runs, where, maps)
+    df = _load(runs, table_kw(locals()), target or ["loss"])
     constraints = {
         "caps": _pairs(cap, "--cap"),
         "floors": _pairs(floor, "--floor"),

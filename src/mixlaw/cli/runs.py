@@ -91,7 +91,10 @@ def ingest(
     ] = False,
     json: Annotated[bool, typer.Option("--json", help="Print a JSON summary.")] = False,
 ) -> None:
-    """Validate run logs and add them to the RunStore, one transaction per file; a summary per file."""
+    """Validate a run log and add it to the RunStore (all or nothing).
+
+    Several files, directories or globs: one transaction per file, a summary table per file; a file that fails is
+    reported and the others still go in."""
     from mixlaw.errors import InputError
     from mixlaw.runs.ingest import expand_sources, ingest_files
 
@@ -146,7 +149,9 @@ def runs(
     ] = False,
     json: Annotated[bool, typer.Option("--json", help="Print the run list as JSON.")] = False,
 ) -> None:
-    """List the runs of a store (filter with --where), its columns (--columns), or export its RunTable."""
+    """List the runs of a store (filter with --where), or export its RunTable.
+
+    ``--columns`` lists the store's columns instead: unit, level and how many runs carry each."""
     from mixlaw import api
 
     if export is not None:

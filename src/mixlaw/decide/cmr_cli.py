@@ -28,6 +28,7 @@ from typing import Annotated, Any
 import typer
 
 from mixlaw.cli._common import verb
+from mixlaw.cli._table import AllowMissingOpt, DeriveOpt, DropOpt, EveryOpt, FinalOpt, MapOpt, SetOpt, StepsOpt
 
 app = typer.Typer(help="Critical mixture ratio of CPT runs (CMR scaling law).", add_completion=False)
 
@@ -146,12 +147,22 @@ def cmr_command(
         bool,
         typer.Option("--validate", help="Held-out checks: refit without the largest size and each interior ratio"),
     ] = False,
+    maps: MapOpt = None,
+    set_: SetOpt = None,
+    drop: DropOpt = None,
+    derive: DeriveOpt = None,
+    final: FinalOpt = False,
+    every: EveryOpt = None,
+    steps: StepsOpt = None,
+    allow_missing: AllowMissingOpt = False,
 ) -> None:
     """Largest domain share of the CPT mix that keeps the general loss within tolerance, per model size."""
     options = dict(locals())  # every option of the verb, by name (run_cmr_job takes the same names)
+    from mixlaw.cli._table import TABLE_OPTION_NAMES, table_options
     from mixlaw.decide.cmr.job import emit_job, run_cmr_job
 
-    job = run_cmr_job(**options, make_progress=lambda total, quiet: _Progress(total, quiet=quiet))
+    table = table_options(**{k: options.pop(k) for k in TABLE_OPTION_NAMES if k != "where"})  # the shared options
+    job = run_cmr_job(**options, table_options=table, make_progress=lambda total, quiet: _Progress(total, quiet=quiet))
     emit_job(job, epsilon=epsilon, as_json=as_json, report=report)
 
 

@@ -33,14 +33,20 @@ class CmrJob:
         return next(iter(self.decisions.values())) if len(self.decisions) == 1 else None
 
 
-def load_table(path: Path, where: str | None = None, *, include_schedule: bool = False) -> pd.DataFrame:
+def load_table(
+    path: Path, where: str | None = None, *, include_schedule: bool = False, options: Any = None
+) -> pd.DataFrame:
     """A RunTable from a CSV/JSONL/Parquet file or a RunStore (``.db``), filtered by a safe row filter.
 
     ``include_schedule`` adds each stored run's LR schedule (a ``schedule`` column) when reading a RunStore; a
     file keeps its own ``schedule`` column when it has one."""
     if not path.exists():
         raise InputError(f"no such file: {path}")
-    if path.suffix in (".db", ".sqlite", ".sqlite3"):
+    if options is not None:  # the shared table options (mixlaw.runs.select): --map, --set, --drop, --final, ...
+        from mixlaw.runs.select import load_runs
+
+        frame = load_runs(path, options, include_schedule=include_schedule, allow_nan=True)
+    elif path.suffix in (".db", ".sqlite", ".sqlite3"):
         from mixlaw.runs.store import RunStore
 
         with RunStore(str(path)) as store:
@@ -102,6 +108,7 @@ def run_cmr_job(
     relative_to_control: bool,
     validate: bool,
     make_progress: Callable[[int, bool], Any],
+    table_options: Any = None,
 ) -> CmrJob:
     """Check the options, load the runs, run the decision(s) and write ``report``; options as ``mixlaw cmr``.
 
@@ -130,7 +137,7 @@ def run_cmr_job(
             raise InputError(f"--c-method must be 'fit' or 'corr_grid', got {c_method!r}")
         lam = parse_lambda(lagrange)
         sched = None if schedule is None else Schedule.parse(schedule)
-        frame = load_table(table, where, include_schedule=sched is not None)
+        frame = load_table(table, where, include_schedule=sched is not None, options=table_options)
         dec_budget = budget_tokens
         if sched is not None:
             sched_results = schedule_cmr_by_size(
