@@ -161,8 +161,8 @@ def cmr_command(
     from mixlaw.cli._table import TABLE_OPTION_NAMES, table_options
     from mixlaw.decide.cmr.job import emit_job, run_cmr_job
 
-    table = table_options(**{k: options.pop(k) for k in TABLE_OPTION_NAMES if k != "where"})  # the shared options
-    job = run_cmr_job(**options, table_options=table, make_progress=lambda total, quiet: _Progress(total, quiet=quiet))
+    shared = table_options(**{k: options.pop(k) for k in TABLE_OPTION_NAMES if k != "where"})  # the table options
+    job = run_cmr_job(**options, table_options=shared, make_progress=lambda total, quiet: _Progress(total, quiet=quiet))
     emit_job(job, epsilon=epsilon, as_json=as_json, report=report)
 
 
