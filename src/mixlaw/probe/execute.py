@@ -348,7 +348,8 @@ def _ray_executor(
 def sweep_status(jobs: Sequence[Job], store_path: str | Path) -> list[dict[str, Any]]:
     """One dict per job: run_id, phase, size, status (``pending`` if not in the store), last_step, total_steps."""
     out: list[dict[str, Any]] = []
-    with RunStore(str(store_path)) as store:
+    missing = str(store_path) != ":memory:" and not Path(store_path).exists()  # reading never creates a store
+    with RunStore(":memory:" if missing else str(store_path)) as store:
         for j in jobs:
             total = j.config.get_schedule().total_steps
             out.append(
