@@ -169,15 +169,19 @@ def _join_meta(table: pd.DataFrame, meta: MetaTable, path: Path, name: str) -> p
     clash = [c for c in cols if c in table.columns]
     if clash:
         raise InputError(f"expected --meta to add new columns, got {clash[0]!r} also in {name} ({meta.source})")
-    table = table.copy()
-    for c in cols:
-        table[c] = table["run_id"].map(lambda r, c=c: per_run.get(r, {}).get(c)).astype(object)
     from mixlaw.runs.schema import validate_table
 
     attrs = dict(table.attrs)
-    out = validate_table(table, name, allow_nan=False, allow_missing=True)
-    out.attrs.update({k: v for k, v in attrs.items() if k != "rows"})
-    return out
+    table = table.copy()
+    table.attrs.clear()  # pandas deep-copies attrs (the row numbers) on every column access
+    added = table[["run_id", "step"]].copy()
+    for c in cols:
+        added[c] = table["run_id"].map(lambda r, c=c: per_run.get(r, {}).get(c)).astype(object)
+    checked = validate_table(added, f"{name} (--meta {meta.source})", allow_missing=True, require_loss=False)
+    for c in cols:  # the validated columns, in the table's row order (the validator keeps it)
+        table[c] = pd.Series(checked[c].to_numpy(), index=table.index, dtype=checked[c].dtype)
+    table.attrs.update(attrs)
+    return table
 
 
 # ---------------------------------------------------------------------------------------------- ingest
@@ -245,10 +249,11 @@ def ingest_files(
                         raise exc from None
                 if meta_table is not None:
                     table = _join_meta(table, meta_table, f, f.name)
-                sources = dict(table.attrs.get("column_sources", {}))
-                skipped = list(table.attrs.get("skipped_names", ()))
                 if opts.selects:
                     table = select_rows(table, opts, source=f.name)
+                sources = dict(table.attrs.get("column_sources", {}))
+                skipped = list(table.attrs.get("skipped_names", ()))
+                table.attrs.clear()  # the store reads every column: no attrs to deep-copy on each access
                 schedules = None
                 if lr_table is not None:
                     from mixlaw.api import read_lr_table

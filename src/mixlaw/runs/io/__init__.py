@@ -153,6 +153,8 @@ def read_table(
         raise InputError(f"expected a readable {kind} file, got {type(exc).__name__}: {exc} in {name}") from None
     if allow_missing is None:
         allow_missing = kind in ("tensorboard", "wandb-csv", "wandb", "hf-trainer", "lightning")
+    raw_attrs = dict(raw.attrs)
+    raw.attrs.clear()  # pandas deep-copies attrs on every column access: keep them off the frame while it is worked on
     logs = ("wandb-csv", "hf-trainer", "lightning")
     if kind in logs and "run_id" not in raw.columns and run_id is None and not run_id_from_row:
         run_id = default_run_id(p) if p is not None else name  # a one-run log is named by its file (or folder)
@@ -164,18 +166,18 @@ def read_table(
         run_id_from_row=run_id_from_row,
         evalset_column=evalset_column,
         set_values=set_values or {},
-        drop=[d for d in drop or () if d not in raw.attrs.get("raw_names", ())],  # raw names went at mapping
+        drop=[d for d in drop or () if d not in raw_attrs.get("raw_names", ())],  # raw names went at mapping
         stem=(p.stem if p is not None else name),
         already_mapped=kind in ("wandb-csv", "tensorboard", "wandb", "hf-trainer", "lightning"),
     )
     rows = table.pop(_ROW).to_numpy()
-    sources = dict(raw.attrs.get("column_sources", {}))
+    sources = dict(raw_attrs.get("column_sources", {}))
     for canon, foreign in (column_map or {}).items():
         sources.setdefault(canon, foreign)
     out = validate_table(table, name, allow_nan=allow_nan, allow_missing=bool(allow_missing), rows=rows)
     out.attrs["column_sources"] = {c: f for c, f in sources.items() if c in out.columns and c != f}
     stored = set(sources.values())
-    out.attrs["skipped_names"] = [f for f in raw.attrs.get("raw_names", ()) if f not in stored and f not in out.columns]
+    out.attrs["skipped_names"] = [f for f in raw_attrs.get("raw_names", ()) if f not in stored and f not in out.columns]
     return out
 
 
