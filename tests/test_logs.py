@@ -240,3 +240,27 @@ tokens = 2048
 schedule = {kind = "constant", peak_lr = 3e-3}
 evals = 2
 """
+
+
+def test_cmr_and_mix_take_the_table_options_too(tmp_path: Path) -> None:
+    """The bundle reaches the loader of cmr and mix: a --drop of an unknown column is refused there, with a hint."""
+    if not EXAMPLE.exists():
+        pytest.skip("example absent")
+    for args in (
+        ["cmr", str(EXAMPLE), "--general-eval", "general", "--domain-eval", "code"],
+        ["mix", "compare", str(EXAMPLE), "--domains", "general,code", "--target", "loss_general", "--holdout", "x"],
+        ["mix", "optimize", str(EXAMPLE), "--domains", "general,code"],
+    ):
+        r = runner.invoke(app, [*args, "--drop", "unique_tokens_genral"])
+        assert r.exit_code == 1, r.output
+        assert "unknown 'unique_tokens_genral'; closest: 'unique_tokens_general'" in r.stderr, r.stderr
+
+
+def test_ingest_selects_the_rows_it_stores(tmp_path: Path) -> None:
+    _wandb_logs(tmp_path / "logs", {"10M": 1e7})
+    db = tmp_path / "s.db"
+    r = runner.invoke(app, ["ingest", str(tmp_path / "logs"), "--final", "--set", "n_params=1e7", "--store", str(db)])
+    assert r.exit_code == 0, r.output
+    with RunStore(db) as st:
+        f = st.to_frame()
+    assert f.groupby("run_id")["step"].max().to_dict() == {"10M-1xC": 1000, "10M-4xC": 4000} and len(f) == 2
