@@ -21,7 +21,6 @@ import pandas as pd
 
 from mixlaw.runs.store import RunStore
 
-
 INTERNAL = ("config_fingerprint",)
 
 
