@@ -31,7 +31,7 @@ from mixlaw.laws._base import Law, Option, ParamSpec, Tensor, register
 from mixlaw.laws._mixture_options import column_name, domain_list, positive_float, share_floor
 from mixlaw.laws._spec import ParamValue
 
-__all__ = ["MixtureAdditive", "scale_options", "mixture_bias_log", "scale_inputs"]
+__all__ = ["MixtureAdditive", "ScaleMixtureLaw", "scale_options", "mixture_bias_log", "scale_inputs"]
 
 
 def scale_options() -> tuple[Option, ...]:
@@ -71,6 +71,18 @@ def configure_scale(law: Any, options: Mapping[str, Any]) -> None:
         raise InputError(f"options 'size' and 'tokens' name the same column {law.size_col!r}")
 
 
+class ScaleMixtureLaw(Law):
+    """Base of the laws over ``(N, D, h)`` configured by :func:`configure_scale` (not registered itself)."""
+
+    domains: tuple[str, ...]
+    w_cols: tuple[str, ...]
+    size_col: str
+    size_unit: float
+    tokens_col: str
+    token_unit: float
+    floor: float
+
+
 def example_scale_inputs(law: Any, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """Dirichlet(1) mixtures; N log-uniform over 50M–5B and D over 1B–100B tokens, drawn independently."""
     w = rng.dirichlet(np.ones(len(law.w_cols)), size=n)
@@ -102,7 +114,7 @@ def linear_guess(law: Any, table: Any, alpha: float, beta: float, gamma: float) 
 
 
 @register
-class MixtureAdditive(Law):
+class MixtureAdditive(ScaleMixtureLaw):
     """``L = E + 1/Σ_i C_i h_i^gamma_i + A/N^alpha + B/D^beta`` (Shukor et al. 2025, arXiv:2507.09404).
 
     Options

@@ -30,9 +30,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from mixlaw.laws._base import Law, Option, ParamSpec, Tensor, register
+from mixlaw.laws._base import Option, ParamSpec, Tensor, register
 from mixlaw.laws._spec import ParamValue
 from mixlaw.laws.mixture_additive import (
+    ScaleMixtureLaw,
     configure_scale,
     example_scale_inputs,
     linear_guess,
@@ -72,7 +73,7 @@ def to_paper(params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @register
-class MixtureJoint(Law):
+class MixtureJoint(ScaleMixtureLaw):
     """``L = E + 1/Σ C_i h_i^gamma_i + A_h/N^alpha + B_h/D^beta`` with ``A_h = A (Σ a_i h_i)^gammaA``, ``B_h`` alike
     (Shukor et al. 2025, arXiv:2507.09404).
 

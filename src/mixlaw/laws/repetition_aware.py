@@ -41,10 +41,8 @@ def effective_tokens(h: Any, d: Any, u: Any, r1: Any) -> Any:
     """``D_eff = U (min(r, 1) + r1 (1 − exp(−max(r − 1, 0)/r1)))`` with ``r = hD/U`` (numpy or torch)."""
     r = h * d / u
     if isinstance(r, torch.Tensor):
-        excess, first, decay = torch.clamp(r - 1.0, min=0.0), torch.clamp(r, max=1.0), torch.expm1
-    else:
-        excess, first, decay = np.maximum(r - 1.0, 0.0), np.minimum(r, 1.0), np.expm1
-    return u * (first - r1 * decay(-excess / r1))
+        return u * (torch.clamp(r, max=1.0) - r1 * torch.expm1(-torch.clamp(r - 1.0, min=0.0) / r1))
+    return u * (np.minimum(r, 1.0) - r1 * np.expm1(-np.maximum(r - 1.0, 0.0) / r1))
 
 
 @register
