@@ -92,6 +92,9 @@ class RegMix:
         Seed of the trees and of the early-stopping split (42, the paper's).
     num_threads
         LightGBM threads (default 1: deterministic and friendly to shared machines).
+    min_leaf
+        LightGBM's ``min_data_in_leaf`` (default 20, LightGBM's and the paper's). With a few dozen proxy runs the
+        trees can hardly split at 20 and the surrogate falls back to the mean; lower it there (or use ``gp``).
     """
 
     domains: Sequence[str]
@@ -103,6 +106,7 @@ class RegMix:
     patience: int = 3
     seed: int = 42
     num_threads: int = 1
+    min_leaf: int = 20
 
     name = "regmix"
 
@@ -124,6 +128,7 @@ class RegMix:
         self.patience = _as_int("patience", self.patience, 1)
         self.seed = _as_int("seed", self.seed, 0)
         self.num_threads = _as_int("num_threads", self.num_threads, 1)
+        self.min_leaf = _as_int("min_leaf", self.min_leaf, 1)
 
     @classmethod
     def from_options(cls, domains: Sequence[str], options: Mapping[str, Any]) -> RegMix:
@@ -176,6 +181,7 @@ class RegMix:
             "metric": ["l1", "l2"],
             "seed": self.seed,
             "num_threads": self.num_threads,
+            "min_data_in_leaf": self.min_leaf,
             "verbosity": -1,
             "deterministic": True,
         }
@@ -227,9 +233,10 @@ class RegMix:
         gp = gp_mod.GaussianProcessRegressor(
             kernel=kernel, normalize_y=True, n_restarts_optimizer=0, random_state=self.seed
         )
-        with warnings.catch_warnings(record=True) as caught:
+        limits = optional_module("threadpoolctl", "sklearn").threadpool_limits
+        with warnings.catch_warnings(record=True) as caught, limits(limits=self.num_threads):
             warnings.simplefilter("always")  # sklearn's ConvergenceWarning on a bound is recorded, not raised
-            gp.fit(X, y)
+            gp.fit(X, y)  # BLAS limited to num_threads: on a busy machine its default threads thrash (20x slower)
         notes = sorted({str(w.message).splitlines()[0] for w in caught})
         return RegMixFit(self, target, model=gp, info={"backend": "gp", "kernel": str(gp.kernel_), "notes": notes})
 
