@@ -106,7 +106,7 @@ def test_optimize_json_respects_caps_floors_and_fixed(runs_csv: Path) -> None:
         (["--holdout", "n_params > 0"], r"--holdout n_params > 0: leaves no training rows"),
         (["--holdout", "n_params > 1e12"], r"selects no test rows"),
         (["--holdout", "__import__('os')"], r"--holdout"),
-        (["--models", "camel,regmix"], r"unknown model 'regmix'"),
+        (["--models", "camel,xgboost"], r"unknown model 'xgboost'"),  # regmix is a model now
     ],
 )
 def test_compare_bad_input_is_one_line(runs_csv: Path, args: list[str], match: str) -> None:

@@ -1,4 +1,5 @@
-"""Option checks shared by the multi-domain mixture laws (``camel``, ``dml``, ``benchmark_logistic``)."""
+"""Option checks shared by the multi-domain mixture laws (``camel``, ``dml``, ``benchmark_logistic``, ``bimix``,
+``mixture_additive``, ``mixture_joint``, ``repetition_aware``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,15 @@ from typing import Any
 
 from mixlaw.errors import InputError
 
-__all__ = ["domain_list", "column_list", "column_name", "positive_int", "positive_float"]
+__all__ = [
+    "domain_list",
+    "domain_name",
+    "column_list",
+    "column_name",
+    "positive_int",
+    "positive_float",
+    "share_floor",
+]
 
 
 def _names(value: Any) -> tuple[str, ...]:
@@ -31,6 +40,14 @@ def domain_list(value: Any) -> tuple[str, ...]:
     return names
 
 
+def domain_name(value: Any) -> str:
+    """One domain name (the law reads its ``w_<domain>`` column); no commas."""
+    names = _names(value)
+    if len(names) != 1:
+        raise InputError(f"expected one domain name, got {value!r}")
+    return names[0]
+
+
 def column_list(value: Any) -> tuple[str, ...]:
     """``"loss_a,loss_b"`` or a sequence → a tuple of at least one distinct column name."""
     return _names(value)
@@ -53,4 +70,12 @@ def positive_float(value: Any) -> float:
     v = float(value)
     if not v > 0 or v == float("inf"):
         raise InputError(f"expected a positive number, got {value!r}")
+    return v
+
+
+def share_floor(value: Any) -> float:
+    """A floor for mixture shares under a negative power: a number in (0, 0.1]."""
+    v = float(value)
+    if not 0 < v <= 0.1:
+        raise InputError(f"expected a share floor in (0, 0.1], got {value!r}")
     return v

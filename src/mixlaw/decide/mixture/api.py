@@ -25,7 +25,7 @@ from mixlaw.errors import InputError
 
 __all__ = ["MODELS", "check_mixture", "compare", "holdout_folds", "optimize", "parse_models", "metrics"]
 
-MODELS = ("camel", "dml", "blind")
+MODELS = ("camel", "dml", "blind", "bimix", "mixture_additive", "mixture_joint", "repetition_aware", "regmix")
 MIXTURE_ATOL = 1e-6
 
 
@@ -154,13 +154,18 @@ def _predict_model(
     size_column: str,
     random_state: int,
 ) -> np.ndarray:
-    from mixlaw.laws import get_law
+    from mixlaw.laws import describe_law, get_law
 
     out = np.full(len(test), np.nan)
-    if name == "camel":
-        law = get_law("camel", domains=tuple(domains), size=size_column, **opts)
-        return np.asarray(_fit(law, train, target, random_state).predict(test), dtype=np.float64)
-    # Mixture laws without a size term and the blind baseline work per size (NaN at a size with no training rows).
+    law = None
+    if name not in ("blind", "regmix"):  # a registered law: give it the domains and size column it has options for
+        schema = {o["name"] for o in describe_law(name)["options"]}
+        given = {"domains": tuple(domains)} if "domains" in schema else {}
+        law = get_law(name, **({"size": size_column} if "size" in schema else {}) | given | dict(opts))
+        if size_column in law.inputs:  # size-aware: one fit over every training size
+            return np.asarray(_fit(law, train, target, random_state).predict(test), dtype=np.float64)
+    # Mixture laws without a size term, the surrogate and the blind baseline work per size (NaN at a size with no
+    # training rows).
     sizes_tr = train[size_column].to_numpy() if size_column in train else np.zeros(len(train))
     sizes_te = test[size_column].to_numpy() if size_column in test else np.zeros(len(test))
     for s in np.unique(sizes_te):
@@ -171,7 +176,11 @@ def _predict_model(
         if name == "blind":
             out[sel] = float(tr[target].mean())
             continue
-        law = get_law("dml", domains=tuple(domains), **opts)
+        if law is None:
+            from mixlaw.surrogates import RegMix
+
+            out[sel] = RegMix.from_options(tuple(domains), opts).fit(tr, target).predict(test[sel])
+            continue
         if len(tr) <= law.n_internal:
             continue  # fewer training mixtures than parameters at this size: no prediction
         out[sel] = _fit(law, tr, target, random_state).predict(test[sel])
