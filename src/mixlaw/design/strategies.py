@@ -374,12 +374,14 @@ def allocate(
     seed: int = 0,
     law: str = "camel",
     k: int = 2,
+    master: np.ndarray | None = None,
 ) -> Allocation:
     """The allocation of ``strategy`` over ``sizes`` within ``budget``, with its mixtures and notes.
 
     ``max_mixtures`` caps the distinct mixtures: runs beyond it repeat the list (replicates of a mixture, which
     measure seed noise). Notes warn when the design has fewer distinct mixtures than twice the law's
     mixture-dependent parameters (:func:`mixture_parameters`), or fewer than 3 runs at the largest size.
+    ``master`` gives the master list instead of :func:`mixture_pool` (the simulator shares one across strategies).
     """
     strat = Strategy.parse(strategy) if isinstance(strategy, str) else strategy
     sizes = sorted(sizes, key=lambda s: s.n_params)
@@ -392,7 +394,10 @@ def allocate(
                                     floors=floors, caps=caps, space=strat.space)  # fmt: skip
     top = int(counts.max()) if len(counts) else 0
     m = top if max_mixtures is None else min(top, max_mixtures)
-    master = mixture_pool(doms, m, prior=prior, floor=mixture_floor, seed=seed)
+    if master is None:
+        master = mixture_pool(doms, m, prior=prior, floor=mixture_floor, seed=seed)
+    elif len(master) < m:
+        raise InputError(f"expected a master list of at least {m} mixtures, got {len(master)}")
     pool_rows: list[np.ndarray] = [master[i] for i in range(len(master))]
     mixtures, ids = [], []
     for j, n in enumerate(counts):
