@@ -121,8 +121,10 @@ def resolve_sizes(
                 probe_size = min(counts, key=lambda s: abs(math.log(counts[s] / n)))
                 off = counts[probe_size] / n - 1.0
                 if abs(off) > tolerance:
-                    notes.append(f"size {lab}: nearest probe model is {probe_size} ({counts[probe_size]:,} parameters, "
-                                 f"{off:+.0%}); costs use the probe model")  # fmt: skip
+                    notes.append(
+                        f"size {lab}: nearest probe model is {probe_size} ({counts[probe_size]:,} parameters, "
+                        f"{off:+.0%}); costs use the probe model"
+                    )
                 n = float(counts[probe_size])
         if isinstance(tokens, Mapping):
             if lab not in tokens:
@@ -211,7 +213,11 @@ def costs_from_column(
     c = pd.to_numeric(table[column], errors="coerce").to_numpy(dtype=np.float64)
     bad = np.flatnonzero(~np.isfinite(c) | (c <= 0))
     if bad.size:
-        raise InputError(f"expected a positive cost, got {table[column].iloc[bad[0]]!r}", file=source,
-                         row=int(bad[0]) + 1, column=column)  # fmt: skip
+        raise InputError(
+            f"expected a positive cost, got {table[column].iloc[bad[0]]!r}",
+            file=source,
+            row=int(bad[0]) + 1,
+            column=column,
+        )
     n = pd.to_numeric(table[size_column], errors="coerce").to_numpy(dtype=np.float64)
     return {float(s): float(c[n == s].mean()) for s in np.unique(n[np.isfinite(n)])}

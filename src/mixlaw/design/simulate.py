@@ -81,8 +81,13 @@ class SimResult:
         rows = []
         for j, name in enumerate(self.strategies):
             a = self.allocations[j]
-            row: dict[str, Any] = {"strategy": name, "runs": a.n_runs, "distinct_mixtures": a.distinct_mixtures,
-                                   "compute_share_of_budget": a.spent / a.budget, "n_failed": self.n_failed[j]}  # fmt: skip
+            row: dict[str, Any] = {
+                "strategy": name,
+                "runs": a.n_runs,
+                "distinct_mixtures": a.distinct_mixtures,
+                "compute_share_of_budget": a.spent / a.budget,
+                "n_failed": self.n_failed[j],
+            }
             for m in METRICS:
                 v = self.scores[m][j]
                 d = v - self.scores[m][0]
@@ -94,8 +99,14 @@ class SimResult:
         return rows
 
     def to_dict(self) -> dict[str, Any]:
-        return {"replicates": self.replicates, "noise": self.noise, "seconds": self.seconds,
-                "reference": self.strategies[0], "strategies": self.summary(), **dict(self.extra)}  # fmt: skip
+        return {
+            "replicates": self.replicates,
+            "noise": self.noise,
+            "seconds": self.seconds,
+            "reference": self.strategies[0],
+            "strategies": self.summary(),
+            **dict(self.extra),
+        }
 
 
 def _spearman(a: np.ndarray, b: np.ndarray) -> float:
@@ -124,8 +135,9 @@ def _fit_replicates(law: Any, X: dict[str, np.ndarray], Y: np.ndarray, n_polish:
     S = len(U0)
     residuals = make_residuals(law, data.x, torch.tensor(Y))
     pid = np.repeat(np.arange(R), S)
-    f = objective_values(residuals, np.tile(U0, (R, 1)), pid, torch.ones(R, n, dtype=torch.float64),
-                         delta=law.default_delta).reshape(R, S)  # fmt: skip
+    f = objective_values(
+        residuals, np.tile(U0, (R, 1)), pid, torch.ones(R, n, dtype=torch.float64), delta=law.default_delta
+    ).reshape(R, S)
     seeds = []
     for r in range(R):
         order = np.argsort(np.where(np.isfinite(f[r]), f[r], np.inf), kind="stable")
@@ -202,8 +214,9 @@ def simulate(
     if too_big:
         raise InputError(f"--simulate: {too_big[0][0]} asks for {too_big[0][1]} runs, more than {max_runs} to simulate")
     top = max(max(a.counts) for a in allocs)
-    master = mixture_pool(doms, top, prior=opts.get("prior"), floor=float(opts.get("mixture_floor", 0.0)),
-                          seed=int(opts.get("seed", 0)))  # fmt: skip
+    master = mixture_pool(
+        doms, top, prior=opts.get("prior"), floor=float(opts.get("mixture_floor", 0.0)), seed=int(opts.get("seed", 0))
+    )
     allocs = [allocate(s, sizes, budget, doms, master=master, **opts) for s in strats]
     unit = float(target.n_params)
     true_law = get_law("camel", domains=doms, k=k, size="n_params", size_unit=unit)
@@ -244,8 +257,16 @@ def simulate(
             scores["regret"][j, r] = float(true[int(np.argmin(pred))] - true.min())
             scores["spearman"][j, r] = _spearman(pred, true)
         n_failed.append(failed)
-    return SimResult(tuple(s.label for s in strats), tuple(allocs), scores, tuple(n_failed), replicates, noise,
-                     time.perf_counter() - t0, {"k": k, "fit_k": fit_k or k, "n_test": n_test})  # fmt: skip
+    return SimResult(
+        tuple(s.label for s in strats),
+        tuple(allocs),
+        scores,
+        tuple(n_failed),
+        replicates,
+        noise,
+        time.perf_counter() - t0,
+        {"k": k, "fit_k": fit_k or k, "n_test": n_test},
+    )
 
 
 def _evaluate(law: Any, params: Mapping[str, Any], W: np.ndarray, n_params: float, doms: Sequence[str]) -> np.ndarray:

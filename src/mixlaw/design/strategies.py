@@ -99,7 +99,9 @@ class Strategy:
 
     @property
     def label(self) -> str:
-        extra = [f"{k}={v:g}" for k, v in self.shape.items()] + ([f"space={self.space}"] if self.space != "count" else [])
+        extra = [f"{k}={v:g}" for k, v in self.shape.items()] + (
+            [f"space={self.space}"] if self.space != "count" else []
+        )
         return self.name + (":" + ",".join(extra) if extra else "")
 
     def profile(self, positions: Sequence[float]) -> np.ndarray:
@@ -339,8 +341,16 @@ class Allocation:
             for i, w in zip(ids, W, strict=True):
                 rep = seen.get(i, 0)
                 seen[i] = rep + 1
-                out.append({"size": s.label, "n_params": s.n_params, "tokens": s.tokens, "mixture": i,
-                            "replicate": rep, **{f"w_{d}": float(x) for d, x in zip(self.domains, w, strict=True)}})  # fmt: skip
+                out.append(
+                    {
+                        "size": s.label,
+                        "n_params": s.n_params,
+                        "tokens": s.tokens,
+                        "mixture": i,
+                        "replicate": rep,
+                        **{f"w_{d}": float(x) for d, x in zip(self.domains, w, strict=True)},
+                    }
+                )
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -353,8 +363,9 @@ class Allocation:
             "runs": self.n_runs,
             "distinct_mixtures": self.distinct_mixtures,
             "sizes": self.rows(),
-            "mixtures": {f"m{i:03d}": dict(zip(self.domains, map(float, w), strict=True)) for i, w in
-                         enumerate(self.pool)},  # fmt: skip
+            "mixtures": {
+                f"m{i:03d}": dict(zip(self.domains, map(float, w), strict=True)) for i, w in enumerate(self.pool)
+            },
             "notes": list(self.notes),
         }
 
@@ -390,8 +401,9 @@ def allocate(
         raise InputError(f"--mixtures: expected 'nested' or 'independent', got {sharing!r}")
     if max_mixtures is not None and max_mixtures < 1:
         raise InputError(f"--max-mixtures: expected at least 1, got {max_mixtures}")
-    counts, leftover = solve_counts(strat.profile(positions(sizes)), [s.cost for s in sizes], budget,
-                                    floors=floors, caps=caps, space=strat.space)  # fmt: skip
+    counts, leftover = solve_counts(
+        strat.profile(positions(sizes)), [s.cost for s in sizes], budget, floors=floors, caps=caps, space=strat.space
+    )
     top = int(counts.max()) if len(counts) else 0
     m = top if max_mixtures is None else min(top, max_mixtures)
     if master is None:
@@ -424,11 +436,23 @@ def allocate(
     need = 2 * mixture_parameters(law, len(doms), k)
     distinct = len(used)
     if distinct < need:
-        notes.append(f"{distinct} distinct mixtures, fewer than 2x the {need // 2} mixture-dependent parameters of "
-                     f"{law}{f' (k={k})' if law == 'camel' else ''}: the mixture terms are poorly identified")  # fmt: skip
+        notes.append(
+            f"{distinct} distinct mixtures, fewer than 2x the {need // 2} mixture-dependent parameters of "
+            f"{law}{f' (k={k})' if law == 'camel' else ''}: the mixture terms are poorly identified"
+        )
     if len(counts) and counts[-1] < 3:
         notes.append(f"{int(counts[-1])} run(s) at the largest size {sizes[-1].label}, fewer than 3")
     if leftover > 0.1 * budget:
         notes.append(f"{leftover / budget:.0%} of the budget is left: the next run(s) of this shape do not fit")
-    return Allocation(strat, tuple(sizes), tuple(int(v) for v in counts), doms, tuple(mixtures), tuple(ids), pool,
-                      float(budget), leftover, tuple(notes))  # fmt: skip
+    return Allocation(
+        strat,
+        tuple(sizes),
+        tuple(int(v) for v in counts),
+        doms,
+        tuple(mixtures),
+        tuple(ids),
+        pool,
+        float(budget),
+        leftover,
+        tuple(notes),
+    )
