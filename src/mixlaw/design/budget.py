@@ -87,7 +87,7 @@ class SizeSpec:
 def _probe_counts() -> dict[str, int]:
     from mixlaw.probe.model import SIZES, n_params_of
 
-    return {s: n_params_of(s) for s in SIZES if s != "debug"}
+    return {s: n_params_of(s) for s in SIZES}
 
 
 def resolve_sizes(
@@ -117,8 +117,8 @@ def resolve_sizes(
         else:
             n = parse_count(lab)
             probe_size = None
-            if counts:
-                probe_size = min(counts, key=lambda s: abs(math.log(counts[s] / n)))
+            if counts:  # nearest named model; "debug" only when asked for by name
+                probe_size = min((s for s in counts if s != "debug"), key=lambda s: abs(math.log(counts[s] / n)))
                 off = counts[probe_size] / n - 1.0
                 if abs(off) > tolerance:
                     notes.append(
