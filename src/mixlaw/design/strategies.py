@@ -205,10 +205,13 @@ def solve_counts(
         raise InputError(f"expected 0 <= floor <= cap runs per size, got floors {f.tolist()} and caps {cap_list}")
     pp = p if space == "count" else p / c
     pp = pp / pp.max()
-    n = f.copy()
-    spent = math.fsum(n * c)
+    spent = math.fsum(f * c)
     if spent > budget * (1 + 1e-12):
         raise InputError(f"--budget: the floor of {f.tolist()} runs per size costs {spent:.3g}, more than {budget:.3g}")
+    # every event below λ0 fits (cost(λ) <= Σ f c + λ Σ p' c), so the sweep may start there
+    lam0 = max(0.0, (budget - spent) / math.fsum(pp * c)) * (1 - 1e-9)
+    n = np.minimum(u, np.maximum(f, np.floor(lam0 * pp).astype(np.int64)))
+    spent = math.fsum(n * c)
     while True:
         live = (pp > 0) & (n < u)
         if not live.any():
