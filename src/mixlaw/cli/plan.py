@@ -55,7 +55,11 @@ def plan_cmd(
     eval_tokens: Annotated[int, typer.Option("--eval-tokens", help="Tokens per eval set.")] = 16384,
     json_out: JsonOpt = False,
 ) -> None:
-    """Allocate a compute budget over model sizes and mixtures; score strategies; write a probe sweep spec."""
+    """Which probe runs to buy for a compute budget: allocate, simulate, write a sweep.
+
+    Prints the runs and compute share per size and the distinct mixtures; --compare adds other strategies,
+    --simulate R scores them on R paired simulations of a CAMEL law; --out writes a probe sweep spec.
+    """
     from mixlaw.design.plan import parse_prior, plan, sweep_toml
 
     doms = [d.strip() for d in domains.split(",") if d.strip()]
