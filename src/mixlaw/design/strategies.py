@@ -104,7 +104,7 @@ class Strategy:
         )
         return self.name + (":" + ",".join(extra) if extra else "")
 
-    def profile(self, positions: Sequence[float]) -> np.ndarray:
+    def profile(self, positions: Sequence[float] | np.ndarray) -> np.ndarray:
         """``p(x)`` at the sizes' positions (``x`` in [0, 1]); positive, largest entry 1."""
         x = np.clip(np.asarray(positions, dtype=np.float64), 0.0, 1.0)
         p = self.params
@@ -171,8 +171,8 @@ def positions(sizes: Sequence[SizeSpec]) -> np.ndarray:
 
 
 def solve_counts(
-    profile: Sequence[float],
-    costs: Sequence[float],
+    profile: Sequence[float] | np.ndarray,
+    costs: Sequence[float] | np.ndarray,
     budget: float,
     *,
     floors: int | Sequence[int] = 1,
