@@ -141,6 +141,8 @@ def _print(res: dict[str, Any], out: Path | None) -> None:
     from rich.table import Table
 
     con = console()
+    if not con.is_terminal:
+        con.width = 140  # a pipe or a file: do not squeeze the tables to 80 columns
     a, t, b = res["allocation"], res["target"], res["budget"]
     tab = Table(
         "size",
@@ -182,28 +184,26 @@ def _print(res: dict[str, Any], out: Path | None) -> None:
         con.print(cmp)
     sim = res["simulation"]
     if sim is not None:
-        st = Table(
-            "strategy",
-            "runs",
-            "mixtures",
-            "RMSE",
-            "ΔRMSE",
-            "regret",
-            "Δregret",
-            "Spearman",
-            "failed",
-            title=f"simulated at {t.label}: {sim.replicates} paired replicates, noise {sim.noise:.1%}, "
-            f"{sim.seconds:.0f} s (Δ: paired difference to {sim.strategies[0]}, ± s.e.)",
+        title = (
+            f"simulated at {t.label}: {sim.replicates} paired replicates, noise {sim.noise:.1%}, "
+            f"{sim.seconds:.0f} s; mean ± s.e., Δ = paired difference to {sim.strategies[0]}"
         )
+        st = Table(
+            "strategy", "runs", "mixtures", "RMSE", "ΔRMSE", "regret", "Δregret", "Spearman", "failed", title=title
+        )
+
+        def pm(r: dict[str, Any], key: str, sign: str = "") -> str:
+            return f"{r[key]:{sign}.4f}±{r[key + '_se']:.4f}"
+
         for r in sim.summary():
             st.add_row(
                 r["strategy"],
                 str(r["runs"]),
                 str(r["distinct_mixtures"]),
-                f"{r['rmse']:.4f} ± {r['rmse_se']:.4f}",
-                f"{r['rmse_diff']:+.4f} ± {r['rmse_diff_se']:.4f}",
-                f"{r['regret']:.4f}",
-                f"{r['regret_diff']:+.4f} ± {r['regret_diff_se']:.4f}",
+                pm(r, "rmse"),
+                pm(r, "rmse_diff", "+"),
+                pm(r, "regret"),
+                pm(r, "regret_diff", "+"),
                 f"{r['spearman']:.3f}",
                 str(r["n_failed"]),
             )
