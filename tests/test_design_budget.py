@@ -127,3 +127,14 @@ def test_nested_mixtures_and_design_warnings() -> None:
     assert thin.counts[-1] < 3 and any("largest size" in n for n in thin.notes)
     ind = allocate("rectangle", sizes, budget, doms, sharing="independent")
     assert ind.distinct_mixtures > max(ind.counts)
+
+
+def test_user_cost_column_gives_the_mean_cost_per_size() -> None:
+    import pandas as pd
+
+    from mixlaw.design.budget import costs_from_column
+
+    t = pd.DataFrame({"n_params": [1e5, 1e5, 2e5], "gpu_s": [10.0, 14.0, 30.0]})
+    assert costs_from_column(t, "gpu_s") == {1e5: 12.0, 2e5: 30.0}
+    with pytest.raises(InputError, match="gpu_s"):
+        costs_from_column(t.assign(gpu_s=[1.0, -1.0, 2.0]), "gpu_s", source="runs.csv")

@@ -147,3 +147,15 @@ def test_the_cmr_example_keeps_its_run_ids_and_fingerprints() -> None:
     jobs = plan(load_spec(REPO / "examples/cmr_probe/spec.toml", data_dir="/tmp/nodata", work_dir="/tmp/nowork"))
     fps = json.dumps({j.run_id: config_fingerprint(j.config, "h") for j in jobs}, sort_keys=True) + "\n"
     assert len(jobs) == 39 and hashlib.sha256(fps.encode()).hexdigest()[:16] == "96771c6fa3599f3c"
+
+
+def test_natural_prior_is_the_share_of_prepared_training_tokens(data_dir: Path) -> None:
+    from mixlaw.design.plan import natural_prior
+    from mixlaw.probe.corpora import load_manifest
+
+    doms = ["general", "legal", "code"]
+    prior = natural_prior(data_dir, doms)
+    tokens = {d: load_manifest(data_dir)["corpora"][d]["tokens"]["train"] for d in doms}
+    assert prior == pytest.approx({d: tokens[d] / sum(tokens.values()) for d in doms})
+    with pytest.raises(InputError, match="--domains bio"):
+        natural_prior(data_dir, ["general", "bio"])
