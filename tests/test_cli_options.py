@@ -57,6 +57,10 @@ EXPECTED: dict[str, set[str]] = {
     | {"--cap", "--floor", "--fix", "--max-epochs", "--unique-tokens", "--target-tokens", "--prior", "--kl-max"}
     | {"--kl-weight", "--bootstrap", "--sizes", "--where", "--map", "--random-state", "--json"}
     | TABLE,
+    "plan": {"--sizes", "--target-size", "--budget", "--domains", "--strategy", "--compare", "--simulate", "--out"}
+    | {"--tokens-per-param", "--flops-per-s", "--floor-runs", "--cap-runs", "--prior", "--mixture-floor"}
+    | {"--mixtures", "--max-mixtures", "--k", "--noise", "--seed", "--name", "--data-dir", "--work-dir"}
+    | {"--block-size", "--batch-size", "--eval-tokens", "--json"},
 }
 
 

@@ -47,6 +47,11 @@ VERBS: dict[str, tuple[str, str, str]] = {
     ),
     "corpora": ("mixlaw.cli.probe", "corpora_app", "Probe corpora: fetch, deduplicate, split, tokenise."),
     "mix": ("mixlaw.cli.mix", "app", "Multi-domain mixtures: compare laws on held-out runs, optimise the mixture."),
+    "plan": (
+        "mixlaw.cli.plan",
+        "plan_cmd",
+        "Which probe runs to buy for a compute budget: allocate, simulate, write a sweep.",
+    ),
 }
 
 

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from mixlaw.errors import InputError
 
-__all__ = ["GPT", "GPTConfig", "SIZES", "gpt_config"]
+__all__ = ["GPT", "GPTConfig", "SIZES", "gpt_config", "n_params_of"]
 
 
 @dataclass(frozen=True)
@@ -59,8 +59,10 @@ SIZES: dict[str, tuple[int, int, int]] = {
     "50k": (32, 4, 4),  # ≈ 50k
     "100k": (48, 4, 4),  # ≈ 111k
     "200k": (64, 4, 4),  # ≈ 199k
+    "400k": (80, 5, 4),  # ≈ 389k (a factor-2 ladder 25k…400k → 1.6m for the planner)
     "450k": (96, 4, 4),  # ≈ 445k
     "1m": (128, 5, 4),  # ≈ 0.99M
+    "1.6m": (160, 5, 4),  # ≈ 1.55M
     "3m": (192, 7, 6),  # ≈ 3.1M
     "10m": (320, 8, 8),  # ≈ 9.9M
     "25m": (512, 8, 8),  # ≈ 25.2M
@@ -73,6 +75,15 @@ def gpt_config(size: str, *, vocab_size: int, block_size: int) -> GPTConfig:
         raise InputError(f"unknown model size {size!r}; expected one of {', '.join(SIZES)}")
     d_model, n_layer, n_head = SIZES[size]
     return GPTConfig(vocab_size=vocab_size, block_size=block_size, n_layer=n_layer, n_head=n_head, d_model=d_model)
+
+
+def n_params_of(size: str) -> int:
+    """Non-embedding parameters of a named size without building it: ``L·(12d² + 13d) + 2d`` (per layer two
+    LayerNorms 4d, attention 4d² + 4d, MLP 8d² + 5d; the final LayerNorm 2d). Equals ``GPT(...).n_params``."""
+    if size not in SIZES:
+        raise InputError(f"unknown model size {size!r}; expected one of {', '.join(SIZES)}")
+    d, n_layer, _ = SIZES[size]
+    return n_layer * (12 * d * d + 13 * d) + 2 * d
 
 
 class CausalSelfAttention(nn.Module):

@@ -33,10 +33,10 @@ MAX_THREADS = 256
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.+\-]*$"  # a path component that cannot climb out of the work dir
 _PARENT = re.compile(r"^(final|lrfrac(?P<f>[0-9.eE+\-]+))$")
 
-_DEVICE = r"^(cpu|cuda(:[0-9]{1,2})?)$"
+_DEVICE = r"^(auto|cpu|cuda(:[0-9]{1,2})?)$"
 _PATTERNS = {
     _NAME: "a plain name of letters, digits, '_', '.', '+' or '-' (no '/', no leading '.')",
-    _DEVICE: "'cpu', 'cuda' or 'cuda:<index>'",
+    _DEVICE: "'auto', 'cpu', 'cuda' or 'cuda:<index>'",
 }
 
 Number = StrictInt | StrictFloat
@@ -73,11 +73,21 @@ class _Phase(_Section):
     eval_log_points: Annotated[StrictInt, Field(ge=0, le=10_000)] = 0
 
 
+Weights = dict[Name, Annotated[Number, Field(ge=0)]]
+
+
 class PtSection(_Phase):
-    """``[pt]``: one pre-training run per model size."""
+    """``[pt]``: one pre-training run per model size, or (``mixtures``) one per size and listed mixture.
+
+    ``mixtures`` names n-domain mixtures (``{m000 = {general = 0.4, code = 0.6}, ...}``) and ``runs`` lists the
+    mixtures each size trains from scratch (``{"25k" = ["m000", "m001"], ...}``; a name listed twice is a seed
+    replicate; default: every mixture at every size). Without them, ``mixture`` is the one PT mixture.
+    """
 
     sizes: Annotated[list[StrictStr], Field(min_length=1)]
-    mixture: dict[Name, Annotated[Number, Field(ge=0)]] = {"general": 1.0}
+    mixture: Weights = {"general": 1.0}
+    mixtures: Annotated[dict[Name, Weights], Field(min_length=1)] | None = None
+    runs: dict[StrictStr, Annotated[list[Name], Field(min_length=1)]] | None = None
     schedule: ScheduleTable = {"kind": "constant", "peak_lr": 3e-3}
     save_at_lr_fractions: list[Annotated[Number, Field(gt=0, le=1)]] = []
 
@@ -162,6 +172,31 @@ def validate_spec(raw: Mapping[str, Any], path: str | Path | None = None) -> Spe
     return spec
 
 
+def _check_mixtures(spec: Spec, fail: Any) -> None:
+    """``[pt].mixtures`` / ``[pt].runs``: each mixture sums to 1, runs name known sizes and mixtures, no CPT."""
+    pt = spec.pt
+    if pt.mixtures is None:
+        if pt.runs is not None:
+            fail("[pt].runs", "given with [pt].mixtures (the mixtures it names)", pt.runs)
+        return
+    if "mixture" in pt.model_fields_set:
+        fail("[pt].mixture", "given without [pt].mixtures (one of the two)", pt.mixture)
+    if spec.cpt is not None:
+        fail("[cpt]", "absent with [pt].mixtures (CPT continues one base per size)", "a [cpt] table")
+    for name, w in pt.mixtures.items():
+        if abs(math.fsum(float(v) for v in w.values()) - 1.0) > 1e-9 or not w:
+            fail(f"[pt].mixtures.{name}", "weights summing to 1", w)
+    missing = [z for z in pt.sizes if pt.runs is not None and z not in pt.runs]
+    if missing:
+        fail("[pt].runs", f"a list of mixtures for every size (missing {missing})", pt.runs)
+    for size, names in (pt.runs or {}).items():
+        if size not in pt.sizes:
+            fail(f"[pt].runs.{size}", f"a size of [pt].sizes {pt.sizes}", size)
+        unknown = [n for n in names if n not in pt.mixtures]
+        if unknown:
+            fail(f"[pt].runs.{size}", f"names of [pt].mixtures (unknown {unknown[0]!r})", names)
+
+
 def _cross_checks(spec: Spec, file: str | None) -> None:
     """Checks between keys and of known model sizes (corpora are checked by :func:`mixlaw.probe.sweep.plan`,
     against the prepared data)."""
@@ -196,6 +231,7 @@ def _cross_checks(spec: Spec, file: str | None) -> None:
     total = math.fsum(float(w) for w in pt.mixture.values())
     if not pt.mixture or abs(total - 1.0) > 1e-9:
         fail("[pt].mixture", "weights summing to 1", pt.mixture)
+    _check_mixtures(spec, fail)
     if len(set(map(float, pt.save_at_lr_fractions))) != len(pt.save_at_lr_fractions):
         fail("[pt].save_at_lr_fractions", "distinct fractions", pt.save_at_lr_fractions)
     if cpt is None:

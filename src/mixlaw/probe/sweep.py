@@ -36,6 +36,15 @@ key at load, so ``evals = 0`` or ``compile = "false"`` is an error naming the ke
 A schedule table holds :class:`mixlaw.schedules.Schedule` fields except ``total_steps`` (from the token budget);
 ``warmup_fraction`` / ``decay_fraction`` are shares of the run's steps. Run ids are
 ``<name>-<size>-pt`` and ``<name>-<size>-cpt-<domain>-r<R>[-s<k>]``.
+
+Multi-domain PT sweeps (what ``mixlaw plan`` writes) replace ``[pt].mixture`` by named n-domain mixtures and the
+list each size trains from scratch; they have no ``[cpt]``. Run ids are ``<name>-<size>-pt-<mixture>[-rep<k>]``::
+
+    [pt]
+    sizes = ["25k", "50k"]
+    tokens_per_param = 20
+    mixtures = { m000 = { general = 0.2, legal = 0.2, code = 0.6 }, m001 = { general = 0.5, legal = 0.3, code = 0.2 } }
+    runs = { "25k" = ["m000", "m001"], "50k" = ["m000"] }
 """
 
 from __future__ import annotations
@@ -161,6 +170,46 @@ def _known_corpora(data_dir: str) -> tuple[str, ...]:
     return CORPORA
 
 
+def _mixture_jobs(
+    m: Spec, size: str, pt_id: str, steps: int, schedule: dict[str, Any], common: Mapping[str, Any]
+) -> list[Job]:
+    """PT runs from scratch, one per mixture listed for ``size`` (``[pt].mixtures``/``runs``): run ids
+    ``<name>-<size>-pt-<mixture>``, and ``-rep<k>`` with seed ``seed + k`` for the k-th repeat of a mixture."""
+    pt = m.pt
+    mixtures = pt.mixtures or {}
+    names = (pt.runs or {}).get(size, list(mixtures))
+    seen: dict[str, int] = {}
+    jobs = []
+    for mix in names:
+        rep = seen.get(mix, 0)
+        seen[mix] = rep + 1
+        args = dict(common)
+        args["seed"] = int(common["seed"]) + rep
+        jobs.append(
+            Job(
+                RunConfig(
+                    run_id=f"{pt_id}-{mix}" + (f"-rep{rep}" if rep else ""),
+                    size=size,
+                    mixture={k: float(v) for k, v in mixtures[mix].items()},
+                    schedule=schedule,
+                    phase="pt",
+                    eval_every=max(1, steps // pt.evals),
+                    eval_log_points=pt.eval_log_points,
+                    save_at_lr_fractions=tuple(float(f) for f in pt.save_at_lr_fractions),
+                    meta={
+                        "sweep": m.sweep.name,
+                        "domain": "none",
+                        "ratio": 0.0,
+                        "mixture_name": mix,
+                        "replicate": rep,
+                    },  # fmt: skip
+                    **args,
+                )
+            )
+        )
+    return jobs
+
+
 def plan(spec: SweepSpec) -> list[Job]:
     """Expand a spec into jobs: PT per size; CPT per size × domain × ratio × schedule."""
     m = spec.model
@@ -179,6 +228,7 @@ def plan(spec: SweepSpec) -> list[Job]:
         raise InputError(f"unknown sizes {bad}; expected some of {list(SIZES)}", file=file)
     corpora = _known_corpora(data_dir)
     named = [("[pt].mixture", c) for c in pt.mixture] + [("[sweep].eval_sets", c) for c in sw.eval_sets or ()]
+    named += [(f"[pt].mixtures.{m}", c) for m, w in (pt.mixtures or {}).items() for c in w]
     if cpt is not None:
         named += [("[cpt].domains", c) for c in cpt.domains] + [("[cpt].replay", cpt.replay)]
     for key, c in named:
@@ -205,6 +255,9 @@ def plan(spec: SweepSpec) -> list[Job]:
         pt_steps = max(1, _tokens(pt, size, n_params) // tps)
         pt_id = f"{name}-{size}-pt"
         sched = _schedule(pt.schedule, pt_steps, "[pt].schedule", file)
+        if pt.mixtures is not None:
+            jobs += _mixture_jobs(m, size, pt_id, pt_steps, sched.to_dict(), common)
+            continue
         jobs.append(
             Job(
                 RunConfig(

@@ -39,6 +39,7 @@ __all__ = [
     "config_fingerprint",
     "eval_steps",
     "lr_fraction_steps",
+    "resolve_device",
     "train_run",
 ]
 
@@ -89,7 +90,10 @@ class RunConfig:
     compile, bf16
         ``torch.compile`` the model; bf16 autocast (CPU and CUDA).
     device
-        ``"cpu"`` or ``"cuda"``.
+        ``"cpu"`` (the default), ``"cuda"``/``"cuda:<i>"``, or ``"auto"``: CUDA with bf16 autocast when a GPU is
+        available, else the CPU with ``bf16`` as given (:func:`resolve_device`). The device used is stored in the
+        run's metadata (``device``, ``bf16``); the config fingerprint keeps the setting as written, so a
+        finished ``auto`` run is recognised on any machine.
     save_at_lr_fractions
         PT only: keep checkpoints where the LR first falls to these fractions of its peak (``lrfrac<f>.pt``).
     meta
@@ -138,6 +142,22 @@ class RunConfig:
         d["mixture"] = dict(self.mixture)
         d["meta"] = dict(self.meta)
         return d
+
+
+def resolve_device(device: str, bf16: bool, *, cuda_available: bool | None = None) -> tuple[str, bool]:
+    """``(device, bf16)`` a run trains with: ``"auto"`` takes CUDA with bf16 autocast (where the GPU supports
+    bf16) when ``torch.cuda.is_available()``, else the CPU and ``bf16`` unchanged; ``"cuda"`` without a GPU is an
+    :class:`InputError`. ``cuda_available`` overrides the probe (tests)."""
+    has_cuda = torch.cuda.is_available() if cuda_available is None else cuda_available
+    if device == "auto":
+        if not has_cuda:
+            return "cpu", bf16
+        supported = cuda_available is not None or torch.cuda.is_bf16_supported()
+        return "cuda", bool(supported or bf16)
+    if device.startswith("cuda") and not has_cuda:
+        raise InputError(f"expected a CUDA device for device = {device!r}, got none (torch sees no GPU); "
+                         "use device = 'auto' or 'cpu'")  # fmt: skip
+    return device, bf16
 
 
 def eval_steps(total_steps: int, every: int, log_points: int = 0) -> list[int]:
@@ -226,6 +246,7 @@ def train_run(
     if store.run_status(cfg.run_id) == "finished":
         return "finished"
     torch.set_num_threads(cfg.threads)
+    device, bf16 = resolve_device(cfg.device, cfg.bf16)
     schedule = cfg.get_schedule()
     mixture = Mixture(dict(cfg.mixture))
     eval_sets = tuple(cfg.eval_sets) if cfg.eval_sets is not None else data.corpora
@@ -236,13 +257,16 @@ def train_run(
     # --- model, optimizer, sampler
     torch.manual_seed(cfg.seed)
     mcfg = gpt_config(cfg.size, vocab_size=data.vocab_size, block_size=cfg.block_size)
-    model = GPT(mcfg).to(cfg.device)
+    model = GPT(mcfg).to(device)
     optim = model.configure_optimizer(lr=schedule.eta0, weight_decay=cfg.weight_decay, betas=cfg.betas)
     sampler = MixtureSampler(
         data.train, mixture.to_dict(), block_size=cfg.block_size, batch_size=cfg.batch_size, seed=cfg.seed
     )
     batches = {
-        c: eval_batches(data.val[c], block_size=cfg.block_size, n_tokens=cfg.eval_tokens, batch_size=16)
+        c: [
+            b.to(device)
+            for b in eval_batches(data.val[c], block_size=cfg.block_size, n_tokens=cfg.eval_tokens, batch_size=16)
+        ]  # fmt: skip
         for c in eval_sets
     }
 
@@ -257,7 +281,8 @@ def train_run(
         "tokens_per_step": tokens_per_step,
         "threads": cfg.threads,
         "compile": cfg.compile,
-        "bf16": cfg.bf16,
+        "bf16": bf16,
+        "device": device,
         **{f"pool_tokens_{c}": int(len(data.train[c])) for c in mixture.domains},
         **dict(cfg.meta),
         "config_fingerprint": fingerprint,
@@ -310,10 +335,10 @@ def train_run(
     store.set_status(cfg.run_id, "running")
 
     fwd: Callable[..., Any] = torch.compile(model, dynamic=False) if cfg.compile else model
-    device_type = "cuda" if cfg.device.startswith("cuda") else "cpu"
+    device_type = "cuda" if device.startswith("cuda") else "cpu"
 
     def autocast() -> Any:
-        return torch.autocast(device_type, dtype=torch.bfloat16, enabled=cfg.bf16)
+        return torch.autocast(device_type, dtype=torch.bfloat16, enabled=bf16)
 
     keep = lr_fraction_steps(schedule, cfg.save_at_lr_fractions) if cfg.phase == "pt" else {}
     stops = sorted(set(eval_steps(T_total, cfg.eval_every, cfg.eval_log_points)) | set(keep.values()))
@@ -369,7 +394,7 @@ def train_run(
             for g in optim.param_groups:
                 g["lr"] = lr
             x, y = sampler.next_batch()  # (B, T), (B, T)
-            x, y = x.to(cfg.device), y.to(cfg.device)
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             with autocast():
                 _, loss = fwd(x, y)
             loss_v = float(loss.detach())

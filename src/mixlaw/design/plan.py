@@ -1,0 +1,221 @@
+"""The logic behind ``mixlaw plan``: price the sizes, allocate the budget, optionally simulate, write a sweep spec.
+
+:func:`plan` returns the allocation of the chosen strategy (and of the ones to compare), the simulator's scores
+when asked, and the notes; :func:`sweep_toml` writes the allocation as a multi-domain probe sweep spec
+(``[pt].mixtures`` and ``[pt].runs``, see :mod:`mixlaw.probe.sweep`) that ``mixlaw probe run`` executes as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from mixlaw.design.budget import SizeSpec, parse_budget, resolve_sizes
+from mixlaw.design.strategies import Allocation, Strategy, allocate, parse_strategies
+from mixlaw.errors import InputError
+
+__all__ = ["DEFAULT_SCHEDULE", "natural_prior", "parse_prior", "plan", "sweep_toml"]
+
+#: PT schedule of the written spec: WSD with a cool-down to a tenth of the peak (as the shipped CMR bases).
+DEFAULT_SCHEDULE: dict[str, Any] = {
+    "kind": "wsd",
+    "peak_lr": 3e-3,
+    "warmup_fraction": 0.05,
+    "decay_fraction": 0.2,
+    "final_lr": 3e-4,
+}
+
+
+def natural_prior(data_dir: str | Path, domains: Sequence[str]) -> dict[str, float]:
+    """The natural mixture: each domain's share of the prepared training tokens (``manifest.json``)."""
+    from mixlaw.probe.corpora import load_manifest
+
+    manifest = load_manifest(data_dir)
+    have = manifest["corpora"]
+    missing = [d for d in domains if d not in have]
+    if missing:
+        raise InputError(f"--domains {missing[0]}: not a corpus of {data_dir} ({', '.join(have)})")
+    tok = {d: float(have[d]["tokens"]["train"]) for d in domains}
+    total = math.fsum(tok.values())
+    return {d: v / total for d, v in tok.items()}
+
+
+def parse_prior(text: str | None, domains: Sequence[str], data_dir: str | Path | None) -> dict[str, float] | None:
+    """``--prior``: ``natural`` (token shares of ``data_dir``), ``uniform``/none, or ``general=0.4,code=0.6``."""
+    if text is None or text.strip() in ("", "uniform"):
+        return None
+    if text.strip() == "natural":
+        if data_dir is None:
+            raise InputError("--prior natural: needs --data-dir (the prepared corpora's token counts)")
+        return natural_prior(data_dir, domains)
+    out: dict[str, float] = {}
+    for kv in text.split(","):
+        k, eq, v = kv.partition("=")
+        if not eq:
+            raise InputError(f"--prior: expected natural, uniform or domain=weight,..., got {kv!r}")
+        try:
+            out[k.strip()] = float(v)
+        except ValueError:
+            raise InputError(f"--prior {k.strip()}: expected a number, got {v!r}") from None
+    total = math.fsum(out.values())
+    if total <= 0:
+        raise InputError(f"--prior: expected positive weights, got {text!r}")
+    return {k: v / total for k, v in out.items()}
+
+
+def plan(
+    *,
+    sizes: Sequence[str],
+    target_size: str,
+    budget: str,
+    domains: Sequence[str],
+    strategy: str = "hourglass",
+    compare: str | None = None,
+    simulate: int = 0,
+    tokens_per_param: float = 20.0,
+    flops_per_s: float | None = None,
+    floors: int = 1,
+    caps: int | None = None,
+    prior: Mapping[str, float] | None = None,
+    mixture_floor: float = 0.01,
+    sharing: str = "nested",
+    max_mixtures: int | None = None,
+    k: int = 2,
+    noise: float = 0.01,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Allocate ``budget`` over ``sizes`` with ``strategy`` (and each ``compare`` strategy); simulate if asked.
+
+    Returns ``{"sizes", "target", "budget", "allocation" (the chosen one), "compare": [allocations],
+    "simulation": SimResult | None, "notes"}``; allocations are :class:`Allocation` objects.
+    """
+    doms = [d.strip() for d in domains if d.strip()]
+    if len(doms) < 2 or len(set(doms)) != len(doms):
+        raise InputError(f"--domains: expected at least two distinct domains, got {','.join(doms) or 'none'}")
+    size_specs, notes = resolve_sizes(sizes, tokens_per_param=tokens_per_param)
+    probe = [s.probe_size for s in size_specs]
+    if len(set(probe)) != len(probe):
+        raise InputError(f"--sizes: two sizes map to the same probe model ({probe}); give distinct sizes")
+    (tgt,), tnotes = resolve_sizes([target_size], tokens_per_param=tokens_per_param)
+    if tgt.n_params <= max(s.n_params for s in size_specs):
+        raise InputError(f"--target-size {target_size}: expected a size larger than every fitting size")
+    b = parse_budget(budget, target_cost=tgt.cost, flops_per_s=flops_per_s)
+    main = Strategy.parse(strategy)
+    others = [s for s in parse_strategies(compare) if s.label != main.label] if compare else []
+    opts: dict[str, Any] = {
+        "floors": floors,
+        "caps": caps,
+        "prior": prior,
+        "mixture_floor": mixture_floor,
+        "sharing": sharing,
+        "max_mixtures": max_mixtures,
+        "seed": seed,
+        "k": k,
+    }
+    chosen = allocate(main, size_specs, b.flops, doms, **opts)
+    compared = [allocate(s, size_specs, b.flops, doms, **opts) for s in others]
+    sim = None
+    if simulate:
+        from mixlaw.design.simulate import simulate as run_sim
+
+        sim = run_sim(
+            [main, *others],
+            size_specs,
+            tgt,
+            b.flops,
+            doms,
+            replicates=simulate,
+            noise=noise,
+            k=k,
+            seed=seed,
+            allocation=opts,
+        )
+    return {
+        "sizes": size_specs,
+        "target": tgt,
+        "budget": b,
+        "domains": doms,
+        "tokens_per_param": tokens_per_param,
+        "allocation": chosen,
+        "compare": compared,
+        "simulation": sim,
+        "notes": [*notes, *(n.replace("size", "target size", 1) for n in tnotes), *chosen.notes],
+    }
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(float(v)) if isinstance(v, float) else str(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, Mapping):
+        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(x)}" for k, x in v.items()) + " }"
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise InputError(f"cannot write {type(v).__name__} to a sweep spec")
+
+
+def _toml_key(k: str) -> str:
+    return k if k.replace("_", "").replace("-", "").isalnum() else json.dumps(k)
+
+
+def _weights(w: Sequence[float], domains: Sequence[str]) -> dict[str, float]:
+    """Weights rounded to 1e-6 that sum to exactly 1 (the largest takes the rounding)."""
+    units = [int(round(float(x) * 1_000_000)) for x in w]
+    big = max(range(len(units)), key=lambda i: units[i])
+    units[big] += 1_000_000 - sum(units)
+    return {d: u / 1_000_000 for d, u in zip(domains, units, strict=True)}
+
+
+def sweep_toml(
+    alloc: Allocation,
+    *,
+    name: str = "plan",
+    data_dir: str = "data",
+    work_dir: str = "runs",
+    tokens_per_param: float = 20.0,
+    block_size: int = 256,
+    batch_size: int = 8,
+    eval_tokens: int = 16384,
+    evals: int = 10,
+    seed: int = 0,
+    device: str = "auto",
+    schedule: Mapping[str, Any] | None = None,
+    header: Sequence[str] = (),
+) -> str:
+    """The allocation as a multi-domain probe sweep spec (TOML text) that ``mixlaw probe run`` executes."""
+    sizes: list[SizeSpec] = list(alloc.sizes)
+    if any(s.probe_size is None for s in sizes):
+        raise InputError("every fitting size needs a probe model to write a sweep spec")
+    used = [(s, ids) for s, ids in zip(sizes, alloc.mixture_ids, strict=True) if ids]
+    sweep = {
+        "name": name,
+        "data_dir": data_dir,
+        "work_dir": work_dir,
+        "seed": seed,
+        "block_size": block_size,
+        "batch_size": batch_size,
+        "threads": 1,
+        "device": device,
+        "eval_tokens": eval_tokens,
+        "eval_sets": list(alloc.domains),
+    }
+    pt: dict[str, Any] = {
+        "sizes": [s.probe_size for s, _ in used],
+        "tokens_per_param": float(tokens_per_param),
+        "schedule": dict(schedule or DEFAULT_SCHEDULE),
+        "evals": evals,
+    }
+    lines = [f"# {h}" for h in header]
+    lines += ["[sweep]", *(f"{k} = {_toml_value(v)}" for k, v in sweep.items()), "", "[pt]"]
+    lines += [f"{k} = {_toml_value(v)}" for k, v in pt.items()]
+    lines += ["", "[pt.mixtures]"]
+    lines += [f"m{i:03d} = {_toml_value(_weights(w, alloc.domains))}" for i, w in enumerate(alloc.pool)]
+    lines += ["", "[pt.runs]  # the mixtures each size trains from scratch; a repeated name is a seed replicate"]
+    lines += [f"{_toml_key(str(s.probe_size))} = {_toml_value([f'm{i:03d}' for i in ids])}" for s, ids in used]
+    return "\n".join(lines) + "\n"
