@@ -24,6 +24,7 @@ from mixlaw.decide.cmr.common import (
 )
 from mixlaw.decide.cmr.curves import SizeFits, bootstrap_size, fit_size
 from mixlaw.decide.cmr.decision import (
+    SOURCE_TOL_ONLY,
     STATUS_TOL_OVERRULED,
     Decision,
     budget_values,
@@ -34,33 +35,42 @@ from mixlaw.decide.cmr.decision import (
     ratio_rows,
     t0_for_resamples,
 )
+from mixlaw.decide.cmr.intervals import bc_interval
+from mixlaw.decide.cmr.noise import NOISE_FLOOR
 from mixlaw.decide.cmr.ratio import RatioLawFit, fit_ratio_law_batch, model_free_crossing, resolve_ratio_law
 from mixlaw.decide.cmr.result import SizeCMR
 from mixlaw.errors import InputError
 
-__all__ = ["decide_size", "cmr_size_trend", "choose_ratio_law", "RatioFits"]
+__all__ = ["decide_size", "cmr_size_trend", "choose_ratio_law", "RatioFits", "trend_exclusion", "trend_summary"]
 
 RatioFits = tuple[RatioLawFit | None, RatioLawFit | None, str | None]
 #: Ratio laws tried by ``ratio_law="auto"`` (the one that fits the end-of-budget increments best, in noise units).
-AUTO_RATIO_LAWS = ("ratio_power", "ratio_exp")
+AUTO_RATIO_LAWS = ("ratio_power", "ratio_exp", "ratio_power_linear")
 #: A binding tolerance boundary is weak when its ratio law misses an end-of-budget point by more than this many
-#: noise units (the ratio's ΔL_gen curve residual RMS).
+#: noise units (the measured noise of the ratio's end-of-budget increment, :mod:`.noise`).
 MISFIT_MAX = 3.0
 
 
 def _ratio_inputs(
     sf: SizeFits, rows_list: Sequence[list[dict[str, Any]]], sfs: Sequence[SizeFits], law: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, str | None]:
-    """Ratios and per-decision budget losses (general, domain) with a weight mask, for a batched ratio fit."""
+    """Ratios and per-decision budget losses (general, domain) with weights, for a batched ratio fit.
+
+    A weight is 0 where a decision has no value at a ratio, else ``1/σ²`` of the ratio's measured end-of-budget
+    noise (:mod:`.noise`; normalised to mean 1): weighted least squares on the observations with their noise."""
     ratios = ratios_all = np.array([c.ratio for c in sf.curves])
     G = np.zeros((len(rows_list), ratios.size))
     D = np.zeros_like(G)
     W = np.zeros_like(G)
+    sig = _noise(sf)
+    inv = np.array([1.0 / sig[float(r)] ** 2 if float(r) in sig else 0.0 for r in ratios])
+    inv = inv / inv[inv > 0].mean() if (inv > 0).any() else np.ones_like(inv)
+    inv = np.where(inv > 0, inv, 1.0)
     for b, (s, rows) in enumerate(zip(sfs, rows_list, strict=True)):
         r, g, d = budget_values(s, rows)
         for rr, gg, dd in zip(r, g, d, strict=True):
             j = int(np.flatnonzero(ratios == rr)[0])
-            G[b, j], D[b, j], W[b, j] = gg, dd, 1.0
+            G[b, j], D[b, j], W[b, j] = gg, dd, inv[j]
     note = None
     keep = input_ok(law_of(law), {"ratio": ratios})
     if not keep.all():
@@ -75,15 +85,16 @@ def ratio_fits_batch(
 ) -> tuple[list[RatioFits], str | None]:  # fmt: skip
     """The general and domain ratio laws of many decisions of one size (one solve per law)."""
     ratios, G, D, W, note = _ratio_inputs(sf, rows_list, sfs, law)
-    if ratios.size < 3:
-        msg = f"ratio law not fitted: too few ratios to fit (need ≥ 3), got {ratios.size}"
+    need = _min_ratios(law)
+    if ratios.size < need:
+        msg = f"ratio law not fitted: too few ratios to fit (need ≥ {need}), got {ratios.size}"
         return [(None, None, msg)] * len(rows_list), note
     fg = fit_ratio_law_batch(ratios, G, law=law, weights=W, c_method=c_method, fit_loss=fit_loss)
     fd = fit_ratio_law_batch(ratios, D, law=law, weights=W, c_method=c_method, fit_loss=fit_loss)
     out: list[RatioFits] = []
     for b in range(len(rows_list)):
-        if int(W[b].sum()) < 3:
-            out.append((None, None, "ratio law not fitted: fewer than 3 ratios at the budget"))
+        if int((W[b] > 0).sum()) < need:
+            out.append((None, None, f"ratio law not fitted: fewer than {need} ratios at the budget"))
         elif fg[b] is None or fd[b] is None:
             out.append((None, None, "ratio law not fitted: the fit failed"))
         else:
@@ -91,30 +102,63 @@ def ratio_fits_batch(
     return out, note
 
 
+def _min_ratios(law: str) -> int:
+    """Ratios a ratio law needs: its parameter count, and one more (a residual degree of freedom) beyond three
+    parameters (a four-parameter law through four points would judge itself perfect)."""
+    p = len(law_of(law).param_names)
+    return p if p <= 3 else p + 1
+
+
 def _noise(sf: SizeFits) -> dict[float, float]:
-    return {c.ratio: math.sqrt(c.mse_gen) for c in sf.curves if math.isfinite(c.mse_gen)}
+    """Per ratio, the noise of its observed end-of-budget ΔL_gen: measured (:mod:`.noise`) when known, else the
+    ratio's ΔL_gen curve residual RMS."""
+    if sf.noise is not None:
+        return dict(sf.noise.sigma)
+    return {c.ratio: max(math.sqrt(c.mse_gen), NOISE_FLOOR) for c in sf.curves if math.isfinite(c.mse_gen)}
+
+
+def ratio_law_z(sf: SizeFits, rows: list[dict[str, Any]], fit: RatioLawFit | None) -> dict[float, float]:
+    """Per ratio, (observed − ratio law) of the general loss at the budget in units of the ratio's noise."""
+    if fit is None:
+        return {}
+    r, g, _ = budget_values(sf, rows)
+    noise = _noise(sf)
+    return {float(rr): (gg - float(fit.predict(rr))) / max(noise.get(float(rr), 0.0), NOISE_FLOOR)
+            for rr, gg, ok in zip(r, g, input_ok(law_of(fit.law), {"ratio": r}), strict=True) if ok}  # fmt: skip
 
 
 def ratio_law_misfit(sf: SizeFits, rows: list[dict[str, Any]], fit: RatioLawFit | None) -> float:
-    """Largest |observed − ratio law| of the general loss at the budget, in units of each ratio's curve noise."""
-    if fit is None:
+    """Largest |observed − ratio law| of the general loss at the budget, in units of each ratio's noise."""
+    z = ratio_law_z(sf, rows, fit)
+    return max(abs(v) for v in z.values()) if z else math.inf
+
+
+def ratio_law_rms(sf: SizeFits, rows: list[dict[str, Any]], fit: RatioLawFit | None) -> float:
+    """Residual RMS of the ratio law at the budget in noise units, per residual degree of freedom
+    (``sqrt(Σ z² / (n − p))``; ``n − p`` floored at 1): about 1 when the law fits within the noise."""
+    z = ratio_law_z(sf, rows, fit)
+    if fit is None or not z:
         return math.inf
-    r, g, _ = budget_values(sf, rows)
-    noise = _noise(sf)
-    z = [abs(float(fit.predict(rr)) - gg) / max(noise.get(float(rr), 0.0), 5e-4)
-         for rr, gg, ok in zip(r, g, input_ok(law_of(fit.law), {"ratio": r}), strict=True) if ok]  # fmt: skip
-    return max(z) if z else math.inf
+    dof = max(len(z) - len(law_of(fit.law).param_names), 1)
+    return math.sqrt(sum(v * v for v in z.values()) / dof)
 
 
-def choose_ratio_law(sf: SizeFits, rows: list[dict[str, Any]], ratio_law: str, c_method: str, fit_loss: str) -> str:
-    """``auto``: the registered ratio law (of :data:`AUTO_RATIO_LAWS`) that fits the end-of-budget general loss
-    best in noise units; any other value is looked up in the registry."""
+def choose_ratio_law(
+    sf: SizeFits, rows: list[dict[str, Any]], ratio_law: str, c_method: str, fit_loss: str,
+    scores: dict[str, float] | None = None,
+) -> str:  # fmt: skip
+    """``auto``: the registered ratio law (of :data:`AUTO_RATIO_LAWS`) whose fit of the end-of-budget general
+    loss has the smallest residual RMS in noise units per degree of freedom (:func:`ratio_law_rms`); a law with
+    more than three parameters only with a residual degree of freedom to spare. Any other value is looked up in
+    the registry. ``scores`` (when given) receives each candidate's RMS."""
     if ratio_law != "auto":
         return resolve_ratio_law(ratio_law).name
     best, best_z = AUTO_RATIO_LAWS[0], math.inf
     for name in AUTO_RATIO_LAWS:
         (fits,), _ = ratio_fits_batch(sf, [rows], [sf], name, c_method, fit_loss)
-        z = ratio_law_misfit(sf, rows, fits[0])
+        z = ratio_law_rms(sf, rows, fits[0])
+        if scores is not None:
+            scores[name] = z
         if z < best_z - 1e-9:
             best, best_z = name, z
     return best
@@ -124,7 +168,7 @@ def _same_source(point: Decision, boot: Decision) -> float | None:
     """The resample's CMR computed the way the point estimate was (so the interval describes that number)."""
     if point.cmr is None:
         return None
-    if point.cmr_source == "tolerance boundary":  # the tolerance-only reading (relative to the control)
+    if point.cmr_source in ("tolerance boundary", SOURCE_TOL_ONLY):  # the tolerance-only reading
         return boot.tolerance_boundary
     if point.cmr_source.startswith("CMR law") or point.cmr_source.startswith("tolerance"):
         vals = [v for v in (boot.cmr_law_at_budget, boot.tolerance_boundary) if v is not None]
@@ -196,14 +240,16 @@ def decide_size(
     turn = "dloss_general_abs" not in inc.columns  # relative to the control: tolerance only (see ratio_rows)
     kw: dict[str, Any] = dict(t0_search_factor=t0_search_factor, require_turn=turn)
     rows = ratio_rows(sf, epsilon=epsilon, lagrange_mult=lagrange_mult, t0_cache=t0c, **kw)
-    rl_name = choose_ratio_law(sf, rows, ratio_law, c_method, fit_loss)
+    scores: dict[str, float] = {}
+    rl_name = choose_ratio_law(sf, rows, ratio_law, c_method, fit_loss, scores=scores)
     (rfit,), rl_note = ratio_fits_batch(sf, [rows], [sf], rl_name, c_method, fit_loss)
     (cparams,) = fit_cmr_laws(law, [cmr_points(rows)])
     dec = headline(sf, rows, cparams, rfit, epsilon, require_turn=turn)
     notes = fit_notes + ([rl_note] if rl_note else []) + dec.notes
     if budget_tokens is not None and budget_tokens > max(c.t_last for c in sf.curves):
         notes.append("budget beyond the last evaluation: curves extrapolated")
-    ci = tol_ci = None
+    ci: tuple[float, float] | None = None
+    tol_ci: tuple[float, float] | None = None
     boot_cmr = None
     boot_laws: list[dict[str, float]] = []
     boot_rfits: list[RatioFits] = []
@@ -237,12 +283,14 @@ def decide_size(
         if unconv:
             notes.append(f"{unconv} of {bootstrap * sum(c.ratio > 0 for c in sf.curves)} bootstrap ΔL_gen refits "
                          "did not converge or sit at an exponent bound")  # fmt: skip
-        a = (1 - level) / 2
-        if vals:
+        if vals:  # bias-corrected percentile intervals: they contain their point estimate (.intervals)
             boot_cmr = np.array(vals)
-            ci = (float(np.quantile(boot_cmr, a)), float(np.quantile(boot_cmr, 1 - a)))
+            ci = bc_interval(boot_cmr, dec.cmr, level)
+            if ci is not None and ci.extended:
+                notes.append(f"the CMR {dec.cmr:.3f} lies at the edge of its bootstrap distribution: its interval "
+                             "was extended to it")  # fmt: skip
         if tols:
-            tol_ci = (float(np.quantile(tols, a)), float(np.quantile(tols, 1 - a)))
+            tol_ci = bc_interval(np.array(tols), dec.tolerance_boundary, level)
     if progress is not None:
         progress(max(bootstrap, 1))
     sens: list[dict[str, Any]] = []
@@ -260,6 +308,11 @@ def decide_size(
     r_obs, g_obs, _ = budget_values(sf, rows)
     mf, mf_status = model_free_crossing(r_obs, g_obs - sf.ref_general, epsilon)
     misfit = ratio_law_misfit(sf, rows, rfit[0])
+    rms = ratio_law_rms(sf, rows, rfit[0])
+    if math.isfinite(rms):
+        others = ", ".join(f"{k} {v:.1f}" for k, v in scores.items() if k != rl_name and math.isfinite(v))
+        notes.append(f"ratio law {rl_name}: residual RMS {rms:.1f}× the measured noise at the budget"
+                     + (f" (auto; {others})" if others else ""))  # fmt: skip
     tb = dec.tolerance_boundary
     if tb is not None and mf_status == STATUS_OK and mf is not None and abs(tb - mf) > 0.05:
         notes.append(f"tolerance boundary {dec.tolerance_boundary:.3f} ({rl_name}) vs model-free crossing of the "
@@ -281,24 +334,55 @@ def decide_size(
     return out, sens, boot_cmr, boot_rfits
 
 
+def trend_exclusion(s: SizeCMR, reading: str = "headline") -> str | None:
+    """Why a size does not feed the CMR-vs-size trend (None: it does).
+
+    The trend compares like with like: only sizes whose CMR is the decision's full reading (CMR law or binding
+    tolerance boundary of a ratio law that agrees with the observations) feed it; a lower bound (every ratio
+    feasible), a fallback (too few ratios for the CMR law, the model-free crossing overruling the ratio law) or
+    no CMR does not. ``reading="tolerance"``: the tolerance-only reading (the tolerance boundary), which every
+    size whose observations bracket ε has."""
+    if not is_number(s.n_params):
+        return "size is not a number"
+    if reading == "tolerance":
+        if s.model_free_status != STATUS_OK or s.tolerance_boundary is None:
+            return "observations at the budget do not bracket ε"
+        return None
+    if s.cmr is None:
+        return "no CMR"
+    if s.outcome == STATUS_ALL_FEASIBLE:
+        return "CMR is a lower bound (every ratio feasible)"
+    if s.outcome.startswith("too few"):
+        return "too few ratios for the CMR law"
+    if s.tolerance_status == STATUS_TOL_OVERRULED:
+        return "fell back to the model-free crossing"
+    return None
+
+
 def cmr_size_trend(
-    sizes: Sequence[SizeCMR], boot: dict[Any, np.ndarray] | None = None, *, level: float = 0.95
-) -> dict[str, Any] | None:
+    sizes: Sequence[SizeCMR], boot: dict[Any, np.ndarray] | None = None, *, level: float = 0.95,
+    reading: str = "headline",
+) -> dict[str, Any] | None:  # fmt: skip
     """CMR vs model size: least-squares line ``CMR = a + b · log10(N)`` with a bootstrap band.
 
-    Sizes whose CMR is only a lower bound (``all ratios feasible``) are left out of the line. The band refits the
-    line on paired resamples (resample ``i`` of every size); needs ≥ 2 numeric sizes with a CMR.
+    Only sizes that :func:`trend_exclusion` accepts feed the line (``sizes``; the others are listed in
+    ``left_out`` with the reason). The band refits the line on paired resamples (resample ``i`` of every size);
+    needs ≥ 2 sizes.
     """
-    use = [s for s in sizes if s.cmr is not None and is_number(s.n_params) and s.outcome != STATUS_ALL_FEASIBLE]
-    pts = [(float(s.n_params), float(s.cmr)) for s in use]  # type: ignore[arg-type]
+    use = [s for s in sizes if trend_exclusion(s, reading) is None]
+    val = (lambda s: s.tolerance_boundary) if reading == "tolerance" else (lambda s: s.cmr)
+    pts = [(float(s.n_params), float(val(s))) for s in use]
     if len(pts) < 2:
         return None
     x = np.log10([p[0] for p in pts])
     y = np.array([p[1] for p in pts])
     b, a = np.polyfit(x, y, 1)
-    out: dict[str, Any] = {"form": "cmr = a + b*log10(n_params)", "a": float(a), "b": float(b),
-                           "n_sizes": len(pts), "band": None}  # fmt: skip
-    if boot:
+    left = [{"n_params": size_json(s.n_params), "reason": why} for s in sizes
+            if (why := trend_exclusion(s, reading)) is not None]  # fmt: skip
+    out: dict[str, Any] = {"form": "cmr = a + b*log10(n_params)", "a": float(a), "b": float(b), "reading": reading,
+                           "n_sizes": len(pts), "sizes": [size_json(s.n_params) for s in use], "left_out": left,
+                           "band": None}  # fmt: skip
+    if boot and reading == "headline":
         keys = [s.n_params for s in use]
         if all(k in boot for k in keys):
             m = min(len(boot[k]) for k in keys)
@@ -313,6 +397,21 @@ def cmr_size_trend(
                 out["band"] = {"n_params": (10**grid).tolist(), "lo": np.quantile(arr, q, axis=0).tolist(),
                                "hi": np.quantile(arr, 1 - q, axis=0).tolist()}  # fmt: skip
     return out
+
+
+def trend_summary(sizes: Sequence[SizeCMR], trend: dict[str, Any] | None) -> str:
+    """One line: the size trend and which sizes fed it (or why there is none)."""
+    from mixlaw.report.fmt import fmt_size
+
+    left = [(s, why) for s in sizes if (why := trend_exclusion(s)) is not None]
+    gone = "; ".join(f"{fmt_size(s.n_params)} ({why})" for s, why in left)
+    if trend is None:
+        n_ok = len(sizes) - len(left)
+        return (f"no size trend: {n_ok} size(s) with a comparable CMR (need ≥ 2)"
+                + (f"; left out: {gone}" if gone else ""))  # fmt: skip
+    used = ", ".join(fmt_size(v) for v in trend.get("sizes", []))
+    return (f"size trend CMR = {trend['a']:.4f} + {trend['b']:.4f}·log10(N) from {trend['n_sizes']} sizes ({used})"
+            + (f"; left out: {gone}" if gone else ""))  # fmt: skip
 
 
 def check_args(epsilon: float, lagrange_mult: float, budget_tokens: float | None, bootstrap: int) -> None:

@@ -105,20 +105,35 @@ def _held_out_ratios(dec: CMRDecision, inc: pd.DataFrame, n_boot: int, rng: np.r
 
 
 def _held_out_size(dec: CMRDecision) -> dict[str, Any] | None:
-    from mixlaw.decide.cmr.pipeline import cmr_size_trend
+    from mixlaw.decide.cmr.pipeline import cmr_size_trend, trend_exclusion
 
     sizes = [s for s in dec.sizes if is_number(s.n_params)]
     if len(sizes) < 3:
         return None
     last = max(sizes, key=lambda s: float(s.n_params))
     rest = [s for s in sizes if s is not last]
+    # Only sizes with a comparable CMR feed the trend (pipeline.trend_exclusion). When fewer than two of the
+    # other sizes have one, the tolerance-only reading (defined wherever the observations bracket ε) is trended
+    # and compared instead, and ``reading`` says so.
+    reading = "headline"
     tr = cmr_size_trend(rest)
+    if tr is None:
+        reading = "tolerance"
+        tr = cmr_size_trend(rest, reading=reading)
     raw = None if tr is None else float(tr["a"] + tr["b"] * math.log10(float(last.n_params)))
     pred = None if raw is None else min(max(raw, 0.0), 1.0)  # a share is a share: the trend's value is clipped
+    why_last = trend_exclusion(last, reading)
+    value = last.cmr if reading == "headline" else last.tolerance_boundary
+    actual = value if why_last is None else None  # a fallback CMR is not what the trend predicts
     out: dict[str, Any] = {"n_params": size_json(last.n_params), "predicted": pred, "predicted_raw": raw,
-                           "clipped": raw is not None and raw != pred, "n_trend_sizes": len(rest),
-                           "actual": last.cmr,
-                           "shift": None if pred is None or last.cmr is None else float(last.cmr - pred)}  # fmt: skip
+                           "clipped": raw is not None and raw != pred,
+                           "n_trend_sizes": 0 if tr is None else tr["n_sizes"],
+                           "trend_sizes": [] if tr is None else tr["sizes"],
+                           "trend_left_out": [{"n_params": size_json(s.n_params), "reason": w} for s in rest
+                                              if (w := trend_exclusion(s, reading)) is not None],
+                           "reading": "CMR" if reading == "headline" else "tolerance boundary (tolerance-only)",
+                           "held_out_not_comparable": why_last, "actual": actual,
+                           "shift": None if pred is None or actual is None else float(actual - pred)}  # fmt: skip
     rows, inside, err = [], [], []
     for row in last.ratios:
         obs = row["observed_dloss_general_at_budget"]
