@@ -197,3 +197,22 @@ def test_size_trend_uses_only_comparable_sizes_and_says_which(decisions: dict) -
         key = size_json(first.n_params)
         assert less is not None and key not in less["sizes"]
         assert {"n_params": key, "reason": "too few ratios for the CMR law"} in less["left_out"]
+
+
+def test_a_curve_at_the_noise_level_is_judged_by_its_rms_not_its_r2() -> None:
+    """Increments of ~4 noise units over the whole run: R² is ~0.3 whatever the law, but the residual RMS is the
+    evaluation noise, so the decision is not weak for R²; a hump 7× the noise on top makes R² count again."""
+    ratios = (0.125, 0.2, 0.25, 1 / 3, 0.5)
+    runs = simulate_cmr_runs(ratios, P460, amp=2e-4, noise=4e-4, random_state=0)
+    dec = critical_mixture_ratio(runs, general_eval="general", domain_eval="code", sensitivity_lambdas=(),
+                                 sensitivity_epsilons=())  # fmt: skip
+    (s,) = dec.sizes
+    assert any(r["r2_general"] < 0.9 for r in s.ratios if r["feasible"])
+    assert not any("R² <" in w or "residual RMS" in w for w in s.weak_reasons), s.weak_reasons
+    assert all(r["rms_general"] < 2 * 4e-4 and r["eval_jitter"] is not None for r in s.ratios)
+    tokens = runs["tokens"]
+    bump = 3e-3 * np.exp(-0.5 * ((tokens / tokens.max() - 0.3) / 0.08) ** 2)  # a hump the law cannot follow
+    dec = critical_mixture_ratio(runs.assign(loss_general=runs["loss_general"] + bump), general_eval="general",
+                                 domain_eval="code", sensitivity_lambdas=(), sensitivity_epsilons=())  # fmt: skip
+    (s,) = dec.sizes  # now the range is well above the noise: R² is meaningful, and low
+    assert any(w.startswith("ΔL_gen R² < 0.9") for w in s.weak_reasons), s.weak_reasons

@@ -97,6 +97,9 @@ def ratio_rows(
             "observed_dloss_domain_at_budget": c.obs_dom_at_budget, "within_tolerance": None, "feasible": False,
             "reason": "", "r2_general": num(c.r2_gen), "r2_domain": num(c.r2_dom), "fit_general": c.gen_status,
             "fit_domain": c.dom_status, "observed_peak_tokens": None, "observed_still_rising": None,
+            "rms_general": num(math.sqrt(c.mse_gen)) if c.mse_gen >= 0 else None,
+            "noise_at_budget": None if sf.noise is None else num(sf.noise.sigma.get(c.ratio)),
+            "eval_jitter": None if sf.noise is None else num(sf.noise.jitter.get(c.ratio)),
         }  # fmt: skip
         if c.gen_params is None or c.dom_params is None:
             row["reason"] = c.error or "fit failed"

@@ -49,6 +49,10 @@ AUTO_RATIO_LAWS = ("ratio_power", "ratio_exp", "ratio_power_linear")
 #: A binding tolerance boundary is weak when its ratio law misses an end-of-budget point by more than this many
 #: noise units (the measured noise of the ratio's end-of-budget increment, :mod:`.noise`).
 MISFIT_MAX = 3.0
+#: A ΔL_gen curve whose observed range is below this many evaluation-jitter units is at the noise level: it is
+#: judged by its residual RMS (weak above :data:`RMS_MAX` × the jitter) instead of R² (meaningless there).
+SIGNAL_SIGMAS = 5.0
+RMS_MAX = 2.0
 
 
 def _ratio_inputs(
@@ -197,10 +201,24 @@ def _weak(sf: SizeFits, dec: Decision, n_boot: int, n_failed: int, misfit: float
         if bad:
             kinds = sorted({getattr(c, attr) for c in bad})
             out.append(f"{label} fit {'/'.join(kinds)} at R = {', '.join(f'{c.ratio:g}' for c in bad)}")
-    low = [c for c in cand if math.isfinite(c.r2_gen) and c.r2_gen < R2_MIN]
+    jit = sf.noise.jitter if sf.noise is not None else {}
+    fin = [v for v in jit.values() if math.isfinite(v)]
+    pooled = float(np.median(fin)) if fin else math.nan  # evaluation noise is much the same across ratios
+    low, noisy = [], []
+    for c in cand:
+        sig = max(jit.get(c.ratio, math.nan), pooled)
+        if math.isfinite(sig) and float(np.ptp(c.obs_gen)) < SIGNAL_SIGMAS * sig:
+            # the curve's whole range is a few noise units: R² is meaningless, its residual RMS is judged
+            if math.isfinite(c.mse_gen) and math.sqrt(c.mse_gen) > RMS_MAX * max(sig, NOISE_FLOOR):
+                noisy.append(c)
+        elif math.isfinite(c.r2_gen) and c.r2_gen < R2_MIN:
+            low.append(c)
     if low:
         out.append(f"ΔL_gen R² < {R2_MIN:g} at R = {', '.join(f'{c.ratio:g}' for c in low)} "
                    f"(lowest {min(c.r2_gen for c in low):.2f})")  # fmt: skip
+    if noisy:
+        out.append(f"ΔL_gen residual RMS > {RMS_MAX:g}× the evaluation jitter on a curve within "
+                   f"{SIGNAL_SIGMAS:g} noise units at R = {', '.join(f'{c.ratio:g}' for c in noisy)}")  # fmt: skip
     if n_boot and n_failed > BOOT_LOST_MAX * n_boot:
         out.append(f"{n_failed} of {n_boot} bootstrap resamples gave no CMR (> {BOOT_LOST_MAX:.0%})")
     if src.startswith("tolerance") and dec.tolerance_status == STATUS_TOL_OVERRULED:
