@@ -85,25 +85,54 @@ def _ratio_inputs(
 
 def ratio_fits_batch(
     sf: SizeFits, rows_list: Sequence[list[dict[str, Any]]], sfs: Sequence[SizeFits], law: str, c_method: str,
-    fit_loss: str,
+    fit_loss: str, dom_law: str | None = None,
 ) -> tuple[list[RatioFits], str | None]:  # fmt: skip
-    """The general and domain ratio laws of many decisions of one size (one solve per law)."""
-    ratios, G, D, W, note = _ratio_inputs(sf, rows_list, sfs, law)
-    need = _min_ratios(law)
-    if ratios.size < need:
-        msg = f"ratio law not fitted: too few ratios to fit (need ≥ {need}), got {ratios.size}"
+    """The general and domain ratio laws of many decisions of one size (one solve per law); the domain loss is
+    fitted with ``dom_law`` (default ``law``), unweighted."""
+    ratios, G, _, W, note = _ratio_inputs(sf, rows_list, sfs, law)
+    dlaw = dom_law or law
+    ratios_d, _, D, Wd, _ = _ratio_inputs(sf, rows_list, sfs, dlaw) if dlaw != law else (ratios, G, _, W, note)
+    Wd = (Wd > 0).astype(np.float64)
+    need, need_d = _min_ratios(law), _min_ratios(dlaw)
+    if ratios.size < need or ratios_d.size < need_d:
+        msg = f"ratio law not fitted: too few ratios to fit (need ≥ {max(need, need_d)}), got {ratios.size}"
         return [(None, None, msg)] * len(rows_list), note
     fg = fit_ratio_law_batch(ratios, G, law=law, weights=W, c_method=c_method, fit_loss=fit_loss)
-    fd = fit_ratio_law_batch(ratios, D, law=law, weights=W, c_method=c_method, fit_loss=fit_loss)
+    fd = fit_ratio_law_batch(ratios_d, D, law=dlaw, weights=Wd, c_method=c_method, fit_loss=fit_loss)
     out: list[RatioFits] = []
     for b in range(len(rows_list)):
-        if int((W[b] > 0).sum()) < need:
-            out.append((None, None, f"ratio law not fitted: fewer than {need} ratios at the budget"))
+        if int((W[b] > 0).sum()) < need or int((Wd[b] > 0).sum()) < need_d:
+            out.append((None, None, f"ratio law not fitted: fewer than {max(need, need_d)} ratios at the budget"))
         elif fg[b] is None or fd[b] is None:
             out.append((None, None, "ratio law not fitted: the fit failed"))
         else:
             out.append((fg[b], fd[b], None))
     return out, note
+
+
+def choose_domain_law(sf: SizeFits, rows: list[dict[str, Any]], ratio_law: str, general_law: str, c_method: str,
+                      fit_loss: str) -> str:  # fmt: skip
+    """The domain loss's ratio law: ``auto`` picks, as for the general loss, the candidate with the smallest
+    residual RMS per degree of freedom, in units of each ratio's ΔL_dom curve residual RMS (domain losses fall
+    steeply from R = 0 and flatten: a shape the general loss's law need not have)."""
+    if ratio_law != "auto":
+        return general_law
+    noise = {c.ratio: max(math.sqrt(c.mse_dom), NOISE_FLOOR) for c in sf.curves if math.isfinite(c.mse_dom)}
+    best, best_z = general_law, math.inf
+    for name in AUTO_RATIO_LAWS:
+        (fits,), _ = ratio_fits_batch(sf, [rows], [sf], name, c_method, fit_loss)
+        fd = fits[1]
+        if fd is None:
+            continue
+        r, _, d = budget_values(sf, rows)
+        ok = input_ok(law_of(name), {"ratio": r})
+        z = [(dd - float(fd.predict(rr))) / noise.get(float(rr), NOISE_FLOOR)
+             for rr, dd, k in zip(r, d, ok, strict=True) if k]  # fmt: skip
+        dof = max(len(z) - len(law_of(name).param_names), 1)
+        score = math.sqrt(sum(v * v for v in z) / dof) if z else math.inf
+        if score < best_z - 1e-9:
+            best, best_z = name, score
+    return best
 
 
 def _min_ratios(law: str) -> int:
@@ -260,7 +289,8 @@ def decide_size(
     rows = ratio_rows(sf, epsilon=epsilon, lagrange_mult=lagrange_mult, t0_cache=t0c, **kw)
     scores: dict[str, float] = {}
     rl_name = choose_ratio_law(sf, rows, ratio_law, c_method, fit_loss, scores=scores)
-    (rfit,), rl_note = ratio_fits_batch(sf, [rows], [sf], rl_name, c_method, fit_loss)
+    rl_dom = choose_domain_law(sf, rows, ratio_law, rl_name, c_method, fit_loss)
+    (rfit,), rl_note = ratio_fits_batch(sf, [rows], [sf], rl_name, c_method, fit_loss, rl_dom)
     (cparams,) = fit_cmr_laws(law, [cmr_points(rows)])
     dec = headline(sf, rows, cparams, rfit, epsilon, require_turn=turn)
     notes = fit_notes + ([rl_note] if rl_note else []) + dec.notes
@@ -279,11 +309,11 @@ def decide_size(
             brows = [ratio_rows(b, epsilon=epsilon, lagrange_mult=lagrange_mult, t0_given=g, **kw)
                      for b, g in zip(bsfs, bt0, strict=True)]  # fmt: skip
             bparams = fit_cmr_laws(law, [cmr_points(r) for r in brows])
-            boot_rfits, _ = ratio_fits_batch(sf, brows, bsfs, rl_name, c_method, fit_loss)
+            boot_rfits, _ = ratio_fits_batch(sf, brows, bsfs, rl_name, c_method, fit_loss, rl_dom)
         else:  # one resample at a time (reference for the batched path)
             brows = [ratio_rows(b, epsilon=epsilon, lagrange_mult=lagrange_mult, **kw) for b in bsfs]
             bparams = [fit_cmr_laws(law, [cmr_points(r)])[0] for r in brows]
-            boot_rfits = [ratio_fits_batch(sf, [r], [b], rl_name, c_method, fit_loss)[0][0]
+            boot_rfits = [ratio_fits_batch(sf, [r], [b], rl_name, c_method, fit_loss, rl_dom)[0][0]
                           for b, r in zip(bsfs, brows, strict=True)]  # fmt: skip
         vals, tols = [], []
         for b, r, p, f in zip(bsfs, brows, bparams, boot_rfits, strict=True):

@@ -41,8 +41,8 @@ def _held_out_ratios(dec: CMRDecision, inc: pd.DataFrame, n_boot: int, rng: np.r
         rows = ratio_rows(sf, epsilon=kw["epsilon"], lagrange_mult=kw["lagrange_mult"],
                           t0_search_factor=kw["t0_search_factor"])  # fmt: skip
         r, g, d = budget_values(sf, rows)
-        law = s.ratio_law_general.law
-        keep = input_ok(law_of(law), {"ratio": r})
+        law, dlaw = s.ratio_law_general.law, s.ratio_law_domain.law
+        keep = input_ok(law_of(law), {"ratio": r}) & input_ok(law_of(dlaw), {"ratio": r})
         r, g, d = r[keep], g[keep], d[keep]
         cand = sorted(x for x in r if x > 0)
         interior = cand[1:-1]
@@ -65,7 +65,7 @@ def _held_out_ratios(dec: CMRDecision, inc: pd.DataFrame, n_boot: int, rng: np.r
             G = np.vstack([g[None], g[None] + eg])
             D = np.vstack([d[None], d[None] + ed])
             fg = fit_ratio_law_batch(r, G, law=law, weights=W, c_method=kw["c_method"], fit_loss=kw["fit_loss"])
-            fd = fit_ratio_law_batch(r, D, law=law, weights=W, c_method=kw["c_method"], fit_loss=kw["fit_loss"])
+            fd = fit_ratio_law_batch(r, D, law=dlaw, weights=W, c_method=kw["c_method"], fit_loss=kw["fit_loss"])
             if fg[0] is None or fd[0] is None:
                 continue
             pg, pdm = float(fg[0].predict(rj)), float(fd[0].predict(rj))
