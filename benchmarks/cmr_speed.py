@@ -12,7 +12,8 @@ command on this 2-core machine at a load average of about 4 (2026-12-01 09:44-09
 issue measured 593 s under heavier load. The machine is shared, so the load average is printed beside every
 time; CPU seconds are the load-independent figure. Last line: ``seconds=<main job wall time>``.
 
-Usage: ``python benchmarks/cmr_speed.py [--bootstrap 50] [--skip-decision] [--unbatched]``
+Usage: ``python benchmarks/cmr_speed.py [--bootstrap 50] [--runs PATH] [--skip-decision] [--unbatched]``
+(``--runs examples/cmr_probe/runs_v1.csv``: the 5-size v1 grid).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def _load() -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bootstrap", type=int, default=50)
+    ap.add_argument("--runs", type=Path, default=RUNS, help="run table (default the shipped v2 example)")
     ap.add_argument("--skip-decision", action="store_true", help="only time the CLI main job")
     ap.add_argument("--unbatched", action="store_true", help="also time the decision one resample at a time")
     args = ap.parse_args()
@@ -49,7 +51,7 @@ def main() -> None:
 
         from mixlaw.decide.cmr import critical_mixture_ratio_by_domain
 
-        runs = pd.read_csv(RUNS)
+        runs = pd.read_csv(args.runs)
         for batched, workers in ((True, 2), (True, 1), *(((False, 1),) if args.unbatched else ())):
             print(f"[{_load()}]", flush=True)
             c0, t0 = time.process_time(), time.perf_counter()
@@ -62,7 +64,7 @@ def main() -> None:
             print(f"decision ({'batched' if batched else 'one resample at a time'}, {workers} worker(s)): "
                   f"wall {wall:.1f} s, CPU {cpu:.1f} s", flush=True)  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "mixlaw.cli", "cmr", str(RUNS), "--general-eval", "general", "--domain-eval",
+        cmd = [sys.executable, "-m", "mixlaw.cli", "cmr", str(args.runs), "--general-eval", "general", "--domain-eval",
                "legal", "--domain-eval", "code", "--bootstrap", str(args.bootstrap), "--report",
                str(Path(tmp) / "cmr_report.html")]  # fmt: skip
         before = _load()

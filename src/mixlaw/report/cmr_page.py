@@ -66,8 +66,17 @@ def _validation_html(v: dict[str, Any] | None) -> str:
             f"; its end-of-budget ΔL_gen predicted by per-ratio size trends with MAE {hs['mae_general']:.4f} "
             f"({100 * hs['coverage']:.0f}% inside the band)")  # fmt: skip
         clip = f" (trend value {hs['predicted_raw']:.3f}, clipped to a share)" if hs.get("clipped") else ""
-        out.append(f"<p>Largest size {esc(fmt_size(hs['n_params']))} held out: the trend of the other sizes predicts "
-                   f"CMR {hs['predicted']:.3f}{esc(clip)}, fitted {act}{esc(mae)}.</p>")  # fmt: skip
+        used = ", ".join(fmt_size(x) for x in hs.get("trend_sizes", []))
+        nc = f" (its own CMR is not comparable: {hs['held_out_not_comparable']})" if hs.get(
+            "held_out_not_comparable") else ""  # fmt: skip
+        out.append(f"<p>Largest size {esc(fmt_size(hs['n_params']))} held out: the trend of the other sizes "
+                   f"({esc(used)}) predicts its {esc(hs.get('reading', 'CMR'))} {hs['predicted']:.3f}{esc(clip)}, "
+                   f"fitted {act}{esc(nc)}{esc(mae)}."
+                   "</p>")  # fmt: skip
+    elif hs:
+        left = "; ".join(f"{fmt_size(x['n_params'])} ({x['reason']})" for x in hs.get("trend_left_out", []))
+        out.append(f"<p>Largest size {esc(fmt_size(hs['n_params']))} held out: no trend of the other sizes (need ≥ 2 "
+                   f"with a comparable CMR{esc('; left out: ' + left if left else '')}).</p>")  # fmt: skip
     return "".join(out) or "<p>Not enough sizes or interior ratios to hold any out.</p>"
 
 
@@ -122,9 +131,11 @@ def cmr_sections(decision: CMRDecision, *, source: str | None = None, domain: st
         figs.append(figure_html(fig, alt=f"trajectories {fmt_size(s.n_params)}", dpi=80))
     n = len(decision.sizes)
     trend = ""
-    if decision.trend is not None:
-        tr = decision.trend
-        trend = f"<p>Size trend: CMR = {tr['a']:.4f} + {tr['b']:.4f}·log10(N) over {tr['n_sizes']} sizes.</p>"
+    if len(decision.sizes) > 1:
+        from mixlaw.decide.cmr.pipeline import trend_summary
+
+        line = trend_summary(decision.sizes, decision.trend)
+        trend = f"<p>{esc(line[0].upper() + line[1:])}.</p>"
     out.append(Section("Plots", f'<div class="figs">{"".join(figs)}</div>{trend}'))
     rows = [{"size": fmt_size(s.n_params), "budget (tokens)": fmt_tokens(s.budget_tokens), "CMR": s.cmr,
              "95% CI": _ci(s.ci), "from": s.cmr_source, "largest feasible tried": s.cmr_discrete,
@@ -193,7 +204,8 @@ def _assumptions(decision: CMRDecision) -> Section:
         f"<li>Weak: a fit the number rests on did not converge or has R² &lt; {R2_MIN:g}, more than "
         f"{BOOT_LOST_MAX:.0%} of the resamples gave no CMR, or a binding ratio law misses its points by &gt; 3 "
         "noise units.</li>"
-        f"<li>Bootstrap: {st['bootstrap']} resamples of {esc(st['bootstrap_unit'])}; percentile intervals at level "
+        f"<li>Bootstrap: {st['bootstrap']} resamples of {esc(st['bootstrap_unit'])}; bias-corrected percentile "
+        "(BC) intervals at level "
         f"{st['level']:g}; evaluations along one run are autocorrelated, so intervals are a lower bound on "
         "seed-to-seed spread.</li>"
         f"<li>Units: tokens everywhere; {esc(units)} (the paper's unit is 0.2B tokens).</li></ul>")  # fmt: skip

@@ -244,12 +244,18 @@ def plot_cmr_vs_size(decisions: CMRDecision | Mapping[str, CMRDecision], *, ax: 
         # a percentile interval need not contain the point estimate (few resamples): clip the bar lengths
         yerr = [np.clip(y - lo, 0, None), np.clip(hi - y, 0, None)]
         ax.errorbar(n, y, yerr=yerr, fmt="o", color=color, capsize=3, label=label)
+        from mixlaw.decide.cmr.pipeline import trend_exclusion
+
+        out_tr = np.array([trend_exclusion(s) is not None for s in pts])
+        if dec.trend is not None and out_tr.any():  # hollow: shown, but not part of the trend line
+            ax.plot(n[out_tr], y[out_tr], "o", color="white", ms=5, label=f"{label}: not in the trend")
         bound = np.array([s.status.startswith("all ratios feasible") for s in pts])
         if bound.any():  # a lower bound: every tried ratio was feasible
             ax.plot(n[bound], y[bound], "^", color=color, ms=10, mfc="none", label=f"{label}: lower bound")
         tr = dec.trend
         if tr is not None:
-            grid = np.geomspace(n.min(), n.max(), 50)
+            grid = np.geomspace(min(tr["sizes"]), max(tr["sizes"]), 50) if tr.get("sizes") else np.geomspace(
+                n.min(), n.max(), 50)  # fmt: skip
             ax.plot(grid, tr["a"] + tr["b"] * np.log10(grid), "-", color=color, lw=1)
             if tr.get("band"):
                 b = tr["band"]

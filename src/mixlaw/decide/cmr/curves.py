@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from mixlaw.decide.cmr.common import evaluate, law_of, r2_mse
+from mixlaw.decide.cmr.noise import BudgetNoise, budget_noise, pooled_seed_spread
 from mixlaw.decide.cmr.profile import fit_profiled, is_separable
 from mixlaw.decide.cmr.ratio import engine_fit
 from mixlaw.errors import FitError, InputError
@@ -63,6 +64,9 @@ class SizeFits:
     pin_zero: bool
     excluded_runs: tuple[str, ...] = ()
     laws: tuple[str, str] = DEFAULT_CURVE_LAWS
+    #: The measured noise of each ratio's observed ΔL_gen at the budget (:mod:`.noise`; resamples keep the
+    #: point estimate's).
+    noise: BudgetNoise | None = None
 
 
 def curve_laws(token_unit: float, pin_zero: bool, names: tuple[str, str] = DEFAULT_CURVE_LAWS) -> tuple[Law, Law]:
@@ -142,10 +146,20 @@ def fit_size(
     need = len(gen_law.param_names) + 1
     groups: dict[tuple[float, ...], list[tuple[float, pd.DataFrame]]] = {}
     base: dict[float, dict[str, Any]] = {}
+    runs_of: dict[float, list[tuple[np.ndarray, np.ndarray]]] = {}
+    at_budget: dict[float, list[float]] = {}
     for ratio, grp in fitted.groupby("ratio", sort=True):
         grp = grp.sort_values("tokens", kind="stable")
         t = grp["tokens"].to_numpy(dtype=np.float64, copy=True)
         near = np.isclose(t, budget, rtol=5e-3)
+        runs_of[float(ratio)], at_budget[float(ratio)] = [], []
+        for _, run in grp.groupby("run_id", sort=True):
+            up = run[run["tokens"] <= budget * 1.005]
+            tr, yr = up["tokens"].to_numpy(dtype=np.float64), up["dloss_general"].to_numpy(dtype=np.float64)
+            runs_of[float(ratio)].append((tr, yr))
+            nb = np.isclose(tr, budget, rtol=5e-3)
+            if nb.any():
+                at_budget[float(ratio)].append(float(yr[nb].mean()))
         base[float(ratio)] = dict(
             ratio=float(ratio), run_ids=tuple(sorted(map(str, grp["run_id"].unique()))), t_lo=float(t.min()),
             t_last=float(t.max()), n_points=int(t.size),
@@ -181,9 +195,26 @@ def fit_size(
         err = None if f["gen_params"] is not None and f["dom_params"] is not None else "curve fit failed"
         curves.append(RatioCurves(**b, **f, r2_gen=r2g, r2_dom=r2d, mse_gen=mg, mse_dom=md, error=err))
     refs = d.groupby("run_id")[["ref_general", "ref_domain"]].first()
+    rs = [c.ratio for c in curves]
+    noise = budget_noise(rs, [runs_of[r] for r in rs], [at_budget[r] for r in rs], _seed_spread_all(inc))
     return SizeFits(size=size, budget_tokens=budget, token_unit=unit, ref_general=float(refs["ref_general"].mean()),
                     ref_domain=float(refs["ref_domain"].mean()), curves=tuple(curves), pin_zero=pin_zero,
-                    excluded_runs=excluded, laws=laws)  # fmt: skip
+                    excluded_runs=excluded, laws=laws, noise=noise)  # fmt: skip
+
+
+def _seed_spread_all(inc: pd.DataFrame) -> float | None:
+    """Seed spread pooled over every (size, ratio) cell with replicate runs: each run's ΔL_gen at the cell's
+    common last evaluation (the fallback for a size without replicates)."""
+    groups = []
+    for _, cell in inc[inc["tokens"] > 0].groupby(["size", "ratio"]):
+        if cell["run_id"].nunique() < 2:
+            continue
+        last = cell.groupby("run_id")["tokens"].max()
+        t_end = float(last.min())
+        at = cell[np.isclose(cell["tokens"], t_end, rtol=5e-3)].groupby("run_id")["dloss_general"].mean()
+        if at.size >= 2:
+            groups.append(at.to_numpy(dtype=np.float64))
+    return pooled_seed_spread(groups)
 
 
 def bootstrap_size(
@@ -219,15 +250,26 @@ def bootstrap_size(
         fg_all = _fit_many(gen_law, t, np.concatenate(Yg), fit_loss, batched)
         near = np.isclose(t, sf.budget_tokens, rtol=5e-3)
         for i, c in enumerate(members):
+            # The observed end-of-budget increments are resampled around the *observations* (not the curve fit,
+            # which can miss them: centring on it biased every interval against its point estimate): general by
+            # its measured noise (.noise: evaluation jitter and seed spread), domain by the run's own residuals.
+            sig = sf.noise.sigma.get(c.ratio) if sf.noise is not None else None
+            zg = rng.standard_normal(n_boot)
+            rd = c.obs_dom - evaluate(dom_law, {"tokens": t}, c.dom_params)  # type: ignore[arg-type]
+            ed = rd[idxs[i][:, near]].mean(axis=1) - rd.mean() if near.any() else np.zeros(n_boot)
             rows = []
             for b in range(n_boot):
                 (dp, ds), (gp, gs) = fd_all[i * n_boot + b], fg_all[i * n_boot + b]
                 yg, yd = Yg[i][b], Yd[i][b]
+                og = c.obs_gen_at_budget
+                if og is not None:
+                    og = float(og + sig * zg[b]) if sig is not None else float(og + yg[near].mean()
+                                                                               - Yg[i][:, near].mean())  # fmt: skip
+                od = None if c.obs_dom_at_budget is None else float(c.obs_dom_at_budget + ed[b])
                 rows.append(replace(
                     c, gen_params=gp, dom_params=dp, gen_status=gs, dom_status=ds, obs_gen=yg, obs_dom=yd,
                     error=None if gp is not None and dp is not None else "bootstrap refit failed",
-                    obs_gen_at_budget=float(yg[near].mean()) if near.any() else None,
-                    obs_dom_at_budget=float(yd[near].mean()) if near.any() else None,
+                    obs_gen_at_budget=og, obs_dom_at_budget=od,
                 ))  # fmt: skip
             boot[c.ratio] = rows
     return [

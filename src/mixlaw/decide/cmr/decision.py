@@ -97,6 +97,9 @@ def ratio_rows(
             "observed_dloss_domain_at_budget": c.obs_dom_at_budget, "within_tolerance": None, "feasible": False,
             "reason": "", "r2_general": num(c.r2_gen), "r2_domain": num(c.r2_dom), "fit_general": c.gen_status,
             "fit_domain": c.dom_status, "observed_peak_tokens": None, "observed_still_rising": None,
+            "rms_general": num(math.sqrt(c.mse_gen)) if c.mse_gen >= 0 else None,
+            "noise_at_budget": None if sf.noise is None else num(sf.noise.sigma.get(c.ratio)),
+            "eval_jitter": None if sf.noise is None else num(sf.noise.jitter.get(c.ratio)),
         }  # fmt: skip
         if c.gen_params is None or c.dom_params is None:
             row["reason"] = c.error or "fit failed"
@@ -265,6 +268,14 @@ def headline(
         cmr, source = None, "none"
     elif len(feas) == sum(r["ratio"] > 0 for r in rows):
         status, cmr, source = STATUS_ALL_FEASIBLE, cmr_discrete, "largest tried (lower bound)"
+    elif at_budget is None and tol is not None and _bracketed(rows, epsilon):
+        # The CMR paper's reading needs >= 3 turning points for its CMR law; with fewer it only gives the
+        # largest feasible trained ratio. When the observations at the budget bracket ε, the tolerance-only
+        # reading is well defined and is the headline; the turning-point reading is kept beside it.
+        status, cmr, source = STATUS_TOL_ONLY, tol, SOURCE_TOL_ONLY
+        notes.append(f"{status_too_few()} with a turning point ({n_pts}): the CMR is the tolerance-only reading "
+                     f"{tol:.3f}; the turning-point reading is only the largest feasible trained ratio "
+                     f"{cmr_discrete:g}")  # fmt: skip
     elif at_budget is None:
         status, cmr, source = status_too_few(MIN_RATIOS_CMR_LAW), cmr_discrete, "largest feasible trained ratio"
     else:
@@ -284,6 +295,19 @@ def headline(
         cmr_law_at_budget=at_budget, cmr_law_at_budget_raw=raw, tolerance_boundary=tol, tolerance_status=tol_status,
         ratio_law_general=rl_gen, ratio_law_domain=rl_dom, notes=notes,
     )  # fmt: skip
+
+
+#: Status and source of a headline that is the tolerance-only reading because too few ratios turned for the CMR law.
+STATUS_TOL_ONLY = f"{status_too_few()} with a turning point; CMR from the tolerance boundary"
+SOURCE_TOL_ONLY = "tolerance boundary (tolerance-only reading)"
+
+
+def _bracketed(rows: list[dict[str, Any]], epsilon: float) -> bool:
+    """Whether the observed end-of-budget ΔL_gen brackets ε: a candidate ratio within it, a larger one above."""
+    obs = sorted((r["ratio"], r["observed_dloss_general_at_budget"]) for r in rows
+                 if r["observed_dloss_general_at_budget"] is not None and r["ratio"] > 0)  # fmt: skip
+    _, st = model_free_crossing(np.array([r for r, _ in obs]), np.array([y for _, y in obs]), epsilon)
+    return st == STATUS_OK
 
 
 #: ``tolerance_status`` of a boundary that the observations overruled (the pipeline calls such a decision weak).

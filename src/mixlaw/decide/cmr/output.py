@@ -88,6 +88,10 @@ def print_decision(decision: Any, domain: str | None = None) -> None:
     console.print(r)
     for n in domain_notes(decision.sizes):
         console.print(f"[dim]note {n}[/dim]")
+    if len(decision.sizes) > 1:
+        from mixlaw.decide.cmr.pipeline import trend_summary
+
+        console.print(trend_summary(decision.sizes, decision.trend))
     v = decision.validation
     if v:
         console.print(validation_text(v))
@@ -106,8 +110,17 @@ def validation_text(v: dict[str, Any]) -> str:
         clip = f" (trend value {hs['predicted_raw']:.3f}, clipped to a share)" if hs.get("clipped") else ""
         act = "—" if hs["actual"] is None else f"{hs['actual']:.3f}"
         moves = "" if hs["shift"] is None else f" (moves {hs['shift']:+.3f})"
+        used = ", ".join(fmt_size(v) for v in hs.get("trend_sizes", []))
+        nc = f" (its own CMR is not comparable: {hs['held_out_not_comparable']})" if hs.get(
+            "held_out_not_comparable") else ""  # fmt: skip
+        what = hs.get("reading", "CMR")
         parts.append(f"largest size {fmt_size(hs['n_params'])} held out: the trend of {hs.get('n_trend_sizes', '?')} "
-                     f"sizes predicts CMR {hs['predicted']:.3f}{clip} vs {act} fitted{moves}")  # fmt: skip
+                     f"sizes ({used}) predicts its {what} {hs['predicted']:.3f}{clip} vs {act} fitted"
+                     f"{moves}{nc}")  # fmt: skip
+    elif hs:
+        left = "; ".join(f"{fmt_size(x['n_params'])} ({x['reason']})" for x in hs.get("trend_left_out", []))
+        parts.append(f"largest size {fmt_size(hs['n_params'])} held out: no trend of the other sizes "
+                     f"(need ≥ 2 with a comparable CMR{'; left out: ' + left if left else ''})")  # fmt: skip
     return "validation: " + ("; ".join(parts) if parts else "not enough sizes or interior ratios")
 
 

@@ -14,16 +14,15 @@ from mixlaw.decide.cmr.common import (
     DEFAULT_EPSILONS,
     DEFAULT_LAMBDAS,
     R2_MIN,
-    STATUS_ALL_FEASIBLE,
     STATUS_OK,
     STATUS_WEAK,
     input_ok,
-    is_number,
     law_of,
     size_json,
 )
 from mixlaw.decide.cmr.curves import SizeFits, bootstrap_size, fit_size
 from mixlaw.decide.cmr.decision import (
+    SOURCE_TOL_ONLY,
     STATUS_TOL_OVERRULED,
     Decision,
     budget_values,
@@ -34,33 +33,47 @@ from mixlaw.decide.cmr.decision import (
     ratio_rows,
     t0_for_resamples,
 )
+from mixlaw.decide.cmr.intervals import bc_interval
+from mixlaw.decide.cmr.noise import NOISE_FLOOR
 from mixlaw.decide.cmr.ratio import RatioLawFit, fit_ratio_law_batch, model_free_crossing, resolve_ratio_law
 from mixlaw.decide.cmr.result import SizeCMR
+from mixlaw.decide.cmr.trend import cmr_size_trend, trend_exclusion, trend_summary
 from mixlaw.errors import InputError
 
-__all__ = ["decide_size", "cmr_size_trend", "choose_ratio_law", "RatioFits"]
+__all__ = ["decide_size", "cmr_size_trend", "choose_ratio_law", "RatioFits", "trend_exclusion", "trend_summary"]
 
 RatioFits = tuple[RatioLawFit | None, RatioLawFit | None, str | None]
 #: Ratio laws tried by ``ratio_law="auto"`` (the one that fits the end-of-budget increments best, in noise units).
-AUTO_RATIO_LAWS = ("ratio_power", "ratio_exp")
+AUTO_RATIO_LAWS = ("ratio_power", "ratio_exp", "ratio_power_linear")
 #: A binding tolerance boundary is weak when its ratio law misses an end-of-budget point by more than this many
-#: noise units (the ratio's ΔL_gen curve residual RMS).
+#: noise units (the measured noise of the ratio's end-of-budget increment, :mod:`.noise`).
 MISFIT_MAX = 3.0
+#: A ΔL_gen curve whose observed range is below this many evaluation-jitter units is at the noise level: it is
+#: judged by its residual RMS (weak above :data:`RMS_MAX` × the jitter) instead of R² (meaningless there).
+SIGNAL_SIGMAS = 5.0
+RMS_MAX = 2.0
 
 
 def _ratio_inputs(
     sf: SizeFits, rows_list: Sequence[list[dict[str, Any]]], sfs: Sequence[SizeFits], law: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, str | None]:
-    """Ratios and per-decision budget losses (general, domain) with a weight mask, for a batched ratio fit."""
+    """Ratios and per-decision budget losses (general, domain) with weights, for a batched ratio fit.
+
+    A weight is 0 where a decision has no value at a ratio, else ``1/σ²`` of the ratio's measured end-of-budget
+    noise (:mod:`.noise`; normalised to mean 1): weighted least squares on the observations with their noise."""
     ratios = ratios_all = np.array([c.ratio for c in sf.curves])
     G = np.zeros((len(rows_list), ratios.size))
     D = np.zeros_like(G)
     W = np.zeros_like(G)
+    sig = _noise(sf)
+    inv = np.array([1.0 / sig[float(r)] ** 2 if float(r) in sig else 0.0 for r in ratios])
+    inv = inv / inv[inv > 0].mean() if (inv > 0).any() else np.ones_like(inv)
+    inv = np.where(inv > 0, inv, 1.0)
     for b, (s, rows) in enumerate(zip(sfs, rows_list, strict=True)):
         r, g, d = budget_values(s, rows)
         for rr, gg, dd in zip(r, g, d, strict=True):
             j = int(np.flatnonzero(ratios == rr)[0])
-            G[b, j], D[b, j], W[b, j] = gg, dd, 1.0
+            G[b, j], D[b, j], W[b, j] = gg, dd, inv[j]
     note = None
     keep = input_ok(law_of(law), {"ratio": ratios})
     if not keep.all():
@@ -71,19 +84,24 @@ def _ratio_inputs(
 
 def ratio_fits_batch(
     sf: SizeFits, rows_list: Sequence[list[dict[str, Any]]], sfs: Sequence[SizeFits], law: str, c_method: str,
-    fit_loss: str,
+    fit_loss: str, dom_law: str | None = None,
 ) -> tuple[list[RatioFits], str | None]:  # fmt: skip
-    """The general and domain ratio laws of many decisions of one size (one solve per law)."""
-    ratios, G, D, W, note = _ratio_inputs(sf, rows_list, sfs, law)
-    if ratios.size < 3:
-        msg = f"ratio law not fitted: too few ratios to fit (need ≥ 3), got {ratios.size}"
+    """The general and domain ratio laws of many decisions of one size (one solve per law); the domain loss is
+    fitted with ``dom_law`` (default ``law``), unweighted."""
+    ratios, G, _, W, note = _ratio_inputs(sf, rows_list, sfs, law)
+    dlaw = dom_law or law
+    ratios_d, _, D, Wd, _ = _ratio_inputs(sf, rows_list, sfs, dlaw) if dlaw != law else (ratios, G, _, W, note)
+    Wd = (Wd > 0).astype(np.float64)
+    need, need_d = _min_ratios(law), _min_ratios(dlaw)
+    if ratios.size < need or ratios_d.size < need_d:
+        msg = f"ratio law not fitted: too few ratios to fit (need ≥ {max(need, need_d)}), got {ratios.size}"
         return [(None, None, msg)] * len(rows_list), note
     fg = fit_ratio_law_batch(ratios, G, law=law, weights=W, c_method=c_method, fit_loss=fit_loss)
-    fd = fit_ratio_law_batch(ratios, D, law=law, weights=W, c_method=c_method, fit_loss=fit_loss)
+    fd = fit_ratio_law_batch(ratios_d, D, law=dlaw, weights=Wd, c_method=c_method, fit_loss=fit_loss)
     out: list[RatioFits] = []
     for b in range(len(rows_list)):
-        if int(W[b].sum()) < 3:
-            out.append((None, None, "ratio law not fitted: fewer than 3 ratios at the budget"))
+        if int((W[b] > 0).sum()) < need or int((Wd[b] > 0).sum()) < need_d:
+            out.append((None, None, f"ratio law not fitted: fewer than {max(need, need_d)} ratios at the budget"))
         elif fg[b] is None or fd[b] is None:
             out.append((None, None, "ratio law not fitted: the fit failed"))
         else:
@@ -91,30 +109,88 @@ def ratio_fits_batch(
     return out, note
 
 
+def choose_domain_law(sf: SizeFits, rows: list[dict[str, Any]], ratio_law: str, general_law: str, c_method: str,
+                      fit_loss: str) -> str:  # fmt: skip
+    """The domain loss's ratio law: ``auto`` picks, as for the general loss, the candidate with the smallest
+    residual RMS per degree of freedom, in units of each ratio's ΔL_dom curve residual RMS (domain losses fall
+    steeply from R = 0 and flatten: a shape the general loss's law need not have)."""
+    if ratio_law != "auto":
+        return general_law
+    noise = {c.ratio: max(math.sqrt(c.mse_dom), NOISE_FLOOR) for c in sf.curves if math.isfinite(c.mse_dom)}
+    best, best_z = general_law, math.inf
+    for name in AUTO_RATIO_LAWS:
+        (fits,), _ = ratio_fits_batch(sf, [rows], [sf], name, c_method, fit_loss)
+        fd = fits[1]
+        if fd is None:
+            continue
+        r, _, d = budget_values(sf, rows)
+        ok = input_ok(law_of(name), {"ratio": r})
+        z = [(dd - float(fd.predict(rr))) / noise.get(float(rr), NOISE_FLOOR)
+             for rr, dd, k in zip(r, d, ok, strict=True) if k]  # fmt: skip
+        dof = max(len(z) - len(law_of(name).param_names), 1)
+        score = math.sqrt(sum(v * v for v in z) / dof) if z else math.inf
+        if score < best_z - 1e-9:
+            best, best_z = name, score
+    return best
+
+
+def _min_ratios(law: str) -> int:
+    """Ratios a ratio law needs: its parameter count, and one more (a residual degree of freedom) beyond three
+    parameters (a four-parameter law through four points would judge itself perfect)."""
+    p = len(law_of(law).param_names)
+    return p if p <= 3 else p + 1
+
+
 def _noise(sf: SizeFits) -> dict[float, float]:
-    return {c.ratio: math.sqrt(c.mse_gen) for c in sf.curves if math.isfinite(c.mse_gen)}
+    """Per ratio, the noise of its observed end-of-budget ΔL_gen: measured (:mod:`.noise`) when known, else the
+    ratio's ΔL_gen curve residual RMS."""
+    if sf.noise is not None:
+        return dict(sf.noise.sigma)
+    return {c.ratio: max(math.sqrt(c.mse_gen), NOISE_FLOOR) for c in sf.curves if math.isfinite(c.mse_gen)}
+
+
+def ratio_law_z(sf: SizeFits, rows: list[dict[str, Any]], fit: RatioLawFit | None) -> dict[float, float]:
+    """Per ratio, (observed − ratio law) of the general loss at the budget in units of the ratio's noise."""
+    if fit is None:
+        return {}
+    r, g, _ = budget_values(sf, rows)
+    noise = _noise(sf)
+    return {float(rr): (gg - float(fit.predict(rr))) / max(noise.get(float(rr), 0.0), NOISE_FLOOR)
+            for rr, gg, ok in zip(r, g, input_ok(law_of(fit.law), {"ratio": r}), strict=True) if ok}  # fmt: skip
 
 
 def ratio_law_misfit(sf: SizeFits, rows: list[dict[str, Any]], fit: RatioLawFit | None) -> float:
-    """Largest |observed − ratio law| of the general loss at the budget, in units of each ratio's curve noise."""
-    if fit is None:
+    """Largest |observed − ratio law| of the general loss at the budget, in units of each ratio's noise."""
+    z = ratio_law_z(sf, rows, fit)
+    return max(abs(v) for v in z.values()) if z else math.inf
+
+
+def ratio_law_rms(sf: SizeFits, rows: list[dict[str, Any]], fit: RatioLawFit | None) -> float:
+    """Residual RMS of the ratio law at the budget in noise units, per residual degree of freedom
+    (``sqrt(Σ z² / (n − p))``; ``n − p`` floored at 1): about 1 when the law fits within the noise."""
+    z = ratio_law_z(sf, rows, fit)
+    if fit is None or not z:
         return math.inf
-    r, g, _ = budget_values(sf, rows)
-    noise = _noise(sf)
-    z = [abs(float(fit.predict(rr)) - gg) / max(noise.get(float(rr), 0.0), 5e-4)
-         for rr, gg, ok in zip(r, g, input_ok(law_of(fit.law), {"ratio": r}), strict=True) if ok]  # fmt: skip
-    return max(z) if z else math.inf
+    dof = max(len(z) - len(law_of(fit.law).param_names), 1)
+    return math.sqrt(sum(v * v for v in z.values()) / dof)
 
 
-def choose_ratio_law(sf: SizeFits, rows: list[dict[str, Any]], ratio_law: str, c_method: str, fit_loss: str) -> str:
-    """``auto``: the registered ratio law (of :data:`AUTO_RATIO_LAWS`) that fits the end-of-budget general loss
-    best in noise units; any other value is looked up in the registry."""
+def choose_ratio_law(
+    sf: SizeFits, rows: list[dict[str, Any]], ratio_law: str, c_method: str, fit_loss: str,
+    scores: dict[str, float] | None = None,
+) -> str:  # fmt: skip
+    """``auto``: the registered ratio law (of :data:`AUTO_RATIO_LAWS`) whose fit of the end-of-budget general
+    loss has the smallest residual RMS in noise units per degree of freedom (:func:`ratio_law_rms`); a law with
+    more than three parameters only with a residual degree of freedom to spare. Any other value is looked up in
+    the registry. ``scores`` (when given) receives each candidate's RMS."""
     if ratio_law != "auto":
         return resolve_ratio_law(ratio_law).name
     best, best_z = AUTO_RATIO_LAWS[0], math.inf
     for name in AUTO_RATIO_LAWS:
         (fits,), _ = ratio_fits_batch(sf, [rows], [sf], name, c_method, fit_loss)
-        z = ratio_law_misfit(sf, rows, fits[0])
+        z = ratio_law_rms(sf, rows, fits[0])
+        if scores is not None:
+            scores[name] = z
         if z < best_z - 1e-9:
             best, best_z = name, z
     return best
@@ -124,7 +200,7 @@ def _same_source(point: Decision, boot: Decision) -> float | None:
     """The resample's CMR computed the way the point estimate was (so the interval describes that number)."""
     if point.cmr is None:
         return None
-    if point.cmr_source == "tolerance boundary":  # the tolerance-only reading (relative to the control)
+    if point.cmr_source in ("tolerance boundary", SOURCE_TOL_ONLY):  # the tolerance-only reading
         return boot.tolerance_boundary
     if point.cmr_source.startswith("CMR law") or point.cmr_source.startswith("tolerance"):
         vals = [v for v in (boot.cmr_law_at_budget, boot.tolerance_boundary) if v is not None]
@@ -153,10 +229,24 @@ def _weak(sf: SizeFits, dec: Decision, n_boot: int, n_failed: int, misfit: float
         if bad:
             kinds = sorted({getattr(c, attr) for c in bad})
             out.append(f"{label} fit {'/'.join(kinds)} at R = {', '.join(f'{c.ratio:g}' for c in bad)}")
-    low = [c for c in cand if math.isfinite(c.r2_gen) and c.r2_gen < R2_MIN]
+    jit = sf.noise.jitter if sf.noise is not None else {}
+    fin = [v for v in jit.values() if math.isfinite(v)]
+    pooled = float(np.median(fin)) if fin else math.nan  # evaluation noise is much the same across ratios
+    low, noisy = [], []
+    for c in cand:
+        sig = max(jit.get(c.ratio, math.nan), pooled)
+        if math.isfinite(sig) and float(np.ptp(c.obs_gen)) < SIGNAL_SIGMAS * sig:
+            # the curve's whole range is a few noise units: R² is meaningless, its residual RMS is judged
+            if math.isfinite(c.mse_gen) and math.sqrt(c.mse_gen) > RMS_MAX * max(sig, NOISE_FLOOR):
+                noisy.append(c)
+        elif math.isfinite(c.r2_gen) and c.r2_gen < R2_MIN:
+            low.append(c)
     if low:
         out.append(f"ΔL_gen R² < {R2_MIN:g} at R = {', '.join(f'{c.ratio:g}' for c in low)} "
                    f"(lowest {min(c.r2_gen for c in low):.2f})")  # fmt: skip
+    if noisy:
+        out.append(f"ΔL_gen residual RMS > {RMS_MAX:g}× the evaluation jitter on a curve within "
+                   f"{SIGNAL_SIGMAS:g} noise units at R = {', '.join(f'{c.ratio:g}' for c in noisy)}")  # fmt: skip
     if n_boot and n_failed > BOOT_LOST_MAX * n_boot:
         out.append(f"{n_failed} of {n_boot} bootstrap resamples gave no CMR (> {BOOT_LOST_MAX:.0%})")
     if src.startswith("tolerance") and dec.tolerance_status == STATUS_TOL_OVERRULED:
@@ -196,14 +286,17 @@ def decide_size(
     turn = "dloss_general_abs" not in inc.columns  # relative to the control: tolerance only (see ratio_rows)
     kw: dict[str, Any] = dict(t0_search_factor=t0_search_factor, require_turn=turn)
     rows = ratio_rows(sf, epsilon=epsilon, lagrange_mult=lagrange_mult, t0_cache=t0c, **kw)
-    rl_name = choose_ratio_law(sf, rows, ratio_law, c_method, fit_loss)
-    (rfit,), rl_note = ratio_fits_batch(sf, [rows], [sf], rl_name, c_method, fit_loss)
+    scores: dict[str, float] = {}
+    rl_name = choose_ratio_law(sf, rows, ratio_law, c_method, fit_loss, scores=scores)
+    rl_dom = choose_domain_law(sf, rows, ratio_law, rl_name, c_method, fit_loss)
+    (rfit,), rl_note = ratio_fits_batch(sf, [rows], [sf], rl_name, c_method, fit_loss, rl_dom)
     (cparams,) = fit_cmr_laws(law, [cmr_points(rows)])
     dec = headline(sf, rows, cparams, rfit, epsilon, require_turn=turn)
     notes = fit_notes + ([rl_note] if rl_note else []) + dec.notes
     if budget_tokens is not None and budget_tokens > max(c.t_last for c in sf.curves):
         notes.append("budget beyond the last evaluation: curves extrapolated")
-    ci = tol_ci = None
+    ci: tuple[float, float] | None = None
+    tol_ci: tuple[float, float] | None = None
     boot_cmr = None
     boot_laws: list[dict[str, float]] = []
     boot_rfits: list[RatioFits] = []
@@ -215,11 +308,11 @@ def decide_size(
             brows = [ratio_rows(b, epsilon=epsilon, lagrange_mult=lagrange_mult, t0_given=g, **kw)
                      for b, g in zip(bsfs, bt0, strict=True)]  # fmt: skip
             bparams = fit_cmr_laws(law, [cmr_points(r) for r in brows])
-            boot_rfits, _ = ratio_fits_batch(sf, brows, bsfs, rl_name, c_method, fit_loss)
+            boot_rfits, _ = ratio_fits_batch(sf, brows, bsfs, rl_name, c_method, fit_loss, rl_dom)
         else:  # one resample at a time (reference for the batched path)
             brows = [ratio_rows(b, epsilon=epsilon, lagrange_mult=lagrange_mult, **kw) for b in bsfs]
             bparams = [fit_cmr_laws(law, [cmr_points(r)])[0] for r in brows]
-            boot_rfits = [ratio_fits_batch(sf, [r], [b], rl_name, c_method, fit_loss)[0][0]
+            boot_rfits = [ratio_fits_batch(sf, [r], [b], rl_name, c_method, fit_loss, rl_dom)[0][0]
                           for b, r in zip(bsfs, brows, strict=True)]  # fmt: skip
         vals, tols = [], []
         for b, r, p, f in zip(bsfs, brows, bparams, boot_rfits, strict=True):
@@ -237,12 +330,14 @@ def decide_size(
         if unconv:
             notes.append(f"{unconv} of {bootstrap * sum(c.ratio > 0 for c in sf.curves)} bootstrap ΔL_gen refits "
                          "did not converge or sit at an exponent bound")  # fmt: skip
-        a = (1 - level) / 2
-        if vals:
+        if vals:  # bias-corrected percentile intervals: they contain their point estimate (.intervals)
             boot_cmr = np.array(vals)
-            ci = (float(np.quantile(boot_cmr, a)), float(np.quantile(boot_cmr, 1 - a)))
+            ci = bc_interval(boot_cmr, dec.cmr, level)
+            if ci is not None and ci.extended:
+                notes.append(f"the CMR {dec.cmr:.3f} lies at the edge of its bootstrap distribution: its interval "
+                             "was extended to it")  # fmt: skip
         if tols:
-            tol_ci = (float(np.quantile(tols, a)), float(np.quantile(tols, 1 - a)))
+            tol_ci = bc_interval(np.array(tols), dec.tolerance_boundary, level)
     if progress is not None:
         progress(max(bootstrap, 1))
     sens: list[dict[str, Any]] = []
@@ -260,6 +355,11 @@ def decide_size(
     r_obs, g_obs, _ = budget_values(sf, rows)
     mf, mf_status = model_free_crossing(r_obs, g_obs - sf.ref_general, epsilon)
     misfit = ratio_law_misfit(sf, rows, rfit[0])
+    rms = ratio_law_rms(sf, rows, rfit[0])
+    if math.isfinite(rms):
+        others = ", ".join(f"{k} {v:.1f}" for k, v in scores.items() if k != rl_name and math.isfinite(v))
+        notes.append(f"ratio law {rl_name}: residual RMS {rms:.1f}× the measured noise at the budget"
+                     + (f" (auto; {others})" if others else ""))  # fmt: skip
     tb = dec.tolerance_boundary
     if tb is not None and mf_status == STATUS_OK and mf is not None and abs(tb - mf) > 0.05:
         notes.append(f"tolerance boundary {dec.tolerance_boundary:.3f} ({rl_name}) vs model-free crossing of the "
@@ -279,40 +379,6 @@ def decide_size(
         cmr_law_at_budget_raw=dec.cmr_law_at_budget_raw, model_free_crossing=mf, model_free_status=mf_status,
     )  # fmt: skip
     return out, sens, boot_cmr, boot_rfits
-
-
-def cmr_size_trend(
-    sizes: Sequence[SizeCMR], boot: dict[Any, np.ndarray] | None = None, *, level: float = 0.95
-) -> dict[str, Any] | None:
-    """CMR vs model size: least-squares line ``CMR = a + b · log10(N)`` with a bootstrap band.
-
-    Sizes whose CMR is only a lower bound (``all ratios feasible``) are left out of the line. The band refits the
-    line on paired resamples (resample ``i`` of every size); needs ≥ 2 numeric sizes with a CMR.
-    """
-    use = [s for s in sizes if s.cmr is not None and is_number(s.n_params) and s.outcome != STATUS_ALL_FEASIBLE]
-    pts = [(float(s.n_params), float(s.cmr)) for s in use]  # type: ignore[arg-type]
-    if len(pts) < 2:
-        return None
-    x = np.log10([p[0] for p in pts])
-    y = np.array([p[1] for p in pts])
-    b, a = np.polyfit(x, y, 1)
-    out: dict[str, Any] = {"form": "cmr = a + b*log10(n_params)", "a": float(a), "b": float(b),
-                           "n_sizes": len(pts), "band": None}  # fmt: skip
-    if boot:
-        keys = [s.n_params for s in use]
-        if all(k in boot for k in keys):
-            m = min(len(boot[k]) for k in keys)
-            if m >= 10:
-                grid = np.linspace(x.min(), x.max(), 50)
-                preds = []
-                for i in range(m):
-                    bb, ab = np.polyfit(x, np.array([boot[k][i] for k in keys]), 1)
-                    preds.append(ab + bb * grid)
-                q = (1 - level) / 2
-                arr = np.array(preds)
-                out["band"] = {"n_params": (10**grid).tolist(), "lo": np.quantile(arr, q, axis=0).tolist(),
-                               "hi": np.quantile(arr, 1 - q, axis=0).tolist()}  # fmt: skip
-    return out
 
 
 def check_args(epsilon: float, lagrange_mult: float, budget_tokens: float | None, bootstrap: int) -> None:

@@ -41,8 +41,8 @@ def _held_out_ratios(dec: CMRDecision, inc: pd.DataFrame, n_boot: int, rng: np.r
         rows = ratio_rows(sf, epsilon=kw["epsilon"], lagrange_mult=kw["lagrange_mult"],
                           t0_search_factor=kw["t0_search_factor"])  # fmt: skip
         r, g, d = budget_values(sf, rows)
-        law = s.ratio_law_general.law
-        keep = input_ok(law_of(law), {"ratio": r})
+        law, dlaw = s.ratio_law_general.law, s.ratio_law_domain.law
+        keep = input_ok(law_of(law), {"ratio": r}) & input_ok(law_of(dlaw), {"ratio": r})
         r, g, d = r[keep], g[keep], d[keep]
         cand = sorted(x for x in r if x > 0)
         interior = cand[1:-1]
@@ -65,7 +65,7 @@ def _held_out_ratios(dec: CMRDecision, inc: pd.DataFrame, n_boot: int, rng: np.r
             G = np.vstack([g[None], g[None] + eg])
             D = np.vstack([d[None], d[None] + ed])
             fg = fit_ratio_law_batch(r, G, law=law, weights=W, c_method=kw["c_method"], fit_loss=kw["fit_loss"])
-            fd = fit_ratio_law_batch(r, D, law=law, weights=W, c_method=kw["c_method"], fit_loss=kw["fit_loss"])
+            fd = fit_ratio_law_batch(r, D, law=dlaw, weights=W, c_method=kw["c_method"], fit_loss=kw["fit_loss"])
             if fg[0] is None or fd[0] is None:
                 continue
             pg, pdm = float(fg[0].predict(rj)), float(fd[0].predict(rj))
@@ -105,20 +105,35 @@ def _held_out_ratios(dec: CMRDecision, inc: pd.DataFrame, n_boot: int, rng: np.r
 
 
 def _held_out_size(dec: CMRDecision) -> dict[str, Any] | None:
-    from mixlaw.decide.cmr.pipeline import cmr_size_trend
+    from mixlaw.decide.cmr.pipeline import cmr_size_trend, trend_exclusion
 
     sizes = [s for s in dec.sizes if is_number(s.n_params)]
     if len(sizes) < 3:
         return None
     last = max(sizes, key=lambda s: float(s.n_params))
     rest = [s for s in sizes if s is not last]
+    # Only sizes with a comparable CMR feed the trend (pipeline.trend_exclusion). When fewer than two of the
+    # other sizes have one, the tolerance-only reading (defined wherever the observations bracket ε) is trended
+    # and compared instead, and ``reading`` says so.
+    reading = "headline"
     tr = cmr_size_trend(rest)
+    if tr is None:
+        reading = "tolerance"
+        tr = cmr_size_trend(rest, reading=reading)
     raw = None if tr is None else float(tr["a"] + tr["b"] * math.log10(float(last.n_params)))
     pred = None if raw is None else min(max(raw, 0.0), 1.0)  # a share is a share: the trend's value is clipped
+    why_last = trend_exclusion(last, reading)
+    value = last.cmr if reading == "headline" else last.tolerance_boundary
+    actual = value if why_last is None else None  # a fallback CMR is not what the trend predicts
     out: dict[str, Any] = {"n_params": size_json(last.n_params), "predicted": pred, "predicted_raw": raw,
-                           "clipped": raw is not None and raw != pred, "n_trend_sizes": len(rest),
-                           "actual": last.cmr,
-                           "shift": None if pred is None or last.cmr is None else float(last.cmr - pred)}  # fmt: skip
+                           "clipped": raw is not None and raw != pred,
+                           "n_trend_sizes": 0 if tr is None else tr["n_sizes"],
+                           "trend_sizes": [] if tr is None else tr["sizes"],
+                           "trend_left_out": [{"n_params": size_json(s.n_params), "reason": w} for s in rest
+                                              if (w := trend_exclusion(s, reading)) is not None],
+                           "reading": "CMR" if reading == "headline" else "tolerance boundary (tolerance-only)",
+                           "held_out_not_comparable": why_last, "actual": actual,
+                           "shift": None if pred is None or actual is None else float(actual - pred)}  # fmt: skip
     rows, inside, err = [], [], []
     for row in last.ratios:
         obs = row["observed_dloss_general_at_budget"]

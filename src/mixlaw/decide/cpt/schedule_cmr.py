@@ -152,8 +152,10 @@ def schedule_aware_cmr(
             vals = [_cmr_from_rise(grid, r, epsilon) for r in R[1:]]
             n_none = sum(v is None for v in vals)
             num = np.array([v for v in vals if v is not None])
-            if num.size >= 2:
-                interval = (float(np.quantile(num, q)), float(np.quantile(num, 1 - q)))
+            if num.size >= 2:  # bias-corrected percentile interval: it contains the point estimate
+                from mixlaw.decide.cmr.intervals import bc_interval
+
+                interval = bc_interval(num, cmr, level)
             band = np.quantile(R[1:], [q, 1 - q], axis=0)
         return cmr, interval, n_none, band
 
