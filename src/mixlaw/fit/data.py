@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from mixlaw.errors import InputError
+from mixlaw.errors import InputError, row_of
 from mixlaw.laws import Law, get_law
 
 __all__ = ["FitData", "make_residuals", "numeric_column", "prepare_data"]
@@ -46,7 +46,7 @@ class FitData:
                 raise InputError(
                     f"expected a positive target for log-space law '{law.name}', got {self.y[bad[0]]:g}",
                     file=source,
-                    row=int(bad[0]) + 1,
+                    row=row_of(df, int(bad[0])),
                     column=target,
                 )
         if len(self.y) == 0:
@@ -83,7 +83,7 @@ def numeric_column(df: pd.DataFrame, col: str, source: str, what: str) -> np.nda
     bad = np.flatnonzero(~np.isfinite(values))
     if bad.size:
         raw = df[col].iloc[bad[0]]
-        raise InputError(f"expected a finite number, got {raw!r}", file=source, row=int(bad[0]) + 1, column=col)
+        raise InputError(f"expected a finite number, got {raw!r}", file=source, row=row_of(df, int(bad[0])), column=col)
     return values
 
 

@@ -21,6 +21,7 @@ from mixlaw.fit.batch import BatchFit, fit_batch, threads
 from mixlaw.fit.bootstrap import SCHEMES, Scheme, bootstrap_law, root_status, usable
 from mixlaw.fit.data import FitData, make_residuals, prepare_data
 from mixlaw.fit.diagnostics import fingerprint, metrics, predict_numpy, status_message, warn_about
+from mixlaw.fit.identify import assess_fit
 from mixlaw.fit.intervals import residual_sd
 from mixlaw.fit.refine import iteration_cap, repolish
 from mixlaw.fit.result import FitResult, FitStatus
@@ -229,6 +230,9 @@ class Fitter:
         )
         params = law.natural(U_final[best])
         message = status_message(law, fit_status, residuals, U_final[best], W, self.loss, delta, cap)
+        ident = assess_fit(law, data, U_final[best], params, fit_status.value)  # what the data do not pin down
+        if ident["status"] == "unidentifiable":
+            fit_status, message = FitStatus.UNIDENTIFIABLE, ident["reason"]
 
         boot = None
         progress = self.progress
@@ -291,6 +295,7 @@ class Fitter:
             bootstrap_unit=None if boot is None else boot.unit,
             residual_sd=residual_sd(law, data, params),
             n_rescued_resamples=0 if boot is None else boot.n_rescued,
+            identifiability=ident,
             fitted_law=law,
         )
         warn_about(law, self.result_)

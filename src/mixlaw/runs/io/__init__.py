@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from mixlaw.errors import InputError
+from mixlaw.errors import InputError, attach_lines
 from mixlaw.runs.io.names import _canonical_columns, _sanitize, _to_runtable, canonical_metric_name
 from mixlaw.runs.io.tensorboard import _event_files, _masked_crc, _scalars_from_event_file, _tensorboard_frame
 from mixlaw.runs.io.text import _ROW, _read_csv, _read_json, _read_jsonl, _read_parquet, _read_text
@@ -156,7 +156,8 @@ def read_table(
         already_mapped=kind in ("wandb-csv", "tensorboard", "wandb"),
     )
     rows = table.pop(_ROW).to_numpy()
-    return validate_table(table, name, allow_nan=allow_nan, allow_missing=bool(allow_missing), rows=rows)
+    out = validate_table(table, name, allow_nan=allow_nan, allow_missing=bool(allow_missing), rows=rows)
+    return attach_lines(out, rows) if len(out) == len(rows) else out  # later messages name these lines
 
 
 # ---------------------------------------------------------------------------------------------- detection
