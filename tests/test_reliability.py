@@ -40,17 +40,34 @@ def test_identity_bounds_are_enforced_on_a_rising_curve() -> None:
 
 
 @pytest.mark.parametrize("law_name", ["chinchilla", "power_law"])
-def test_identity_bounds_hold_in_the_internal_map(law_name: str) -> None:
-    import torch
+def test_identity_bounds_hold_in_the_fitted_objective(law_name: str) -> None:
+    from mixlaw.fit.data import internal_box, project_internal
 
     law = get_law(law_name)
-    for spec in law.param_specs:
-        if spec.kind != "identity" or not np.isfinite(spec.lower):
-            continue
-        u = torch.tensor([-24.2, spec.lower, 0.5], dtype=torch.float64)
-        v = spec.to_natural(u).numpy()
-        assert v.min() >= spec.lower and v[2] == 0.5  # inside: the plain map (Epoch's fit is unchanged)
-        assert spec.to_internal(np.array(-3.0)) >= spec.lower
+    box = internal_box(law)
+    assert box is not None
+    i = law.param_names.index("alpha")
+    assert box[0][i] == 0.0 and np.isinf(box[1][i])
+    u = law.to_internal(law.example_params)
+    past = u.copy()
+    past[i] = -24.2
+    assert project_internal(law, past)[i] == 0.0 and project_internal(law, u)[i] == u[i]  # inside: unchanged
+    # Beyond the bound the objective is the bound's (flat), so no solver row can prefer a value past it.
+    import torch
+
+    from mixlaw.fit.data import make_residuals
+
+    x = {
+        k: torch.from_numpy(np.asarray(v, dtype=np.float64))
+        for k, v in law.example_inputs(5, np.random.default_rng(0)).items()
+    }
+    y = torch.from_numpy(np.asarray(law.evaluate({k: v.numpy() for k, v in x.items()}, law.example_params)))
+    res = make_residuals(law, x, y)
+    at = u.copy()
+    at[i] = 0.0
+    r_past = res(torch.from_numpy(past[None, :]), torch.zeros(1, dtype=torch.long))
+    r_at = res(torch.from_numpy(at[None, :]), torch.zeros(1, dtype=torch.long))
+    assert torch.equal(r_past, r_at)
 
 
 # --------------------------------------------------------------------------- row numbers

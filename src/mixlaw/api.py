@@ -415,7 +415,8 @@ def sweep_status(jobs: Sequence[Any], store: str | Path) -> list[dict[str, Any]]
     """Status of every planned run in a store: pending / running / finished / failed (``mixlaw probe status``)."""
     from mixlaw.probe.sweep import sweep_status as status
 
-    return status(list(jobs), store)
+    # A store that does not exist yet holds no run: every run is pending, and a status query creates no file.
+    return status(list(jobs), store if Path(store).exists() else ":memory:")
 
 
 def run_sweep(jobs: Sequence[Any], store: str | Path, **options: Any) -> dict[str, str]:

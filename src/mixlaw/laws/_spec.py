@@ -49,9 +49,9 @@ class ParamSpec:
     lower, upper
         Allowed range (of every entry for a vector). The fitter optimises in an unconstrained internal space chosen
         from the bounds: ``(lower, inf)`` → ``lower + exp(u)``; ``(-inf, upper)`` → ``upper - exp(u)``; both finite →
-        ``lower + (upper - lower) * sigmoid(u)``; neither → ``u``. ``transform="identity"`` forces the plain map and
-        projects a value past a finite bound onto it (``clamp``: the objective is flat beyond the bound, so a
-        reported value is always inside its range). A simplex ignores them.
+        ``lower + (upper - lower) * sigmoid(u)``; neither → ``u``. ``transform="identity"`` forces the plain map; the
+        fitter holds such a parameter to its finite bounds (:func:`mixlaw.fit.data.internal_box`). A simplex ignores
+        them.
     transform
         ``None`` (derive from the bounds, the default) or ``"identity"``.
     description
@@ -119,10 +119,6 @@ class ParamSpec:
             return "neglog"
         return "identity"
 
-    @property
-    def _bounded(self) -> bool:
-        return math.isfinite(self.lower) or math.isfinite(self.upper)
-
     # ------------------------------------------------------------------ values
     def check_value(self, value: Any, law: str = "") -> np.ndarray:
         """A natural value as a float64 array of shape ``()`` (scalar) or ``(k,)``; ``InputError`` otherwise."""
@@ -157,7 +153,7 @@ class ParamSpec:
             q = q / q.sum(axis=-1, keepdims=True)
             return np.log(q[..., :-1]) - np.log(q[..., -1:])
         if kind == "identity":
-            return np.clip(v, self.lower, self.upper) if self._bounded else v
+            return v
         if kind == "log":
             return np.log(np.maximum(v - self.lower, 1e-300))
         if kind == "neglog":
@@ -176,8 +172,8 @@ class ParamSpec:
         if kind == "simplex":
             z = torch.cat([u, torch.zeros_like(u[..., :1])], dim=-1)
             return torch.softmax(z, dim=-1)
-        if kind == "identity":  # declared bounds are enforced: a value past one is projected onto it
-            return torch.clamp(u, self.lower, self.upper) if self._bounded else u
+        if kind == "identity":
+            return u
         if kind == "log":
             return self.lower + torch.exp(u) if self.lower != 0.0 else torch.exp(u)
         if kind == "neglog":
