@@ -206,3 +206,14 @@ def test_a_debian_version_other_than_the_pinned_one_is_refused(tmp_path, monkeyp
     with pytest.raises(InputError, match=re.escape(f"{src.version} (the pinned version")):
         sources.fetch_source(src, tmp_path / "cache")
     assert all("=" in c[-1] for c in calls if c[:2] == ["apt-get", "download"])  # never an unpinned download
+
+
+# --------------------------------------------------------------------------- --at outside the law's domain
+@pytest.mark.parametrize("value", ["nan", "inf", "1e400", "-1"])
+def test_predict_at_a_non_finite_or_undefined_point_is_a_clean_error(tmp_path, value: str) -> None:
+    x = np.geomspace(1e8, 1e11, 12)
+    res = fit_law("power_law", pd.DataFrame({"tokens": x, "loss": 2.0 + 30.0 * x**-0.2}))
+    path = tmp_path / "fit.json"
+    path.write_text(res.to_json())
+    r = CliRunner().invoke(app, ["predict", str(path), "--at", f"tokens={value}"])
+    assert r.exit_code == 1 and "--at" in r.stderr and "Warning" not in r.stderr

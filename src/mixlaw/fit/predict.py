@@ -33,7 +33,13 @@ def predict_point(
     if missing:
         raise InputError(f"expected values for inputs {missing} in --at", column="--at")
     data = {k: np.array([float(v)]) for k, v in at.items()}
-    value = float(result.predict(data)[0])
+    bad = [k for k, v in data.items() if not np.isfinite(v[0])]
+    if bad:
+        raise InputError(f"expected finite values in --at, got {bad[0]}={at[bad[0]]}", column="--at")
+    with np.errstate(all="ignore"):
+        value = float(result.predict(data)[0])
+    if not np.isfinite(value):
+        raise InputError(f"law '{result.law_name}' is not defined at {dict(at)} (it gives {value})", column="--at")
     b = band(result, inputs_of(result, data), level=level, kind=cast(Interval, interval))
     out: dict[str, Any] = {"law": result.law_name, "at": dict(at), "predicted": value}
     out["lo"], out["hi"] = (None, None) if b is None else (float(b.lo[0]), float(b.hi[0]))
