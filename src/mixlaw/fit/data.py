@@ -119,7 +119,7 @@ def project_internal(law: Law, U: np.ndarray) -> np.ndarray:
     """``U`` (``(..., P)`` internal values) with the identity-mapped parameters clipped to their declared bounds:
     what the fit reports (the objective is flat beyond a bound, so a solver row may have wandered past it)."""
     box = internal_box(law)
-    return np.asarray(U, dtype=np.float64) if box is None else np.clip(U, box[0], box[1])
+    return np.array(U, dtype=np.float64) if box is None else np.clip(U, box[0], box[1])  # always a new array
 
 
 def make_residuals(law: Law, x: Mapping[str, torch.Tensor], targets: torch.Tensor) -> Residuals:
