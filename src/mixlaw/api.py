@@ -175,7 +175,7 @@ def load_table(
     if len(df) == 0:
         raise InputError(f"expected rows to work with, got none after filtering in {name}")
     out = df.reset_index(drop=True)
-    return out if lines is None else attach_lines(out, lines[df.index.to_numpy()])  # type: ignore[index,return-value]
+    return out if lines is None else attach_lines(out, lines[df.index.to_numpy()])
 
 
 def fit(

@@ -5,6 +5,8 @@ Every user-facing failure is a :class:`MixlawError`; the CLI prints its message 
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class MixlawError(Exception):
     """Base class of every error mixlaw raises on purpose."""
@@ -68,34 +70,34 @@ class SourceLines:
 
     __slots__ = ("lines", "keys")
 
-    def __init__(self, lines: object, keys: tuple[object, ...]) -> None:
+    def __init__(self, lines: Any, keys: tuple[Any, ...]) -> None:
         self.lines = lines
         self.keys = keys
 
-    def __deepcopy__(self, memo: dict[int, object]) -> SourceLines:
+    def __deepcopy__(self, memo: dict[int, Any]) -> SourceLines:
         return self
 
     def __repr__(self) -> str:
-        return f"SourceLines({len(self.lines)} rows)"  # type: ignore[arg-type]
+        return f"SourceLines({len(self.lines)} rows)"
 
 
-def _order_keys(frame: object) -> tuple[object, ...]:
+def _order_keys(frame: Any) -> tuple[Any, ...]:
     cols = getattr(frame, "columns", ())
-    return tuple(frame[c].to_numpy() for c in ("run_id", "step") if c in cols)  # type: ignore[index]
+    return tuple(frame[c].to_numpy() for c in ("run_id", "step") if c in cols)
 
 
-def attach_lines(frame: object, lines: object) -> object:
+def attach_lines(frame: Any, lines: Any) -> Any:
     """Record ``lines`` (one file line per row of ``frame``) on ``frame`` and return it."""
-    frame.attrs[_LINES_ATTR] = SourceLines(lines, _order_keys(frame))  # type: ignore[attr-defined]
+    frame.attrs[_LINES_ATTR] = SourceLines(lines, _order_keys(frame))
     return frame
 
 
-def source_lines(frame: object) -> object | None:
+def source_lines(frame: Any) -> Any:
     """The file lines of ``frame``'s rows (a NumPy array), or ``None`` when unknown or no longer aligned."""
     import numpy as np
 
     rec = getattr(frame, "attrs", {}).get(_LINES_ATTR)
-    if not isinstance(rec, SourceLines) or len(rec.lines) != len(frame):  # type: ignore[arg-type]
+    if not isinstance(rec, SourceLines) or len(rec.lines) != len(frame):
         return None
     now = _order_keys(frame)
     if len(now) != len(rec.keys) or not all(np.array_equal(a, b) for a, b in zip(now, rec.keys, strict=True)):
@@ -103,8 +105,8 @@ def source_lines(frame: object) -> object | None:
     return np.asarray(rec.lines)
 
 
-def row_of(frame: object, position: int) -> int:
+def row_of(frame: Any, position: int) -> int:
     """The row number a message names for row ``position`` (0-based) of ``frame``: the source file's line where
     the table came from a file (:func:`attach_lines`), else ``position + 1``."""
     lines = source_lines(frame)
-    return int(lines[position]) if lines is not None else position + 1  # type: ignore[index]
+    return int(lines[position]) if lines is not None else position + 1
