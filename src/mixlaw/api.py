@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mixlaw.errors import InputError
+from mixlaw.errors import InputError, attach_lines, source_lines
 from mixlaw.expr import derive_column, filter_rows
 from mixlaw.fit import FitResult, fit_law
 from mixlaw.fit.features import add_features
@@ -127,6 +127,7 @@ def load_table(
     target
         The target column ``drop_highest`` ranks by.
     """
+    lines = None
     if isinstance(source, pd.DataFrame):
         df = source.copy()
         name = "table"
@@ -150,6 +151,8 @@ def load_table(
                     raise
                 # A table of one row per run without ids (e.g. published fits' data): every row is its own run.
                 df = read_table(path, column_map=column_map, run_id_from_row=True)
+            df = df.reset_index(drop=True)
+            lines = source_lines(df)  # the file line of every row (index = position), for later messages
     for col, expr in (derive or {}).items():
         try:
             df[col] = derive_column(df, expr)
@@ -171,7 +174,8 @@ def load_table(
         df = df.iloc[np.sort(keep)]
     if len(df) == 0:
         raise InputError(f"expected rows to work with, got none after filtering in {name}")
-    return df.reset_index(drop=True)
+    out = df.reset_index(drop=True)
+    return out if lines is None else attach_lines(out, lines[df.index.to_numpy()])
 
 
 def fit(
@@ -411,7 +415,8 @@ def sweep_status(jobs: Sequence[Any], store: str | Path) -> list[dict[str, Any]]
     """Status of every planned run in a store: pending / running / finished / failed (``mixlaw probe status``)."""
     from mixlaw.probe.sweep import sweep_status as status
 
-    return status(list(jobs), store)
+    # A store that does not exist yet holds no run: every run is pending, and a status query creates no file.
+    return status(list(jobs), store if Path(store).exists() else ":memory:")
 
 
 def run_sweep(jobs: Sequence[Any], store: str | Path, **options: Any) -> dict[str, str]:

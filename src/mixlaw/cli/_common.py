@@ -22,6 +22,7 @@ from mixlaw.errors import MixlawError
 __all__ = [
     "verb",
     "user_errors",
+    "one_line",
     "emit_json",
     "progress_bar",
     "console",
@@ -39,6 +40,19 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+MAX_MESSAGE = 300
+"""Characters of an error or warning message printed at most (the rest is elided, with the total length)."""
+
+
+def one_line(message: str, limit: int = MAX_MESSAGE) -> str:
+    """``message`` as one bounded line: line breaks and control characters escaped, at most ``limit`` characters
+    kept (then ``… (N characters)``). A nested value once produced a 40 KB "one-line" error."""
+    flat = "".join(c if c.isprintable() and not 0xD800 <= ord(c) <= 0xDFFF else repr(c)[1:-1] for c in message)
+    if len(flat) <= limit:
+        return flat
+    return f"{flat[: limit - 24].rstrip()}… ({len(flat):,} characters)"
+
+
 @contextmanager
 def user_errors() -> Iterator[list[warnings.WarningMessage]]:
     """Turn mixlaw errors (and OS errors on user paths) into one ``error: ...`` line on stderr and exit 1.
@@ -50,14 +64,15 @@ def user_errors() -> Iterator[list[warnings.WarningMessage]]:
         try:
             yield caught
         except MixlawError as exc:
-            typer.echo(f"error: {exc}", err=True)
+            typer.echo(f"error: {one_line(str(exc))}", err=True)
             raise typer.Exit(1) from None
         except OSError as exc:
-            typer.echo(f"error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), err=True)
+            text = f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": ")
+            typer.echo(f"error: {one_line(text)}", err=True)
             raise typer.Exit(1) from None
         finally:
             for w in caught:
-                typer.echo(f"warning: {w.category.__name__}: {w.message}", err=True)
+                typer.echo(f"warning: {w.category.__name__}: {one_line(str(w.message))}", err=True)
 
 
 def verb(func: F) -> F:

@@ -212,15 +212,19 @@ def _print_prediction(res: Any, result: dict[str, Any]) -> None:
     if "predicted" in result:
         iv = "" if result["lo"] is None else f"   {pct} [{result['lo']:.6g}, {result['hi']:.6g}]{tail}"
         console().print(f"{res.law_name} {result['at']} → {result['predicted']:.6g}{iv}")
+        if result.get("extrapolation"):
+            console().print(f"extrapolates: {result['extrapolation']['text']}")
         if "note" in result:
             console().print(result["note"])
         return
     t = Table(title=f"{res.law_name}: predicted {res.target} with {pct} intervals{tail}")
-    for col in ("run_id", "step", "predicted", "lo", "hi", "observed"):
+    extra = any(r.get("extrapolation") for r in result["rows"])
+    for col in ("run_id", "step", "predicted", "lo", "hi", "observed", *(["extrapolation"] if extra else [])):
         t.add_column(col)
     for r in result["rows"]:
         cells = [r["predicted"], r["lo"], r["hi"], r["observed"]]
-        t.add_row(str(r["run_id"]), str(r["step"]), *("—" if v is None else f"{v:.6g}" for v in cells))
+        ex = [(r["extrapolation"] or {}).get("text", "")] if extra else []
+        t.add_row(str(r["run_id"]), str(r["step"]), *("—" if v is None else f"{v:.6g}" for v in cells), *ex)
     console().print(t)
     if "note" in result:
         console().print(result["note"])
@@ -321,6 +325,9 @@ def _print_validation(res: Any, title: str) -> None:
         t.add_row(str(r["fold"]), str(r["status"]), str(r["n_fit"]), str(r["n_held_out"]), mre, worst)
     console().print(t)
     console().print(f"held-out MRE {100 * res.mre:.3f} % over {len(res.points)} points")
+    far = [str(e) for e in res.points.get("extrapolation", []) if isinstance(e, str) and e]
+    if far:
+        console().print(f"{len(far)} of {len(res.points)} held-out points extrapolate (e.g. {far[-1]})")
     if res.coverage is not None:
         c = res.coverage
         cells = ", ".join(
@@ -335,4 +342,5 @@ def _print_validation(res: Any, title: str) -> None:
             console().print(
                 f"  {r['fold']}: observed {r['observed']:.5g}, predicted {r['predicted']:.5g} "
                 f"[{r['lo']:.5g}, {r['hi']:.5g}]"
+                + (f"  extrapolates {r['extrapolation']}" if r.get("extrapolation") else "")
             )

@@ -44,7 +44,7 @@ import pandas as pd
 import torch
 
 from mixlaw.errors import InputError
-from mixlaw.fit.data import FitData, make_residuals
+from mixlaw.fit.data import FitData, make_residuals, project_internal
 from mixlaw.fit.refine import iteration_cap
 from mixlaw.fit.solve import STATUS_CONVERGED, STATUS_FAILED, STATUS_STALLED, SolveResult, solve
 from mixlaw.laws import Law, get_law
@@ -242,7 +242,7 @@ def _refit(
             if np.isfinite(sol.f[j]):
                 ends[lo + i] = sol.x[j]
             if good[i]:
-                params[lo + i] = law.flatten(law.natural(sol.x[j]))
+                params[lo + i] = law.flatten(law.natural(project_internal(law, sol.x[j])))
                 objective[lo + i] = sol.f[j]
         ok[lo:hi] = good
         if progress is not None:

@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from mixlaw.errors import InputError
+from mixlaw.errors import InputError, row_of
 from mixlaw.laws import Law, get_law
 
-__all__ = ["FitData", "make_residuals", "numeric_column", "prepare_data"]
+__all__ = ["FitData", "internal_box", "make_residuals", "numeric_column", "prepare_data", "project_internal"]
 
 Residuals = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -46,7 +46,7 @@ class FitData:
                 raise InputError(
                     f"expected a positive target for log-space law '{law.name}', got {self.y[bad[0]]:g}",
                     file=source,
-                    row=int(bad[0]) + 1,
+                    row=row_of(df, int(bad[0])),
                     column=target,
                 )
         if len(self.y) == 0:
@@ -86,7 +86,7 @@ def numeric_column(df: pd.DataFrame, col: str, source: str, what: str) -> np.nda
     bad = np.flatnonzero(~np.isfinite(values))
     if bad.size:
         raw = df[col].iloc[bad[0]]
-        raise InputError(f"expected a finite number, got {raw!r}", file=source, row=int(bad[0]) + 1, column=col)
+        raise InputError(f"expected a finite number, got {raw!r}", file=source, row=row_of(df, int(bad[0])), column=col)
     return values
 
 
@@ -103,6 +103,28 @@ def prepare_data(
     return FitData(get_law(law), table, target=target, input_map=input_map, group_column=group_column, source=source)
 
 
+def internal_box(law: Law) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(lower, upper)`` per internal coordinate for the parameters mapped with ``transform="identity"`` that
+    declare a finite bound (``-inf``/``inf`` elsewhere), or ``None`` when there is none. Every other transform
+    keeps its parameter inside its bounds by construction."""
+    lo: list[float] = []
+    hi: list[float] = []
+    for s in law.param_specs:
+        boxed = s.kind == "identity" and (np.isfinite(s.lower) or np.isfinite(s.upper))
+        lo += [s.lower if boxed else -np.inf] * s.n_internal
+        hi += [s.upper if boxed else np.inf] * s.n_internal
+    if np.all(np.isinf(lo)) and np.all(np.isinf(hi)):
+        return None
+    return np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+
+
+def project_internal(law: Law, U: np.ndarray) -> np.ndarray:
+    """``U`` (``(..., P)`` internal values) with the identity-mapped parameters clipped to their declared bounds:
+    what the fit reports (the objective is flat beyond a bound, so a solver row may have wandered past it)."""
+    box = internal_box(law)
+    return np.array(U, dtype=np.float64) if box is None else np.clip(U, box[0], box[1])  # always a new array
+
+
 def make_residuals(law: Law, x: Mapping[str, torch.Tensor], targets: torch.Tensor) -> Residuals:
     """``residuals(U, pid)`` in the law's fit space against ``targets`` (``(n,)``, or ``(B, n)``: one per problem).
 
@@ -113,8 +135,11 @@ def make_residuals(law: Law, x: Mapping[str, torch.Tensor], targets: torch.Tenso
     per_problem = y.dim() == 2 and y.shape[0] > 1
     y_one = y.reshape(-1) if not per_problem else y
     predict = law.log_predict if law.fit_space == "log" else law.predict
+    box = internal_box(law)
 
     def residuals(U: torch.Tensor, pid: torch.Tensor) -> torch.Tensor:
+        if box is not None:  # identity-mapped parameters are held to their declared bounds (flat beyond them)
+            U = torch.maximum(torch.minimum(U, torch.from_numpy(box[1])), torch.from_numpy(box[0]))
         pred = predict(x, law.to_natural(U))
         return pred - (y[pid] if per_problem else y_one)
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from mixlaw.errors import BoundaryWarning, ConvergenceWarning
+from mixlaw.errors import BoundaryWarning, ConvergenceWarning, IdentifiabilityWarning
 from mixlaw.fit.data import FitData
 from mixlaw.fit.result import FitResult, FitStatus
 from mixlaw.fit.solve import rho
@@ -59,7 +59,8 @@ def status_message(
 def warn_about(law: Law, res: FitResult, stacklevel: int = 4) -> None:
     """The fit's warnings: not converged, parameters at a bound, many failed resamples."""
     if res.status is not FitStatus.CONVERGED:
-        warnings.warn(f"law '{law.name}': {res.message}", ConvergenceWarning, stacklevel=stacklevel)
+        kind = IdentifiabilityWarning if res.status is FitStatus.UNIDENTIFIABLE else ConvergenceWarning
+        warnings.warn(f"law '{law.name}': {res.message}", kind, stacklevel=stacklevel)
     flat = res.flat_params()
     for name in res.at_bounds():
         spec = law.spec(name)

@@ -19,8 +19,9 @@ import torch
 from mixlaw.errors import FitError, InputError, NotFittedError
 from mixlaw.fit.batch import BatchFit, fit_batch, threads
 from mixlaw.fit.bootstrap import SCHEMES, Scheme, bootstrap_law, root_status, usable
-from mixlaw.fit.data import FitData, make_residuals, prepare_data
+from mixlaw.fit.data import FitData, make_residuals, prepare_data, project_internal
 from mixlaw.fit.diagnostics import fingerprint, metrics, predict_numpy, status_message, warn_about
+from mixlaw.fit.identify import assess_fit
 from mixlaw.fit.intervals import residual_sd
 from mixlaw.fit.refine import iteration_cap, repolish
 from mixlaw.fit.result import FitResult, FitStatus
@@ -212,8 +213,9 @@ class Fitter:
         kw: dict[str, Any] = dict(loss=self.loss, delta=delta, max_iter=cap, ftol=self.ftol, xtol=self.xtol)
         sol = repolish(sol, residuals, pid0, W, **kw)  # a best start stopped at the cap goes on from where it was
         status = np.array(["screened"] * S, dtype=object)
-        f_final, U_final, n_iter = f_init.copy(), U_all.copy(), np.zeros(S, dtype=np.int64)
-        status[polish], f_final[polish], U_final[polish], n_iter[polish] = sol.status, sol.f, sol.x, sol.n_iter
+        f_final, U_final, n_iter = f_init.copy(), project_internal(law, U_all), np.zeros(S, dtype=np.int64)
+        status[polish], f_final[polish], n_iter[polish] = sol.status, sol.f, sol.n_iter
+        U_final[polish] = project_internal(law, sol.x)  # identity-mapped parameters reported inside their bounds
         # The usable-row rule (mixlaw.fit.bootstrap); a point estimate falls back to the best unfinished start.
         ok = usable(sol)
         root = root_status(sol)
@@ -229,6 +231,9 @@ class Fitter:
         )
         params = law.natural(U_final[best])
         message = status_message(law, fit_status, residuals, U_final[best], W, self.loss, delta, cap)
+        ident = assess_fit(law, data, U_final[best], params, fit_status.value)  # what the data do not pin down
+        if ident["status"] == "unidentifiable":
+            fit_status, message = FitStatus.UNIDENTIFIABLE, ident["reason"]
 
         boot = None
         progress = self.progress
@@ -291,6 +296,7 @@ class Fitter:
             bootstrap_unit=None if boot is None else boot.unit,
             residual_sd=residual_sd(law, data, params),
             n_rescued_resamples=0 if boot is None else boot.n_rescued,
+            identifiability=ident,
             fitted_law=law,
         )
         warn_about(law, self.result_)

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from mixlaw.errors import InputError
+from mixlaw.fit.extrapolation import extrapolation_of
 from mixlaw.fit.intervals import Interval, band, inputs_of
 from mixlaw.fit.result import FitResult
 
@@ -32,10 +33,17 @@ def predict_point(
     if missing:
         raise InputError(f"expected values for inputs {missing} in --at", column="--at")
     data = {k: np.array([float(v)]) for k, v in at.items()}
-    value = float(result.predict(data)[0])
+    bad = [k for k, v in data.items() if not np.isfinite(v[0])]
+    if bad:
+        raise InputError(f"expected finite values in --at, got {bad[0]}={at[bad[0]]}", column="--at")
+    with np.errstate(all="ignore"):
+        value = float(result.predict(data)[0])
+    if not np.isfinite(value):
+        raise InputError(f"law '{result.law_name}' is not defined at {dict(at)} (it gives {value})", column="--at")
     b = band(result, inputs_of(result, data), level=level, kind=cast(Interval, interval))
     out: dict[str, Any] = {"law": result.law_name, "at": dict(at), "predicted": value}
     out["lo"], out["hi"] = (None, None) if b is None else (float(b.lo[0]), float(b.hi[0]))
+    out["extrapolation"] = extrapolation_of(result, data)[0]  # None inside the fitted ranges
     return {**out, **_interval_info(result, b, level, interval)}
 
 
@@ -55,6 +63,8 @@ def predict_rows(
     out: dict[str, Any] = {"law": result.law_name, "target": result.target}
     recs = rows[["run_id", "step", "predicted", "lo", "hi", "observed"]].to_dict(orient="records")
     out["rows"] = [{k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in r.items()} for r in recs]
+    for rec, extra in zip(out["rows"], extrapolation_of(result, table), strict=True):
+        rec["extrapolation"] = extra  # how far outside the fitted range of each input (None inside)
     out.update(_interval_info(result, b, level, interval))
     if observed is not None:
         err = rows["predicted"] - rows["observed"]

@@ -22,12 +22,14 @@ class FitStatus(StrEnum):
     """Outcome of a fit. ``converged``: the best start met the convergence test; ``max_iter``: the best start ran
     out of iterations, ``stalled``: it stopped in a flat valley where the objective no longer decreased measurably
     (in both cases the parameters are usable but not certified); ``failed``: no start gave a finite
-    objective."""
+    objective; ``unidentifiable``: the data do not determine some parameters (fewer rows than parameters, a
+    constant input the law needs variation in; :mod:`mixlaw.fit.identify`), whatever the solver said."""
 
     CONVERGED = "converged"
     STALLED = "stalled"
     MAX_ITER = "max_iter"
     FAILED = "failed"
+    UNIDENTIFIABLE = "unidentifiable"
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,9 @@ class FitResult:
     """Residual standard deviation in the law's fit space, ``sqrt(Σ r² / (n − p))`` at the point estimate (the
     noise a prediction interval adds, :mod:`mixlaw.fit.intervals`); ``None`` in fits saved before it existed."""
     n_rescued_resamples: int = 0
+    identifiability: dict[str, Any] | None = None
+    """What the data pin down (:func:`mixlaw.fit.identify.assess`): ``status`` ok / weak / unidentifiable,
+    ``reason``, ``condition``, ``rank``, ``undetermined``, ``weak``, ``solver_status``; ``None`` in older fits."""
     fitted_law: Law | None = field(default=None, repr=False, compare=False)
     """The law instance that was fitted (not serialised; a result read from JSON rebuilds it by name)."""
 
@@ -187,6 +192,10 @@ class FitResult:
         ]
         if self.metrics:
             lines.append("fit        " + ", ".join(f"{k}={v:.4g}" for k, v in self.metrics.items()))
+        if self.identifiability:
+            from mixlaw.fit.identify import identify_summary
+
+            lines.append(f"identify   {identify_summary(self.identifiability)}")
         ci = self.ci()
         unusable = f"   ({self.n_failed_resamples}/{self.n_bootstrap} resamples unusable)" if self.n_bootstrap else ""
         bounds = set(self.at_bounds())
@@ -237,6 +246,7 @@ class FitResult:
             "settings": self.settings,
             "metrics": self.metrics,
             "residual_sd": self.residual_sd,
+            "identifiability": self.identifiability,
             "at_bounds": self.at_bounds(),
             "starts": _records(self.starts),
         }
@@ -285,6 +295,7 @@ class FitResult:
                 bootstrap_unit=None if boot is None else boot["unit"],
                 residual_sd=None if d.get("residual_sd") is None else float(d["residual_sd"]),
                 n_rescued_resamples=0 if boot is None else int(boot.get("n_rescued", 0)),
+                identifiability=None if d.get("identifiability") is None else dict(d["identifiability"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"expected a complete fit record, got a malformed one ({exc}) in {source}") from None

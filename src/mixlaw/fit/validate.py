@@ -164,6 +164,7 @@ def validate_law(
         Passed to :func:`mixlaw.fit.fit_law` (``n_polish``, ``random_state``, ``bootstrap``, ``loss``, ...).
     """
     from mixlaw.fit.coverage import LEVELS, coverage_summary, point_intervals
+    from mixlaw.fit.extrapolation import extrapolation_of, texts
 
     law_obj = get_law(law, **dict(law_options or {}))
     table = table.reset_index(drop=True)
@@ -202,6 +203,7 @@ def validate_law(
         for col in (size_column, order_column, group_column, "run_id"):
             if col and col in held_rows and col not in block:
                 block[col] = held_rows[col].to_numpy()
+        block["extrapolation"] = texts(extrapolation_of(res, held_rows))  # "" inside the fitted ranges
         levels = sorted({level, *LEVELS}) if coverage else [level]
         block = point_intervals(block, res, held_rows, levels, interval, main=level)
         points.append(block)

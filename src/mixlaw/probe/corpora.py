@@ -25,7 +25,10 @@ document (documents ranked by a hash of their id; validation takes the first ~2 
 document) → tokenizer (byte-level BPE trained on an equal-size sample of every corpus, or plain bytes) → uint16
 memmaps ``<corpus>/{train,val}.bin`` with an end-of-text token between documents → ``manifest.json``.
 
-Every step is deterministic; the manifest carries a hash of its own content (test: the same hash twice).
+Every step is deterministic; the manifest carries a hash of its own content (test: the same hash twice), and the
+SHA-256 of every fetched archive (``sources[].sha256``): a cached archive is re-hashed before reuse, a rebuild
+over an earlier manifest must fetch the same bytes for the same version, and a Debian package is fetched at its
+pinned version or not at all.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from mixlaw.probe.sources import (  # re-exported: these lived here before the s
     _licence_category,
     _python_version,
     _run,
+    artifact_record,
     fetch_source,
 )
 
@@ -289,6 +293,7 @@ def prepare(
             root, version = fetch_source(src, cache_dir)
             docs = list(src.extract(root))
             raw[src.corpus].extend(docs)
+            art = artifact_record(src, cache_dir)
             src_records.append(
                 {
                     "name": src.name,
@@ -298,8 +303,11 @@ def prepare(
                     "version": version,
                     "licence": src.licence,
                     "docs": len(docs),
+                    "artifact": None if art is None else art["file"],
+                    "sha256": None if art is None else art["sha256"],
                 }
             )
+        _check_previous(out, src_records)
     else:
         raise InputError(f"source must be 'fetch' or 'slice', got {source!r}")
 
@@ -379,6 +387,30 @@ def prepare(
     manifest["hash"] = manifest_hash(manifest)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
+
+
+def _check_previous(out: Path, records: list[dict[str, Any]]) -> None:
+    """A rebuild over an earlier manifest in ``out`` must have fetched the same bytes under the same version:
+    a source whose archive's SHA-256 differs from the one recorded there is an error (the pinned package
+    changed under its name), not a silent change of the corpus."""
+    path = out / "manifest.json"
+    if not path.exists():
+        return
+    try:
+        old = json.loads(path.read_text())
+        before = {r["name"]: r for info in old["corpora"].values() for r in info["sources"]}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return  # an unreadable or older manifest is replaced, as before
+    for rec in records:
+        prev = before.get(rec["name"])
+        if not prev or prev.get("sha256") is None or rec["sha256"] is None or prev.get("version") != rec["version"]:
+            continue
+        if prev["sha256"] != rec["sha256"]:
+            raise InputError(
+                f"source '{rec['name']}' {rec['version']}: the fetched archive {rec['artifact']} has SHA-256 "
+                f"{rec['sha256'][:16]}…, the manifest in {out} recorded {prev['sha256'][:16]}… for the same "
+                "version; check the mirror, or move the old output away to accept the new bytes"
+            )
 
 
 def load_manifest(data_dir: str | Path) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from mixlaw.errors import InputError, MixlawError
 
-__all__ = ["Document", "Source", "SOURCES", "fetch_source"]
+__all__ = ["Document", "Source", "SOURCES", "artifact_record", "fetch_source", "sha256_file", "verify_artifact"]
 
 
 _OPEN_CATEGORIES = ("Permissive", "Copyleft", "Copyleft Limited", "Public Domain")
@@ -210,7 +210,7 @@ def fetch_source(src: Source, cache: Path) -> tuple[Path, str]:
         return Path(sysconfig.get_paths()["stdlib"]), _python_version()
     unpacked = cache / "unpacked" / src.name
     done = unpacked / ".done"
-    if done.exists():
+    if done.exists() and verify_artifact(src, cache):  # reuse only what still hashes to what was fetched
         return unpacked, done.read_text().strip()
     if unpacked.exists():
         shutil.rmtree(unpacked)
@@ -247,15 +247,66 @@ def fetch_source(src: Source, cache: Path) -> tuple[Path, str]:
     elif src.registry == "deb":
         try:
             _run(["apt-get", "download", f"{src.package}={src.version}"], cache)
-        except MixlawError:  # the pinned version left the mirror (security updates): take the current one
-            _run(["apt-get", "download", src.package], cache)
-        deb = sorted(cache.glob(f"{src.package}_*.deb"))[-1]
-        version = deb.name.split("_")[1].replace("%2b", "+")
-        _run(["dpkg-deb", "-x", str(deb), str(unpacked)], cache)
+        except MixlawError as exc:  # never another version in silence: the corpus would change under its name
+            raise InputError(
+                f"Debian package {src.package} {src.version} (the pinned version of source '{src.name}') is not "
+                f"available from the configured mirror ({exc}); update the pin in mixlaw.probe.sources"
+            ) from None
+        debs = [d for d in sorted(cache.glob(f"{src.package}_*.deb")) if _deb_version(d) == src.version]
+        if not debs:
+            raise InputError(f"apt-get download gave no {src.package}_{src.version}_*.deb in {cache}")
+        tgz = debs[-1]
+        _run(["dpkg-deb", "-x", str(tgz), str(unpacked)], cache)
     else:
         raise InputError(f"unknown registry {src.registry!r} for source {src.name}")
+    (unpacked / ARTIFACT).write_text(json.dumps({"file": tgz.name, "sha256": sha256_file(tgz)}))
     done.write_text(version)
     return unpacked, version
+
+
+ARTIFACT = ".artifact.json"
+"""Beside ``.done`` in an unpacked source: the fetched archive's file name and SHA-256."""
+
+
+def _deb_version(deb: Path) -> str:
+    return deb.name.split("_")[1].replace("%2b", "+").replace("%3a", ":")
+
+
+def sha256_file(path: Path) -> str:
+    """SHA-256 (hex) of a file, read in 1 MiB chunks."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def artifact_record(src: Source, cache: Path) -> dict[str, str] | None:
+    """``{"file", "sha256"}`` of the archive a fetched source was unpacked from (``None``: the local Python,
+    or a cache from before archives were recorded)."""
+    path = cache / "unpacked" / src.name / ARTIFACT
+    if src.registry == "local" or not path.exists():
+        return None
+    rec = json.loads(path.read_text())
+    return {"file": str(rec["file"]), "sha256": str(rec["sha256"])}
+
+
+def verify_artifact(src: Source, cache: Path) -> bool:
+    """Whether a cached source may be reused: its archive is still in ``cache`` and hashes to the SHA-256
+    recorded when it was fetched (``InputError`` when it does not; ``False`` when there is nothing to check, so
+    the source is fetched again)."""
+    rec = artifact_record(src, cache)
+    if rec is None or not (cache / rec["file"]).exists():
+        return False
+    got = sha256_file(cache / rec["file"])
+    if got != rec["sha256"]:
+        raise InputError(
+            f"cached archive {rec['file']} of source '{src.name}' has SHA-256 {got[:16]}…, not the "
+            f"{rec['sha256'][:16]}… recorded when it was fetched; delete {cache} to fetch it again"
+        )
+    return True
 
 
 def _python_version() -> str:

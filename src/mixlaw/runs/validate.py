@@ -40,6 +40,11 @@ def _all_str(obj: np.ndarray) -> bool:
     return all(type(v) is str for v in obj)
 
 
+_SHORT = 256
+"""Columns up to this many cells are parsed cell by cell: a 2-row CSV with 20,000 columns spent 30+ s in the
+fixed cost of a dozen pandas calls per column (issue 12 item 4; ``benchmarks/wide_csv.py``)."""
+
+
 def _parse_numbers(obj: np.ndarray) -> tuple[np.ndarray, np.ndarray, int | None]:
     """(float values, missing mask, position of the first non-numeric cell or None) of an object array.
 
@@ -48,6 +53,16 @@ def _parse_numbers(obj: np.ndarray) -> tuple[np.ndarray, np.ndarray, int | None]
     are values; anything else (other text, booleans, containers) is non-numeric.
     """
     n = len(obj)
+    if 0 < n <= _SHORT and _all_str(obj):  # a short text column: pandas' per-call overhead would dominate
+        stripped = [v.strip() for v in obj]
+        missing = np.fromiter((t == "" for t in stripped), dtype=bool, count=n)
+        vals = np.full(n, np.nan)
+        for i, t in enumerate(stripped):
+            if t:
+                if not _NUMBER_MATCH(t):
+                    return vals, missing, i
+                vals[i] = float(t)
+        return vals, missing, None
     if n and _all_str(obj):  # the CSV path: vectorised, per-cell work only for the few unusual cells
         stripped = pd.Series(obj, dtype=object).str.strip()
         missing = (stripped == "").to_numpy(dtype=bool, copy=True)
@@ -102,7 +117,7 @@ def _numeric_column(
         # A typed frame cannot tell an empty cell from NaN: NaN counts as missing only where that is allowed.
         missing = np.isnan(out.to_numpy()) if allow_missing else np.zeros(len(s), dtype=bool)
     else:
-        obj = s.astype(object).to_numpy()
+        obj = s.to_numpy(dtype=object)
         vals, missing, bad_at = _parse_numbers(obj)
         if bad_at is not None:
             v = obj[bad_at]
@@ -126,7 +141,7 @@ def _numeric_column(
 
 
 def _string_column(s: pd.Series, name: str, source: str, rows: np.ndarray, *, required: bool) -> pd.Series:
-    obj = s.astype(object).to_numpy()
+    obj = s.to_numpy(dtype=object)
     if len(obj) and _all_str(obj):
         stripped = pd.Series(obj, dtype=object).str.strip()
         empty = (stripped == "").to_numpy(dtype=bool)
@@ -177,7 +192,7 @@ def _looks_numeric(s: pd.Series) -> tuple[bool, int | None]:
     """(any numeric cell?, position of the first non-empty non-numeric cell or None)."""
     if pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype):
         return True, None
-    obj = s.astype(object).to_numpy()
+    obj = s.to_numpy(dtype=object)
     _, missing, bad_at = _parse_numbers(obj)
     if bad_at is None:
         return bool((~missing).any()), None

@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from mixlaw.errors import InputError
+from mixlaw.errors import InputError, attach_lines
 from mixlaw.runs.io.names import _canonical_columns, _sanitize, _to_runtable, canonical_metric_name
 from mixlaw.runs.io.tensorboard import _event_files, _masked_crc, _scalars_from_event_file, _tensorboard_frame
 from mixlaw.runs.io.text import _ROW, _read_csv, _read_json, _read_jsonl, _read_parquet, _read_text
@@ -178,7 +178,7 @@ def read_table(
     out.attrs["column_sources"] = {c: f for c, f in sources.items() if c in out.columns and c != f}
     stored = set(sources.values())
     out.attrs["skipped_names"] = [f for f in raw_attrs.get("raw_names", ()) if f not in stored and f not in out.columns]
-    return out
+    return attach_lines(out, rows) if len(out) == len(rows) else out  # later messages name these lines
 
 
 # ---------------------------------------------------------------------------------------------- detection
