@@ -29,8 +29,9 @@ PairsOpt = Annotated[list[str] | None, typer.Option(help="domain=value (repeatab
 
 def _load(runs: Path, where: str | None, maps: Any) -> Any:
     from mixlaw import api
+    from mixlaw.decide.mixture.checks import load_runs
 
-    return api.load_table(runs, where=where, column_map=api.parse_assignments(maps, "--map canonical=foreign"))
+    return load_runs(runs, where=where, column_map=api.parse_assignments(maps, "--map canonical=foreign"))
 
 
 def _domains(text: str) -> list[str]:
@@ -72,10 +73,13 @@ def compare_cmd(
     holdout: Annotated[
         str, typer.Option("--holdout", help="Test rows: a filter (n_params > 9.4e8) or mixtures:K (K-fold).")
     ],
-    models: Annotated[str, typer.Option("--models", help="camel, dml, blind (camel:k=3 sets an option).")] = (
-        "camel,dml,blind"
-    ),
+    models: Annotated[
+        str, typer.Option("--models", help="blind or any mixture law (camel, dml, …; camel:k=3 sets an option).")
+    ] = "camel,dml,blind",
     size_column: SizeColOpt = "n_params",
+    bootstrap: Annotated[
+        int, typer.Option("--bootstrap", help="Resamples of the training mixtures for the 95% intervals (0 = none).")
+    ] = 50,
     where: WhereOpt = None,
     maps: MapOpt = None,
     random_state: SeedOpt = 0,
@@ -92,6 +96,7 @@ def compare_cmd(
         holdout=holdout,
         models=models,
         size_column=size_column,
+        bootstrap=bootstrap,
         random_state=random_state,
         source=runs.name,
     )
@@ -99,21 +104,27 @@ def compare_cmd(
         return emit_json(out)
     from rich.table import Table
 
+    con = console()
     for t in out["targets"]:
         tab = Table(title=f"{t['target']} — holdout {out['holdout']}")
-        for col in ("model", "n_train", "n_test", "MAE", "MRE %", "bias %", "Spearman"):
+        for col in ("model", "params", "n_train", "n_test", "MAE", "MRE %", "bias %", "Spearman", "in 95% PI"):
             tab.add_column(col, justify="left" if col == "model" else "right")
         for m in t["models"]:
+            cov = m["coverage"]
             tab.add_row(
                 m["model"],
+                str(m["n_parameters"]),
                 str(m["n_train"]),
                 str(m["n_test"]) if m["n_predicted"] == m["n_test"] else f"{m['n_predicted']}/{m['n_test']}",
                 f"{m['mae']:.4g}",
                 f"{100 * m['mre']:.3g}",
                 f"{100 * m['bias']:+.3g}",
                 f"{m['spearman']:.3f}",
+                "—" if cov != cov else f"{100 * cov:.0f} %",
             )
-        console().print(tab)
+        con.print(tab)
+        if t["n_missing"]:
+            con.print(f"{t['target']}: {t['n_missing']} row(s) without a value left out for this target")
 
 
 @app.command("optimize")

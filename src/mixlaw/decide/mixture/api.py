@@ -10,7 +10,6 @@ model size: it has no size term) and ``blind`` (the mixture-blind baseline: the 
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -18,120 +17,25 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mixlaw.decide.mixture.checks import check_mixture, holdout_folds, load_runs, metrics, mixture_groups
+from mixlaw.decide.mixture.compare import compare, parse_models
 from mixlaw.decide.mixture.constraints import MixtureConstraints
 from mixlaw.decide.mixture.objective import FittedLaw, MixtureObjective
 from mixlaw.decide.mixture.optimize import optimize_mixture
 from mixlaw.errors import InputError
 
-__all__ = ["MODELS", "check_mixture", "compare", "holdout_folds", "optimize", "parse_models", "metrics"]
-
-MODELS = ("camel", "dml", "blind")
-MIXTURE_ATOL = 1e-6
-
-
-# ---------------------------------------------------------------------------------------------- input checks
-def check_mixture(table: pd.DataFrame, domains: Sequence[str], source: str = "table") -> None:
-    """Every domain has a ``w_<domain>`` column; weights are finite, non-negative and sum to 1 within 1e-6 per row."""
-    doms = list(domains)
-    if len(doms) < 2 or len(set(doms)) != len(doms):
-        raise InputError(f"--domains: expected at least two distinct domains, got {','.join(doms) or 'none'}")
-    have = [c for c in table.columns if str(c).startswith("w_")]
-    for d in doms:
-        if f"w_{d}" not in table.columns:
-            raise InputError(
-                f"--domains {d}: {source} has no column 'w_{d}' (mixture columns: {', '.join(have) or 'none'})"
-            )
-    cols = [f"w_{d}" for d in doms]
-    w = table[cols].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=np.float64)
-    rid = table["run_id"].astype(str).to_numpy() if "run_id" in table else None
-
-    def where(i: int) -> str:
-        return f"{source} row {i + 1}" + (f" (run {rid[i]})" if rid is not None else "")
-
-    bad = np.argwhere(~np.isfinite(w) | (w < 0))
-    if len(bad):
-        i, j = (int(v) for v in bad[0])
-        raise InputError(f"{where(i)}, column {cols[j]}: expected a finite non-negative weight, got {float(w[i, j])!r}")
-    s = w.sum(axis=1)
-    off = np.flatnonzero(np.abs(s - 1.0) > MIXTURE_ATOL)
-    if off.size:
-        i = int(off[0])
-        raise InputError(f"{where(i)}: the weights {'+'.join(cols)} sum to {s[i]:.9g}, expected 1 within 1e-6")
+__all__ = [
+    "check_mixture",
+    "compare",
+    "holdout_folds",
+    "load_runs",
+    "metrics",
+    "mixture_groups",
+    "optimize",
+    "parse_models",
+]
 
 
-def parse_models(text: str | Sequence[str]) -> list[tuple[str, str, dict[str, Any]]]:
-    """``"camel,camel:k=3,dml"`` → ``[(label, model, options), …]`` (``InputError`` on an unknown model)."""
-    items = [t.strip() for t in (text.split(",") if isinstance(text, str) else text) if t.strip()]
-    if not items:
-        raise InputError(f"--models: expected one or more of {', '.join(MODELS)}")
-    out = []
-    for item in items:
-        name, _, rest = item.partition(":")
-        if name not in MODELS:
-            raise InputError(f"--models: unknown model '{name}'; known: {', '.join(MODELS)}")
-        opts: dict[str, Any] = {}
-        for kv in filter(None, rest.split(";")):
-            if "=" not in kv:
-                raise InputError(f"--models {item}: expected model:option=value, got {kv!r}")
-            k, v = kv.split("=", 1)
-            opts[k.strip()] = v.strip()
-        out.append((item, name, opts))
-    return out
-
-
-def holdout_folds(table: pd.DataFrame, holdout: str, domains: Sequence[str], seed: int = 0) -> list[np.ndarray]:
-    """Test-row masks: one for a filter expression (safe :mod:`mixlaw.expr` grammar), K for ``mixtures:K``."""
-    if holdout.startswith("mixtures:"):
-        try:
-            k = int(holdout.split(":", 1)[1])
-        except ValueError:
-            raise InputError(f"--holdout {holdout}: expected mixtures:K with an integer K >= 2") from None
-        key = table[[f"w_{d}" for d in domains]].round(9).astype(str).agg("|".join, axis=1)
-        ids, uniq = pd.factorize(key)
-        if not 2 <= k <= len(uniq):
-            raise InputError(f"--holdout {holdout}: expected 2 <= K <= {len(uniq)} (the distinct mixtures)")
-        perm = np.random.default_rng(seed).permutation(len(uniq))
-        fold_of = np.empty(len(uniq), dtype=np.int64)
-        fold_of[perm] = np.arange(len(uniq)) % k
-        masks = [fold_of[ids] == f for f in range(k)]
-    else:
-        from mixlaw.expr import evaluate
-
-        try:
-            mask = evaluate(table, holdout, what="--holdout")
-        except InputError as exc:
-            raise InputError(f"--holdout {holdout!r}: {exc}") from None
-        masks = [np.asarray(pd.Series(mask, index=table.index).astype(bool), dtype=bool)]
-    for m in masks:
-        if m.all():
-            raise InputError(f"--holdout {holdout}: leaves no training rows")
-        if not m.any():
-            raise InputError(f"--holdout {holdout}: selects no test rows")
-    return masks
-
-
-# ---------------------------------------------------------------------------------------------- metrics
-def metrics(pred: np.ndarray, obs: np.ndarray) -> dict[str, float]:
-    """MAE, MRE (mean |p − o| / o), bias (signed mean relative error) and Spearman ρ over the finite predictions."""
-    ok = np.isfinite(pred) & np.isfinite(obs)
-    p, o = pred[ok], obs[ok]
-    if not ok.any():
-        return {"mae": math.nan, "mre": math.nan, "bias": math.nan, "spearman": math.nan}
-    rel = (p - o) / np.abs(o)
-    rho = math.nan
-    if p.size >= 3 and np.ptp(p) > 0 and np.ptp(o) > 0:
-        rp = pd.Series(p).rank().to_numpy()
-        ro = pd.Series(o).rank().to_numpy()
-        rho = float(np.corrcoef(rp, ro)[0, 1])
-    return {
-        "mae": float(np.mean(np.abs(p - o))),
-        "mre": float(np.mean(np.abs(rel))),
-        "bias": float(np.mean(rel)),
-        "spearman": rho,
-    }
-
-
-# ---------------------------------------------------------------------------------------------- models
 def _fit(law: Any, rows: pd.DataFrame, target: str, random_state: int) -> Any:
     from mixlaw.fit import fit_law
     from mixlaw.fit.refine import DECISION_MAX_ITER
@@ -139,111 +43,9 @@ def _fit(law: Any, rows: pd.DataFrame, target: str, random_state: int) -> Any:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         res = fit_law(law, rows, target=target, random_state=random_state, max_iter=DECISION_MAX_ITER)
-    for w in caught:  # re-emit once, naming the model (boundary notes are expected on small fits)
+    for w in caught:  # re-emit once, naming the law (boundary notes are expected on small fits)
         warnings.warn(f"{law.name} on {target}: {w.message}", w.category, stacklevel=3)
     return res
-
-
-def _predict_model(
-    name: str,
-    opts: Mapping[str, Any],
-    train: pd.DataFrame,
-    test: pd.DataFrame,
-    domains: Sequence[str],
-    target: str,
-    size_column: str,
-    random_state: int,
-) -> np.ndarray:
-    from mixlaw.laws import get_law
-
-    out = np.full(len(test), np.nan)
-    if name == "camel":
-        law = get_law("camel", domains=tuple(domains), size=size_column, **opts)
-        return np.asarray(_fit(law, train, target, random_state).predict(test), dtype=np.float64)
-    # Mixture laws without a size term and the blind baseline work per size (NaN at a size with no training rows).
-    sizes_tr = train[size_column].to_numpy() if size_column in train else np.zeros(len(train))
-    sizes_te = test[size_column].to_numpy() if size_column in test else np.zeros(len(test))
-    for s in np.unique(sizes_te):
-        tr = train[sizes_tr == s]
-        sel = sizes_te == s
-        if len(tr) == 0:
-            continue
-        if name == "blind":
-            out[sel] = float(tr[target].mean())
-            continue
-        law = get_law("dml", domains=tuple(domains), **opts)
-        if len(tr) <= law.n_internal:
-            continue  # fewer training mixtures than parameters at this size: no prediction
-        out[sel] = _fit(law, tr, target, random_state).predict(test[sel])
-    return out
-
-
-def compare(
-    table: pd.DataFrame,
-    *,
-    domains: Sequence[str],
-    targets: Sequence[str],
-    holdout: str,
-    models: str | Sequence[str] = "camel,dml,blind",
-    size_column: str = "n_params",
-    random_state: int = 0,
-    source: str = "table",
-) -> dict[str, Any]:
-    """Fit each model on the rows outside the holdout, predict the holdout; one result per target.
-
-    Returns ``{"targets": [{"target", "models": [{"model", "n_train", "n_test", "mae", "mre", "bias", "spearman",
-    "coverage", "predictions": [{"run_id", "predicted", "lo", "hi", "observed"}]}]}]}``. Prediction intervals are
-    not computed yet: ``lo``/``hi``/``coverage`` are NaN (``null`` in JSON).
-    """
-    doms = list(domains)
-    check_mixture(table, doms, source)
-    for t in targets:
-        if t not in table.columns:
-            raise InputError(f"--target {t}: {source} has no column '{t}'")
-    if "camel" in str(models) and size_column not in table.columns:
-        raise InputError(f"--size-column {size_column}: {source} has no column '{size_column}' (camel needs it)")
-    parsed = parse_models(models)
-    table = table.reset_index(drop=True)
-    if "run_id" not in table.columns:
-        table = table.assign(run_id=[f"row{i + 1}" for i in range(len(table))])
-    masks = holdout_folds(table, holdout, doms, seed=random_state)
-    out: list[dict[str, Any]] = []
-    for target in targets:
-        rows = []
-        for label, name, opts in parsed:
-            pred = np.full(len(table), np.nan)
-            tested = np.zeros(len(table), dtype=bool)
-            n_train = []
-            for m in masks:
-                train, test = table[~m], table[m]
-                pred[m] = _predict_model(name, opts, train, test, doms, target, size_column, random_state)
-                tested |= m
-                n_train.append(len(train))
-            obs = pd.to_numeric(table[target], errors="coerce").to_numpy(dtype=np.float64)
-            idx = np.flatnonzero(tested)
-            stats = metrics(pred[idx], obs[idx])
-            rows.append(
-                {
-                    "model": label,
-                    "n_train": int(round(float(np.mean(n_train)))),
-                    "n_test": int(idx.size),
-                    "n_predicted": int(np.isfinite(pred[idx]).sum()),
-                    **stats,
-                    "coverage": math.nan,
-                    "predictions": [
-                        {
-                            "run_id": str(table["run_id"].iloc[i]),
-                            "predicted": float(pred[i]),
-                            "lo": math.nan,
-                            "hi": math.nan,
-                            "observed": float(obs[i]),
-                        }
-                        for i in idx
-                    ],
-                }
-            )
-        out.append({"target": target, "models": rows})
-    return {"holdout": holdout, "domains": doms, "targets": out}
 
 
 # ---------------------------------------------------------------------------------------------- optimise
