@@ -53,6 +53,14 @@ def _pairs(items: list[str] | None, what: str) -> dict[str, float]:
     return out
 
 
+def _console() -> Any:
+    """The rich console, 120 columns wide when the output is not a terminal (files, pipes, tests)."""
+    con = console()
+    if not con.is_terminal:
+        con.width = max(con.width, 120)
+    return con
+
+
 def _sizes(text: str | None) -> list[float] | None:
     from mixlaw.errors import InputError
 
@@ -104,7 +112,7 @@ def compare_cmd(
         return emit_json(out)
     from rich.table import Table
 
-    con = console()
+    con = _console()
     for t in out["targets"]:
         tab = Table(title=f"{t['target']} — holdout {out['holdout']}")
         for col in ("model", "params", "n_train", "n_test", "MAE", "MRE %", "bias %", "Spearman", "in 95% PI"):
@@ -137,7 +145,14 @@ def optimize_cmd(
         list[str] | None, typer.Option("--target", help="Loss column a law is fitted to (repeatable; default loss).")
     ] = None,
     weights: Annotated[
-        list[str] | None, typer.Option("--weights", help="target=weight in the objective (repeatable; default 1).")
+        list[str] | None,
+        typer.Option(
+            "--weights", help="loss=weight (a --target) or benchmark=weight (an accuracy column); repeatable."
+        ),
+    ] = None,
+    objective: Annotated[
+        str | None,
+        typer.Option("--objective", help="Benchmark preset: balanced, math, code or knowledge (laws.md §12.5)."),
     ] = None,
     target_size: Annotated[
         float | None, typer.Option("--target-size", help="Model size of the target (camel's M).")
@@ -163,14 +178,18 @@ def optimize_cmd(
     sizes: Annotated[
         str | None, typer.Option("--sizes", help="Also the optimum at these sizes, comma-separated (1e9,7e9).")
     ] = None,
+    report: Annotated[Path | None, typer.Option("--report", help="Write a self-contained HTML report here.")] = None,
+    holdout: Annotated[
+        str, typer.Option("--holdout", help="Held-out runs for the report's predicted-vs-observed panel.")
+    ] = "mixtures:5",
     where: WhereOpt = None,
     maps: MapOpt = None,
     random_state: SeedOpt = 0,
     as_json: JsonOpt = False,
 ) -> None:
-    """Fit a mixture law and find the mixture with the lowest predicted loss under the constraints."""
+    """Fit a mixture law and find the mixture best for the goal (lowest weighted loss or highest weighted accuracy)."""
     from mixlaw import api
-    from mixlaw.decide.mixture.api import optimize
+    from mixlaw.decide.mixture.api import compare, optimize
 
     df = _load(runs, where, maps)
     constraints = {
@@ -190,6 +209,7 @@ def optimize_cmd(
         domains=_domains(domains),
         target=target or ["loss"],
         weights=_pairs(weights, "--weights") or None,
+        objective=objective,
         target_size=target_size,
         size_column=size_column,
         law_options=api.parse_options(law_option),
@@ -199,13 +219,36 @@ def optimize_cmd(
         random_state=random_state,
         source=runs.name,
     )
+    if report is not None:
+        from mixlaw.report.mix_page import write_mix_report
+
+        held = compare(
+            df,
+            domains=_domains(domains),
+            targets=out["targets"],
+            holdout=holdout,
+            models=f"{law},blind",
+            size_column=size_column,
+            bootstrap=min(bootstrap, 50) if bootstrap else 20,
+            random_state=random_state,
+            source=runs.name,
+        )
+        out["report"] = str(write_mix_report(report, out, held, source=runs.name))
     if as_json:
         return emit_json(out)
+    _print_optimum(out)
+
+
+def _print_optimum(out: dict[str, Any]) -> None:
     from rich.table import Table
 
     band = out.get("bootstrap", {}).get("weights", {})
-    goal = " + ".join(f"{a:g}·{t}" for t, a in out["loss_weights"].items())
-    tab = Table(title=f"optimal mixture — {law}, {goal}" + (f" at {target_size:g}" if target_size else ""))
+    if out["benchmark_weights"]:
+        goal = (out["objective_preset"] or "weighted") + " accuracy"
+    else:
+        goal = " + ".join(f"{a:g}·{t}" for t, a in out["loss_weights"].items())
+    size = out["target_size"]
+    tab = Table(title=f"optimal mixture — {out['law']}, {goal}" + (f" at {size:g}" if size else ""))
     for col in ("domain", "weight", "95% interval" if band else ""):
         if col:
             tab.add_column(col, justify="left" if col == "domain" else "right")
@@ -215,12 +258,14 @@ def optimize_cmd(
             lo, hi = band[d]
             row.append(f"[{lo:.4f}, {hi:.4f}]")
         tab.add_row(*row)
-    con = console()
+    con = _console()
     con.print(tab)
-    con.print(
-        f"objective {out['objective']:.5g}; predicted "
-        + ", ".join(f"{t} {v:.5g}" for t, v in out["predicted_losses"].items())
-    )
+    preds = {**out["predicted_losses"], **out["predicted_accuracies"]}
+    score = f"score {out['score']:.5g}" if out["benchmark_weights"] else f"objective {out['objective']:.5g}"
+    if "bootstrap" in out and out["bootstrap"].get("n"):
+        lo, hi = out["bootstrap"]["score" if out["benchmark_weights"] else "objective"]
+        score += f" [{lo:.5g}, {hi:.5g}] ({out['bootstrap']['n']} resamples, {out['bootstrap']['n_failed']} failed)"
+    con.print(score + "; predicted " + ", ".join(f"{t} {v:.5g}" for t, v in preds.items()))
     con.print("active constraints: " + (", ".join(out["active_constraints"]) or "none"))
     if out.get("vs_size"):
         curve = Table(title="optimal mixture vs model size")
@@ -229,7 +274,8 @@ def optimize_cmd(
             curve.add_column(d, justify="right")
         curve.add_column("objective", justify="right")
         for row in out["vs_size"]:
-            cells = [f"{v:.4f}" for v in row["weights"].values()]
+            b = row.get("band")
+            cells = [f"{v:.4f}" + (f" [{b[d][0]:.3f}, {b[d][1]:.3f}]" if b else "") for d, v in row["weights"].items()]
             curve.add_row(f"{row['size']:.3g}", *cells, f"{row['objective']:.5g}")
         con.print(curve)
     k = out["kkt"]
@@ -238,3 +284,5 @@ def optimize_cmd(
         f"min multiplier {k['min_multiplier']:.2g}); {out['n_distinct']} distinct optimum(s) from "
         f"{out['n_starts']} starts"
     )
+    if out.get("report"):
+        con.print(f"report: {out['report']}")
