@@ -12,14 +12,14 @@ Objectives (laws.md §12.5–12.6)
 
 Intervals
 ---------
-With ``bootstrap = B`` every law (each loss law and each benchmark law) is refitted by the engine's bootstrap
-(:func:`mixlaw.fit.bootstrap.bootstrap_law`, one batched solve per law, warm-started at the point estimate) on the
-same ``B`` resamples of the **runs** (every evaluation of a run enters or leaves together), and the mixture is
-re-optimised for each resample, from the point optimum and the uniform mixture. (Resampling whole mixtures, every size
-of a mixture together, left camel without a converged estimate in 6 of 8 resamples of 12 simulated mixtures: too
-few distinct mixtures remain to fix its loadings.) The result carries percentile intervals per domain weight, for the
-objective
-and for each predicted loss and accuracy; with ``sizes`` the optimum and its band at every target size.
+With ``bootstrap = B`` the mixtures are resampled ``B`` times (every run of a mixture, at every size, enters or
+leaves together; the same resamples for every law), every law (each loss law and each benchmark law) is refitted
+on each resample from its point estimate (the engine's fit, without a start design), and the mixture is
+re-optimised for each resample from the point optimum and the uniform mixture. The result carries percentile
+intervals per domain weight, for the objective and for each predicted loss and accuracy at the optimum; with
+``sizes``, the optimum and its band at every target size. (The engine's batched bootstrap was tried first: with its
+usable-row rule, camel on 12 simulated mixtures had no converged estimate in 4–6 of 8 resamples within the
+decisions' 300-iteration cap, so resamples are refitted one by one here, as before.)
 """
 
 from __future__ import annotations
@@ -98,30 +98,33 @@ def _fit(law: Any, rows: pd.DataFrame, target: str, random_state: int) -> Any:
     return res
 
 
-def _draws(res: Any, rows: pd.DataFrame, B: int, seed: int) -> tuple[list[FittedLaw | None], str]:
-    """``B`` bootstrap refits of one fit (``None`` for a resample without an estimate) and the scheme used.
-
-    Runs are resampled first; when more than a fifth of those resamples end without a usable estimate (a law in a
-    flat valley, e.g. camel on a dozen mixtures, runs out of its iteration budget), the parametric bootstrap
-    (fitted values plus Gaussian noise of the residual size, the whole design kept) is used instead and named.
-    """
-    from mixlaw.fit.bootstrap import bootstrap_law
-    from mixlaw.fit.data import FitData
+def _draws(res: Any, resamples: Sequence[pd.DataFrame], random_state: int) -> list[FittedLaw | None]:
+    """One refit of ``res``'s law per resampled table, warm-started at the point estimate (``None`` when it fails)."""
+    from mixlaw.fit import fit_law
     from mixlaw.fit.refine import DECISION_MAX_ITER
 
-    law = res.law
-    data = FitData(law, rows, target=res.target, group_column="run_id")
-    for scheme in ("runs", "parametric"):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # resample fits: boundary notes are not the point
-            d = bootstrap_law(
-                law, data, law.to_internal(res.params)[None, :], n=B, rng=np.random.default_rng(seed),
-                scheme=scheme, params=res.params, max_iter=DECISION_MAX_ITER,
-            )  # type: ignore[arg-type]  # fmt: skip
-        if d.n_failed <= 0.2 * B:
-            break
-    flat = iter(d.params.to_numpy(dtype=np.float64))
-    return [FittedLaw(law, law.unflatten(next(flat))) if ok else None for ok in d.ok], scheme
+    out: list[FittedLaw | None] = []
+    for rows in resamples:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # resample fits: boundary notes are not the point
+                r = fit_law(
+                    res.law, rows, target=res.target, random_state=random_state, starts=[res.params],
+                    use_grid=False, use_guess=False, n_polish=1, max_iter=DECISION_MAX_ITER,
+                )  # fmt: skip
+        except (InputError, ValueError, RuntimeError):
+            out.append(None)
+            continue
+        out.append(FittedLaw.from_result(r))
+    return out
+
+
+def _resamples(rows: pd.DataFrame, picks: np.ndarray, tag: int) -> pd.DataFrame:
+    """The rows of the picked mixtures (with multiplicity), with fresh run ids."""
+    groups = rows["_mixture"].to_numpy()
+    idx = np.concatenate([np.flatnonzero(groups == g) for g in picks])
+    sub = rows.iloc[idx].reset_index(drop=True)
+    return sub.assign(run_id=[f"b{tag}_{i}" for i in range(len(sub))])
 
 
 def _q(values: np.ndarray, level: float) -> list[float]:
@@ -266,8 +269,13 @@ def _bootstrap(
     out: dict[str, Any],
 ) -> dict[str, Any]:
     """Refit every law on ``B`` run resamples (same draws for every law), re-optimise each (module docstring)."""
-    both = {t: _draws(r, rows[t], B, seed + 1) for t, r in {**fits, **bench_fits}.items()}
-    draws = {t: d for t, (d, _) in both.items()}
+    rng = np.random.default_rng(seed + 1)
+    n_mix = int(max(int(r["_mixture"].max()) for r in rows.values())) + 1
+    picks = [rng.integers(0, n_mix, n_mix) for _ in range(B)]  # the same mixtures for every law
+    draws = {
+        t: _draws(r, [_resamples(rows[t], p, b) for b, p in enumerate(picks)], seed)
+        for t, r in {**fits, **bench_fits}.items()
+    }
     sign = -1.0 if bench_fits else 1.0
     W, J, S, P = [], [], [], []
     band: list[list[np.ndarray]] = [[] for _ in grid]
@@ -304,7 +312,7 @@ def _bootstrap(
         "n": len(W),
         "n_failed": n_failed,
         "level": level,
-        "schemes": {t: scheme for t, (_, scheme) in both.items()},
+        "unit": "mixtures",
         "weights": {d: _q(Wa[:, j], level) for j, d in enumerate(doms)},
         "objective": _q(np.array(J), level),
         "score": _q(np.array(S), level),
