@@ -286,3 +286,58 @@ def _print_optimum(out: dict[str, Any]) -> None:
     )
     if out.get("report"):
         con.print(f"report: {out['report']}")
+
+
+@app.command("nested")
+@verb
+def nested_cmd(
+    runs: RunsArg,
+    domains: DomainsOpt,
+    target_size: Annotated[float, typer.Option("--target-size", help="Model size N* of the target.")],
+    target_step: Annotated[float, typer.Option("--target-step", help="Training step S* of the target.")],
+    target: Annotated[str, typer.Option("--target", help="Loss column.")] = "loss",
+    max_fit_step: Annotated[
+        float | None, typer.Option("--max-fit-step", help="Fit checkpoints up to this step (default: < S*).")
+    ] = None,
+    step_column: Annotated[str, typer.Option("--step-column", help="Step (or token) column.")] = "step",
+    size_column: SizeColOpt = "n_params",
+    law: Annotated[str, typer.Option("--law", help="Mixture law of the last stage (of the mixture alone).")] = "dml",
+    law_option: LawOptionOpt = None,
+    where: WhereOpt = None,
+    maps: MapOpt = None,
+    random_state: SeedOpt = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Data Mixing Laws' nested pipeline: step law → size law → mixture law at a target (size, step)."""
+    from mixlaw import api
+    from mixlaw.decide.mixture.nested import nested
+
+    df = _load(runs, where, maps)
+    out = nested(
+        df,
+        domains=_domains(domains),
+        target_size=target_size,
+        target_step=target_step,
+        target=target,
+        max_fit_step=max_fit_step,
+        step_column=step_column,
+        size_column=size_column,
+        mixture_law=law,
+        law_options=api.parse_options(law_option),
+        random_state=random_state,
+        source=runs.name,
+    )
+    if as_json:
+        return emit_json(out)
+    con = _console()
+    con.print(
+        f"{out['n_step_fits']} step-law fits (steps <= {out['max_fit_step']:g}) → {out['n_size_fits']} size-law fits "
+        f"→ {law} at N = {target_size:g}, S = {target_step:g} ({out['n_skipped_curves']} curves skipped)"
+    )
+    con.print(f"{law} parameters: {out['mixture_law']['params']} ({out['mixture_law']['status']})")
+    v = out["validation"]
+    if v:
+        con.print(
+            f"held-out runs at the target: {v['n']}, MAE {v['mae']:.4g}, MRE {100 * v['mre']:.3g} %, "
+            f"bias {100 * v['bias']:+.3g} %"
+        )
