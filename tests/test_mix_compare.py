@@ -116,3 +116,27 @@ def test_compare_refuses_a_negative_bootstrap_and_a_target_without_values(tmp_pa
         compare(df, domains=DOMS, targets=["loss"], holdout="mixtures:2", models="blind", bootstrap=-1)
     with pytest.raises(Exception, match=r"--target loss_empty: no row of table has a value"):
         compare(df, domains=DOMS, targets=["loss_empty"], holdout="mixtures:2", models="blind")
+
+
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        ({"w_code": -0.1, "w_web": "+0.1"}, r"runs\.csv:4:w_code|row 3.*w_code"),
+        ({"w_web": "+0.01"}, r"runs\.csv.*(row 3|:4).*sum|sum.*(row 3|:4)"),
+    ],
+)
+def test_bad_mixture_rows_in_a_file_are_one_line_errors_naming_row_and_column(
+    tmp_path: Path, edit: dict[str, Any], match: str
+) -> None:
+    import re
+
+    df = _simulated(8, seed=0)
+    for col, v in edit.items():
+        df.loc[2, col] = df.loc[2, col] + float(v) if isinstance(v, str) else v
+    path = tmp_path / "runs.csv"
+    df.to_csv(path, index=False)
+    argv = ["mix", "compare", str(path), "--domains", ",".join(DOMS), "--target", "loss", "--holdout", "mixtures:2"]
+    res = runner.invoke(app, [*argv, "--models", "blind"])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and re.search(match, lines[0]), res.output
