@@ -8,7 +8,8 @@ sizes <= 937M, target ``openhermes_loss``. Law: ``camel`` with k = 3 intrinsic d
   mixture re-optimised for every resample.
 - **scipy**: the same model written in numpy, ``scipy.optimize.least_squares`` (Huber, ``f_scale`` = 1e-3 on log
   residuals, as the engine) started from **the same starts** mixlaw polished, one start after the other; then ``B``
-  resamples of the runs drawn the same way (multiplicities from the engine's ``resample_weights``), each refitted by ``least_squares`` from the point estimate, and
+  resamples of the runs drawn the same way (multiplicities from the engine's ``resample_weights``), each refitted
+  by ``least_squares`` from the point estimate, and
   the optimum re-optimised by the same optimiser as mixlaw's.
 
 Prints both wall times, the objectives reached, the optima, and last ``ratio=<scipy time / mixlaw time>``.

@@ -43,6 +43,33 @@ def _fit_predict(law: Any, rows: pd.DataFrame, target: str, at: Mapping[str, flo
     return float(res.predict(x)[0]), res
 
 
+def _curves(
+    law: Any, x_col: str, curves: Mapping[Any, pd.Series], target: str, at: float, seed: int
+) -> dict[Any, float]:
+    """Fit ``law`` (one input ``x_col``) to each curve ``{key: Series(y, index=x)}`` and predict each at ``at``.
+
+    Curves that share their x values are fitted in one batched solve (:func:`mixlaw.fit.fit_batch`), started from
+    the fit of their mean curve; a resulting problem without a usable estimate is refitted on its own."""
+    from mixlaw.fit import fit_batch
+
+    out: dict[Any, float] = {}
+    by_x: dict[tuple[float, ...], list[Any]] = {}
+    for key, c in curves.items():
+        by_x.setdefault(tuple(float(v) for v in c.index), []).append(key)
+    for xs, keys in by_x.items():
+        x = pd.DataFrame({x_col: np.array(xs)})
+        Y = np.stack([curves[k].to_numpy(dtype=np.float64) for k in keys])
+        _, mean_fit = _fit_predict(law, x.assign(**{target: Y.mean(axis=0)}), target, {x_col: at}, seed)
+        batch = fit_batch(law, x, Y, starts=[[mean_fit.params] for _ in keys])
+        for b, key in enumerate(keys):
+            params = batch.row(b)
+            if params is None:
+                out[key], _ = _fit_predict(law, x.assign(**{target: Y[b]}), target, {x_col: at}, seed)
+            else:
+                out[key] = float(law.evaluate({x_col: np.array([float(at)])}, params)[0])
+    return out
+
+
 def nested(
     table: pd.DataFrame,
     *,
@@ -85,27 +112,31 @@ def nested(
         raise InputError(f"--target-size {target_size:g}: no runs below it with steps <= {fit_step:g} to fit")
     step_law = get_law("power_law", input=step_column)
     size_law = get_law("power_law", input=size_column)
-    per_mix: dict[int, dict[float, float]] = {}
-    n_step, n_skip = 0, 0
+    steps: dict[tuple[int, float], pd.Series] = {}
+    n_skip = 0
     for (g, n), rows in train.groupby(["_mixture", size_column]):
-        if rows[step_column].nunique() <= step_law.n_internal:
+        curve = rows.groupby(step_column)[target].mean()  # one point per checkpoint
+        if len(curve) <= step_law.n_internal:
             n_skip += 1
             continue
-        rows = rows.groupby(step_column, as_index=False)[target].mean()  # one point per checkpoint
-        pred, _ = _fit_predict(step_law, rows, target, {step_column: target_step}, random_state)
-        per_mix.setdefault(int(g), {})[float(n)] = pred
-        n_step += 1
-    mixtures, n_size = [], 0
+        steps[(int(g), float(n))] = curve
+    at_step = _curves(step_law, step_column, steps, target, target_step, random_state)
+    per_mix: dict[int, dict[float, float]] = {}
+    for (g, n), v in at_step.items():
+        per_mix.setdefault(g, {})[n] = v
+    sizes_of = {}
     for g, by_size in sorted(per_mix.items()):
         if len(by_size) <= size_law.n_internal:
             n_skip += 1
             continue
-        rows = pd.DataFrame({size_column: list(by_size), target: list(by_size.values())})
-        pred, _ = _fit_predict(size_law, rows, target, {size_column: target_size}, random_state)
+        sizes_of[g] = pd.Series(by_size).sort_index()
+    at_size = _curves(size_law, size_column, sizes_of, target, target_size, random_state)
+    mixtures: list[dict[str, Any]] = []
+    for g, pred in sorted(at_size.items()):
         first = table[table["_mixture"] == g].iloc[0]
         mixtures.append({"weights": {d: float(first[f"w_{d}"]) for d in doms}, "predicted": pred,
-                         "sizes": {f"{k:g}": v for k, v in by_size.items()}})  # fmt: skip
-        n_size += 1
+                         "sizes": {f"{k:g}": v for k, v in per_mix[g].items()}})  # fmt: skip
+    n_step, n_size = len(at_step), len(at_size)
     law = build_model(mixture_law, law_options or {}, doms, size_column)
     if any(not str(c).startswith("w_") for c in law.inputs):
         raise InputError(f"--law {mixture_law}: the nested pipeline needs a law of the mixture alone (like dml)")
@@ -132,14 +163,14 @@ def nested(
     held = table[(size == float(target_size)) & (step == float(target_step))]
     if len(held):
         held = held.groupby("_mixture", as_index=False).agg({**{f"w_{d}": "first" for d in doms}, target: "mean"})
-        pred = np.asarray(mres.predict(held), dtype=np.float64)
+        hp = np.asarray(mres.predict(held), dtype=np.float64)
         obs = held[target].to_numpy(dtype=np.float64)
         out["validation"] = {
             "n": len(held),
-            **metrics(pred, obs),
+            **metrics(hp, obs),
             "predictions": [
                 {"weights": {d: float(r[f"w_{d}"]) for d in doms}, "predicted": float(p), "observed": float(o)}
-                for (_, r), p, o in zip(held.iterrows(), pred, obs, strict=True)
+                for (_, r), p, o in zip(held.iterrows(), hp, obs, strict=True)
             ],
         }
     return out
