@@ -50,13 +50,15 @@ EXPECTED: dict[str, set[str]] = {
     "probe plan": {"SPEC"},
     "corpora prepare": {"--out", "--source", "--cache", "--tokenizer", "--vocab-size", "--json"},
     "mix compare": {"RUNS", "--domains", "--target", "--holdout", "--models", "--size-column", "--where", "--map"}
-    | {"--random-state", "--json"}
+    | {"--random-state", "--json", "--bootstrap"}
     | TABLE,
     "mix optimize": {"RUNS", "--domains", "--law", "--target", "--weights", "--target-size", "--size-column"}
-    | {"--law-option"}
+    | {"--law-option", "--objective", "--report", "--holdout"}
     | {"--cap", "--floor", "--fix", "--max-epochs", "--unique-tokens", "--target-tokens", "--prior", "--kl-max"}
     | {"--kl-weight", "--bootstrap", "--sizes", "--where", "--map", "--random-state", "--json"}
     | TABLE,
+    "mix nested": {"RUNS", "--domains", "--target-size", "--target-step", "--target", "--max-fit-step"}
+    | {"--step-column", "--size-column", "--law", "--law-option", "--where", "--map", "--random-state", "--json"},
     "plan": {"--sizes", "--target-size", "--budget", "--domains", "--strategy", "--compare", "--simulate", "--out"}
     | {"--tokens-per-param", "--flops-per-s", "--floor-runs", "--cap-runs", "--prior", "--mixture-floor"}
     | {"--mixtures", "--max-mixtures", "--k", "--noise", "--seed", "--name", "--data-dir", "--work-dir"}

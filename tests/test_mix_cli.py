@@ -58,7 +58,7 @@ def test_compare_json_shape_and_camel_extrapolates_in_size(runs_csv: Path) -> No
     res = runner.invoke(
         app,
         ["mix", "compare", str(runs_csv), "--domains", DOMS, "--target", "loss", "--holdout", "n_params > 9e8"]
-        + ["--models", "camel,dml,blind", "--json"],
+        + ["--models", "camel,dml,blind", "--bootstrap", "20", "--json"],
     )
     out = _json(res)
     assert [t["target"] for t in out["targets"]] == ["loss"]
@@ -68,9 +68,13 @@ def test_compare_json_shape_and_camel_extrapolates_in_size(runs_csv: Path) -> No
     for m in models.values():
         assert keys <= set(m) and m["n_train"] == 36 and m["n_test"] == 12 and len(m["predictions"]) == 12
         assert set(m["predictions"][0]) == {"run_id", "predicted", "lo", "hi", "observed"}
-        assert m["coverage"] is None  # prediction intervals are not computed yet (NaN → null)
     camel = models["camel"]
     assert camel["mre"] < 0.02 and camel["spearman"] > 0.9  # extrapolates 3x in size from simulated runs
+    # 95 % prediction intervals from the bootstrap: every held-out point has one around its prediction.
+    assert all(p["lo"] < p["predicted"] < p["hi"] for p in camel["predictions"])
+    inside = [p["lo"] <= p["observed"] <= p["hi"] for p in camel["predictions"]]
+    assert camel["coverage"] == pytest.approx(sum(inside) / 12) and camel["coverage"] >= 0.75
+    assert models["dml"]["coverage"] is None  # no prediction, no interval (NaN → null)
     # dml and the blind baseline have no size term: no prediction at an unseen size (null, not a number).
     assert models["dml"]["n_predicted"] == 0 and models["dml"]["predictions"][0]["predicted"] is None
 
@@ -106,7 +110,7 @@ def test_optimize_json_respects_caps_floors_and_fixed(runs_csv: Path) -> None:
         (["--holdout", "n_params > 0"], r"--holdout n_params > 0: leaves no training rows"),
         (["--holdout", "n_params > 1e12"], r"selects no test rows"),
         (["--holdout", "__import__('os')"], r"--holdout"),
-        (["--models", "camel,xgboost"], r"unknown model 'xgboost'"),  # regmix is a model now
+        (["--models", "camel,nosuchlaw"], r"unknown model 'nosuchlaw'; known: blind, .*camel.*dml"),
     ],
 )
 def test_compare_bad_input_is_one_line(runs_csv: Path, args: list[str], match: str) -> None:

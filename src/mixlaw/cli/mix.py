@@ -41,7 +41,10 @@ PairsOpt = Annotated[list[str] | None, typer.Option(help="domain=value (repeatab
 
 
 def _load(runs: Path, options: dict[str, Any], needed: list[str] | None = None) -> Any:
-    return load(runs, needed=needed or [], **options)  # the shared table options (mixlaw.cli._table)
+    # the shared table options (mixlaw.cli._table); empty target cells are kept: each target leaves out its own
+    # missing rows (mixlaw.decide.mixture.checks.target_rows), as the SlimPajama table needs
+    del needed
+    return load(runs, **options)
 
 
 def _domains(text: str) -> list[str]:
@@ -61,6 +64,14 @@ def _pairs(items: list[str] | None, what: str) -> dict[str, float]:
         except ValueError:
             raise InputError(f"{what} {item}: expected a number after '='") from None
     return out
+
+
+def _console() -> Any:
+    """The rich console, 120 columns wide when the output is not a terminal (files, pipes, tests)."""
+    con = console()
+    if not con.is_terminal:
+        con.width = max(con.width, 120)
+    return con
 
 
 def _sizes(text: str | None) -> list[float] | None:
@@ -83,10 +94,13 @@ def compare_cmd(
     holdout: Annotated[
         str, typer.Option("--holdout", help="Test rows: a filter (n_params > 9.4e8) or mixtures:K (K-fold).")
     ],
-    models: Annotated[str, typer.Option("--models", help="camel, dml, blind (camel:k=3 sets an option).")] = (
-        "camel,dml,blind"
-    ),
+    models: Annotated[
+        str, typer.Option("--models", help="blind or any mixture law (camel, dml, …; camel:k=3 sets an option).")
+    ] = "camel,dml,blind",
     size_column: SizeColOpt = "n_params",
+    bootstrap: Annotated[
+        int, typer.Option("--bootstrap", help="Resamples of the training mixtures for the 95% intervals (0 = none).")
+    ] = 50,
     where: WhereOpt = None,
     maps: MapOpt = None,
     set_: SetOpt = None,
@@ -110,6 +124,7 @@ def compare_cmd(
         holdout=holdout,
         models=models,
         size_column=size_column,
+        bootstrap=bootstrap,
         random_state=random_state,
         source=runs.name,
     )
@@ -117,21 +132,27 @@ def compare_cmd(
         return emit_json(out)
     from rich.table import Table
 
+    con = _console()
     for t in out["targets"]:
         tab = Table(title=f"{t['target']} — holdout {out['holdout']}")
-        for col in ("model", "n_train", "n_test", "MAE", "MRE %", "bias %", "Spearman"):
+        for col in ("model", "params", "n_train", "n_test", "MAE", "MRE %", "bias %", "Spearman", "in 95% PI"):
             tab.add_column(col, justify="left" if col == "model" else "right")
         for m in t["models"]:
+            cov = m["coverage"]
             tab.add_row(
                 m["model"],
+                str(m["n_parameters"]),
                 str(m["n_train"]),
                 str(m["n_test"]) if m["n_predicted"] == m["n_test"] else f"{m['n_predicted']}/{m['n_test']}",
                 f"{m['mae']:.4g}",
                 f"{100 * m['mre']:.3g}",
                 f"{100 * m['bias']:+.3g}",
                 f"{m['spearman']:.3f}",
+                "—" if cov != cov else f"{100 * cov:.0f} %",
             )
-        console().print(tab)
+        con.print(tab)
+        if t["n_missing"]:
+            con.print(f"{t['target']}: {t['n_missing']} row(s) without a value left out for this target")
 
 
 @app.command("optimize")
@@ -144,7 +165,14 @@ def optimize_cmd(
         list[str] | None, typer.Option("--target", help="Loss column a law is fitted to (repeatable; default loss).")
     ] = None,
     weights: Annotated[
-        list[str] | None, typer.Option("--weights", help="target=weight in the objective (repeatable; default 1).")
+        list[str] | None,
+        typer.Option(
+            "--weights", help="loss=weight (a --target) or benchmark=weight (an accuracy column); repeatable."
+        ),
+    ] = None,
+    objective: Annotated[
+        str | None,
+        typer.Option("--objective", help="Benchmark preset: balanced, math, code or knowledge (laws.md §12.5)."),
     ] = None,
     target_size: Annotated[
         float | None, typer.Option("--target-size", help="Model size of the target (camel's M).")
@@ -170,6 +198,10 @@ def optimize_cmd(
     sizes: Annotated[
         str | None, typer.Option("--sizes", help="Also the optimum at these sizes, comma-separated (1e9,7e9).")
     ] = None,
+    report: Annotated[Path | None, typer.Option("--report", help="Write a self-contained HTML report here.")] = None,
+    holdout: Annotated[
+        str, typer.Option("--holdout", help="Held-out runs for the report's predicted-vs-observed panel.")
+    ] = "mixtures:5",
     where: WhereOpt = None,
     maps: MapOpt = None,
     set_: SetOpt = None,
@@ -182,9 +214,9 @@ def optimize_cmd(
     random_state: SeedOpt = 0,
     as_json: JsonOpt = False,
 ) -> None:
-    """Fit a mixture law and find the mixture with the lowest predicted loss under the constraints."""
+    """Fit a mixture law and find the mixture best for the goal (lowest weighted loss or highest weighted accuracy)."""
     from mixlaw import api
-    from mixlaw.decide.mixture.api import optimize
+    from mixlaw.decide.mixture.api import compare, optimize
 
     df = _load(runs, table_kw(locals()), target or ["loss"])
     constraints = {
@@ -204,6 +236,7 @@ def optimize_cmd(
         domains=_domains(domains),
         target=target or ["loss"],
         weights=_pairs(weights, "--weights") or None,
+        objective=objective,
         target_size=target_size,
         size_column=size_column,
         law_options=api.parse_options(law_option),
@@ -213,13 +246,36 @@ def optimize_cmd(
         random_state=random_state,
         source=runs.name,
     )
+    if report is not None:
+        from mixlaw.report.mix_page import write_mix_report
+
+        held = compare(
+            df,
+            domains=_domains(domains),
+            targets=out["targets"],
+            holdout=holdout,
+            models=f"{law},blind",
+            size_column=size_column,
+            bootstrap=min(bootstrap, 50) if bootstrap else 20,
+            random_state=random_state,
+            source=runs.name,
+        )
+        out["report"] = str(write_mix_report(report, out, held, source=runs.name))
     if as_json:
         return emit_json(out)
+    _print_optimum(out)
+
+
+def _print_optimum(out: dict[str, Any]) -> None:
     from rich.table import Table
 
     band = out.get("bootstrap", {}).get("weights", {})
-    goal = " + ".join(f"{a:g}·{t}" for t, a in out["loss_weights"].items())
-    tab = Table(title=f"optimal mixture — {law}, {goal}" + (f" at {target_size:g}" if target_size else ""))
+    if out["benchmark_weights"]:
+        goal = (out["objective_preset"] or "weighted") + " accuracy"
+    else:
+        goal = " + ".join(f"{a:g}·{t}" for t, a in out["loss_weights"].items())
+    size = out["target_size"]
+    tab = Table(title=f"optimal mixture — {out['law']}, {goal}" + (f" at {size:g}" if size else ""))
     for col in ("domain", "weight", "95% interval" if band else ""):
         if col:
             tab.add_column(col, justify="left" if col == "domain" else "right")
@@ -229,12 +285,14 @@ def optimize_cmd(
             lo, hi = band[d]
             row.append(f"[{lo:.4f}, {hi:.4f}]")
         tab.add_row(*row)
-    con = console()
+    con = _console()
     con.print(tab)
-    con.print(
-        f"objective {out['objective']:.5g}; predicted "
-        + ", ".join(f"{t} {v:.5g}" for t, v in out["predicted_losses"].items())
-    )
+    preds = {**out["predicted_losses"], **out["predicted_accuracies"]}
+    score = f"score {out['score']:.5g}" if out["benchmark_weights"] else f"objective {out['objective']:.5g}"
+    if "bootstrap" in out and out["bootstrap"].get("n"):
+        lo, hi = out["bootstrap"]["score" if out["benchmark_weights"] else "objective"]
+        score += f" [{lo:.5g}, {hi:.5g}] ({out['bootstrap']['n']} resamples, {out['bootstrap']['n_failed']} failed)"
+    con.print(score + "; predicted " + ", ".join(f"{t} {v:.5g}" for t, v in preds.items()))
     con.print("active constraints: " + (", ".join(out["active_constraints"]) or "none"))
     if out.get("vs_size"):
         curve = Table(title="optimal mixture vs model size")
@@ -243,7 +301,8 @@ def optimize_cmd(
             curve.add_column(d, justify="right")
         curve.add_column("objective", justify="right")
         for row in out["vs_size"]:
-            cells = [f"{v:.4f}" for v in row["weights"].values()]
+            b = row.get("band")
+            cells = [f"{v:.4f}" + (f" [{b[d][0]:.3f}, {b[d][1]:.3f}]" if b else "") for d, v in row["weights"].items()]
             curve.add_row(f"{row['size']:.3g}", *cells, f"{row['objective']:.5g}")
         con.print(curve)
     k = out["kkt"]
@@ -252,3 +311,60 @@ def optimize_cmd(
         f"min multiplier {k['min_multiplier']:.2g}); {out['n_distinct']} distinct optimum(s) from "
         f"{out['n_starts']} starts"
     )
+    if out.get("report"):
+        con.print(f"report: {out['report']}")
+
+
+@app.command("nested")
+@verb
+def nested_cmd(
+    runs: RunsArg,
+    domains: DomainsOpt,
+    target_size: Annotated[float, typer.Option("--target-size", help="Model size N* of the target.")],
+    target_step: Annotated[float, typer.Option("--target-step", help="Training step S* of the target.")],
+    target: Annotated[str, typer.Option("--target", help="Loss column.")] = "loss",
+    max_fit_step: Annotated[
+        float | None, typer.Option("--max-fit-step", help="Fit checkpoints up to this step (default: < S*).")
+    ] = None,
+    step_column: Annotated[str, typer.Option("--step-column", help="Step (or token) column.")] = "step",
+    size_column: SizeColOpt = "n_params",
+    law: Annotated[str, typer.Option("--law", help="Mixture law of the last stage (of the mixture alone).")] = "dml",
+    law_option: LawOptionOpt = None,
+    where: WhereOpt = None,
+    maps: MapOpt = None,
+    random_state: SeedOpt = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Data Mixing Laws' nested pipeline: step law → size law → mixture law at a target (size, step)."""
+    from mixlaw import api
+    from mixlaw.decide.mixture.nested import nested
+
+    df = _load(runs, {"where": where, "maps": maps})
+    out = nested(
+        df,
+        domains=_domains(domains),
+        target_size=target_size,
+        target_step=target_step,
+        target=target,
+        max_fit_step=max_fit_step,
+        step_column=step_column,
+        size_column=size_column,
+        mixture_law=law,
+        law_options=api.parse_options(law_option),
+        random_state=random_state,
+        source=runs.name,
+    )
+    if as_json:
+        return emit_json(out)
+    con = _console()
+    con.print(
+        f"{out['n_step_fits']} step-law fits (steps <= {out['max_fit_step']:g}) → {out['n_size_fits']} size-law fits "
+        f"→ {law} at N = {target_size:g}, S = {target_step:g} ({out['n_skipped_curves']} curves skipped)"
+    )
+    con.print(f"{law} parameters: {out['mixture_law']['params']} ({out['mixture_law']['status']})")
+    v = out["validation"]
+    if v:
+        con.print(
+            f"held-out runs at the target: {v['n']}, MAE {v['mae']:.4g}, MRE {100 * v['mre']:.3g} %, "
+            f"bias {100 * v['bias']:+.3g} %"
+        )

@@ -200,6 +200,7 @@ def optimize_mixture(
     *,
     n_dirichlet: int = 48,
     random_state: int | None = 0,
+    starts: np.ndarray | None = None,
 ) -> MixtureOptimum:
     """Minimise ``f(w)`` over the feasible mixtures of ``cons`` (multi-start SLSQP; see the module docstring).
 
@@ -213,6 +214,9 @@ def optimize_mixture(
         Dirichlet(1) starts besides the uniform mixture, the pulled vertices and the prior.
     random_state
         Seed of the Dirichlet starts.
+    starts
+        ``(S, n)`` mixtures to start from instead of the default set (projected onto the feasible box), e.g. the
+        point optimum and the uniform mixture when re-optimising a bootstrap refit.
 
     Raises
     ------
@@ -221,7 +225,11 @@ def optimize_mixture(
     """
     rng = np.random.default_rng(random_state)
     fun = _penalised(f, cons)
-    starts = start_points(cons, n_dirichlet, rng)
+    if starts is None:
+        starts = start_points(cons, n_dirichlet, rng)
+    else:
+        lo, hi = cons.bounds()
+        starts = np.array([project_box_simplex(np.asarray(p, dtype=np.float64), lo, hi) for p in starts])
     ends, vals = [], []
     for w0 in starts:
         w = _solve_one(fun, w0, cons)

@@ -1,0 +1,262 @@
+"""``mixlaw mix compare``: fit mixture laws on the rows outside a holdout, predict the holdout, score it.
+
+Every model named in ``--models`` is either ``blind`` (the mixture-blind baseline: the mean training loss at the
+test row's size) or a registered law that reads ``w_<domain>`` columns (``camel``, ``dml``, and whatever else the
+registry holds — ``bimix``, ``mixture_joint``, … are picked up by name). A law whose other inputs (model size,
+tokens) are all in the table is fitted once over every training row; a law that reads only the mixture is fitted
+once per model size (no prediction at a size without training rows).
+
+Prediction intervals
+--------------------
+Each parametric fit is bootstrapped with the engine's one bootstrap (:func:`mixlaw.fit.bootstrap.bootstrap_law`,
+through :func:`mixlaw.fit.fit_law`): ``B`` resamples of the training **runs** (every evaluation of a run enters or
+leaves together), refitted in one batched solve from the point estimate. (Resampling whole mixtures instead, every
+size of a mixture together, left camel — 11 parameters from 12 mixtures — without an estimate in 40 % of the
+resamples of the simulated test set: too few distinct mixtures remain to fix the loadings.) The 95 % prediction
+interval of a held-out row is the percentile interval of the resampled predictions plus Gaussian residual noise of
+the fit's residual size (:func:`mixlaw.fit.intervals.band`, ``kind="prediction"``: Davison & Hinkley 1997, §6.3).
+The blind baseline gets the classical normal prediction interval ``ȳ ± t_{n−1} s √(1 + 1/n)``. ``coverage`` is the
+share of held-out rows with an interval whose observed value lies inside it.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mixlaw.decide.mixture.checks import check_mixture, holdout_folds, metrics, target_rows
+from mixlaw.errors import InputError
+
+__all__ = ["BASELINES", "build_model", "compare", "mixture_law_names", "parse_models"]
+
+BASELINES = ("blind",)
+SURROGATES = ("regmix",)  # nonparametric (mixlaw.surrogates): fitted per size, no parameter intervals
+DEFAULT_BOOTSTRAP = 50
+
+
+def mixture_law_names() -> list[str]:
+    """Registered laws that read ``w_<domain>`` columns (built with their default options)."""
+    from mixlaw.laws import get_law, law_names
+
+    out = []
+    for name in law_names():
+        try:
+            law = get_law(name)
+        except (InputError, TypeError, ValueError, ImportError):
+            continue
+        if any(str(c).startswith("w_") for c in law.inputs):
+            out.append(name)
+    return out
+
+
+def parse_models(text: str | Sequence[str]) -> list[tuple[str, str, dict[str, Any]]]:
+    """``"camel,camel:k=3,dml"`` → ``[(label, model, options), …]``; options are ``key=value`` joined by ``;``."""
+    items = [t.strip() for t in (text.split(",") if isinstance(text, str) else text) if t.strip()]
+    if not items:
+        raise InputError(
+            f"--models: expected one or more of {', '.join([*BASELINES, *SURROGATES, *mixture_law_names()])}"
+        )
+    known: list[str] | None = None
+    out = []
+    for item in items:
+        name, _, rest = item.partition(":")
+        if name not in BASELINES and name not in SURROGATES:
+            known = known if known is not None else mixture_law_names()
+            if name not in known:
+                raise InputError(
+                    f"--models: unknown model '{name}'; known: {', '.join([*BASELINES, *SURROGATES, *known])}"
+                )
+        opts: dict[str, Any] = {}
+        for kv in filter(None, rest.split(";")):
+            if "=" not in kv:
+                raise InputError(f"--models {item}: expected model:option=value, got {kv!r}")
+            k, v = kv.split("=", 1)
+            opts[k.strip()] = v.strip()
+        out.append((item, name, opts))
+    return out
+
+
+def build_model(name: str, opts: Mapping[str, Any], domains: Sequence[str], size_column: str) -> Any:
+    """The law ``name`` with ``domains`` (and ``size`` = the size column, where the law has such options) set."""
+    from mixlaw.laws import get_law
+
+    cls_opts = {o.name for o in type(get_law(name)).options_schema} if name else set()
+    full = dict(opts)
+    if "domains" in cls_opts:
+        full.setdefault("domains", tuple(domains))
+    if "size" in cls_opts:
+        full.setdefault("size", size_column)
+    try:
+        return get_law(name, **full)
+    except InputError as exc:
+        raise InputError(f"--models {name}: {exc}") from None
+
+
+def _fit(law: Any, rows: pd.DataFrame, target: str, random_state: int, bootstrap: int) -> Any:
+    from mixlaw.fit import fit_law
+    from mixlaw.fit.refine import DECISION_MAX_ITER
+
+    kw: dict[str, Any] = {}
+    if bootstrap and rows["run_id"].nunique() >= 3:
+        kw = {"bootstrap": int(bootstrap), "bootstrap_scheme": "runs", "group_column": "run_id"}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = fit_law(law, rows, target=target, random_state=random_state, max_iter=DECISION_MAX_ITER, **kw)
+    for w in caught:  # re-emit once, naming the model (boundary notes are expected on small fits)
+        warnings.warn(f"{law.name} on {target}: {w.message}", w.category, stacklevel=3)
+    return res
+
+
+def _interval(res: Any, test: pd.DataFrame, level: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    from mixlaw.fit.intervals import band, inputs_of
+
+    nan = np.full(len(test), np.nan)
+    if res.bootstrap_params is None or res.residual_sd is None:
+        return nan, nan.copy()
+    b = band(res, inputs_of(res, test), level=level, kind="prediction", seed=seed)
+    return (nan, nan.copy()) if b is None else (np.asarray(b.lo), np.asarray(b.hi))
+
+
+def _blind(train_y: np.ndarray, n_test: int, level: float) -> tuple[float, float, float]:
+    from scipy import stats
+
+    y = train_y[np.isfinite(train_y)]
+    mean = float(y.mean())
+    if y.size < 2:
+        return mean, math.nan, math.nan
+    half = float(stats.t.ppf((1 + level) / 2, y.size - 1)) * float(y.std(ddof=1)) * math.sqrt(1 + 1 / y.size)
+    return mean, mean - half, mean + half
+
+
+def _predict_model(
+    name: str,
+    opts: Mapping[str, Any],
+    train: pd.DataFrame,
+    test: pd.DataFrame,
+    domains: Sequence[str],
+    target: str,
+    size_column: str,
+    random_state: int,
+    bootstrap: int,
+    level: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """``(predicted, lo, hi, n_parameters)`` for the test rows (NaN where the model makes no prediction)."""
+    out = np.full((3, len(test)), np.nan)
+    law = None if name in BASELINES or name in SURROGATES else build_model(name, opts, domains, size_column)
+    n_par = 1 if law is None else int(law.n_internal)
+    if law is not None:
+        others = [c for c in law.inputs if not str(c).startswith("w_")]
+        missing = [c for c in others if c not in train.columns]
+        if others and missing:
+            raise InputError(f"--models {name}: the table has no column '{missing[0]}' (an input of {name})")
+        if others:  # size-aware: one fit over every training row
+            res = _fit(law, train, target, random_state, bootstrap)
+            lo, hi = _interval(res, test, level, random_state)
+            return np.asarray(res.predict(test), dtype=np.float64), lo, hi, n_par
+    # Laws of the mixture alone and the blind baseline work per size (NaN at a size with no training rows).
+    sizes_tr = train[size_column].to_numpy() if size_column in train else np.zeros(len(train))
+    sizes_te = test[size_column].to_numpy() if size_column in test else np.zeros(len(test))
+    for s in np.unique(sizes_te):
+        tr = train[sizes_tr == s]
+        sel = sizes_te == s
+        if len(tr) == 0:
+            continue
+        if name in SURROGATES:
+            from mixlaw.surrogates import RegMix
+
+            out[0, sel] = RegMix.from_options(tuple(domains), opts).fit(tr, target).predict(test[sel])
+            continue
+        if law is None:
+            out[:, sel] = np.array(_blind(tr[target].to_numpy(dtype=np.float64), int(sel.sum()), level))[:, None]
+            continue
+        if len(tr) <= law.n_internal:
+            continue  # fewer training mixtures than parameters at this size: no prediction
+        res = _fit(law, tr, target, random_state, bootstrap)
+        out[0, sel] = res.predict(test[sel])
+        out[1, sel], out[2, sel] = _interval(res, test[sel], level, random_state)
+    return out[0], out[1], out[2], n_par
+
+
+def compare(
+    table: pd.DataFrame,
+    *,
+    domains: Sequence[str],
+    targets: Sequence[str],
+    holdout: str,
+    models: str | Sequence[str] = "camel,dml,blind",
+    size_column: str = "n_params",
+    bootstrap: int = DEFAULT_BOOTSTRAP,
+    level: float = 0.95,
+    random_state: int = 0,
+    source: str = "table",
+) -> dict[str, Any]:
+    """Fit each model on the rows outside the holdout, predict the holdout; one result per target.
+
+    Returns ``{"holdout", "domains", "bootstrap", "level", "targets": [{"target", "n_missing", "models": [{"model",
+    "n_parameters", "n_train", "n_test", "n_predicted", "mae", "mre", "bias", "spearman", "coverage",
+    "predictions": [{"run_id", "predicted", "lo", "hi", "observed"}]}]}]}``. Rows without a value of a target are
+    left out for that target only (``n_missing``). ``bootstrap = 0`` gives no intervals (``lo``/``hi``/
+    ``coverage`` NaN, ``null`` in JSON).
+    """
+    doms = list(domains)
+    check_mixture(table, doms, source)
+    if not 0 < level < 1:
+        raise InputError(f"--level {level}: expected a number in (0, 1)")
+    if bootstrap < 0:
+        raise InputError(f"--bootstrap {bootstrap}: expected a non-negative number of resamples")
+    for t in targets:
+        if t not in table.columns:
+            raise InputError(f"--target {t}: {source} has no column '{t}'")
+    parsed = parse_models(models)
+    table = table.reset_index(drop=True)
+    if "run_id" not in table.columns:
+        table = table.assign(run_id=[f"row{i + 1}" for i in range(len(table))])
+    out: list[dict[str, Any]] = []
+    for target in targets:
+        sub, n_missing = target_rows(table, target, source)
+        masks = holdout_folds(sub, holdout, doms, seed=random_state)
+        obs = sub[target].to_numpy(dtype=np.float64)
+        rows = []
+        for label, name, opts in parsed:
+            pred, lo, hi = (np.full(len(sub), np.nan) for _ in range(3))
+            tested = np.zeros(len(sub), dtype=bool)
+            n_train, n_par = [], 0
+            for m in masks:
+                train, test = sub[~m], sub[m]
+                p, a, b, n_par = _predict_model(
+                    name, opts, train, test, doms, target, size_column, random_state, bootstrap, level
+                )
+                pred[m], lo[m], hi[m] = p, a, b
+                tested |= m
+                n_train.append(len(train))
+            idx = np.flatnonzero(tested)
+            has = np.isfinite(lo[idx]) & np.isfinite(hi[idx]) & np.isfinite(pred[idx])
+            inside = (lo[idx] <= obs[idx]) & (obs[idx] <= hi[idx])
+            rows.append(
+                {
+                    "model": label,
+                    "n_parameters": n_par,
+                    "n_train": int(round(float(np.mean(n_train)))),
+                    "n_test": int(idx.size),
+                    "n_predicted": int(np.isfinite(pred[idx]).sum()),
+                    **metrics(pred[idx], obs[idx]),
+                    "coverage": float(inside[has].mean()) if has.any() else math.nan,
+                    "predictions": [
+                        {
+                            "run_id": str(sub["run_id"].iloc[i]),
+                            "predicted": float(pred[i]),
+                            "lo": float(lo[i]),
+                            "hi": float(hi[i]),
+                            "observed": float(obs[i]),
+                        }
+                        for i in idx
+                    ],
+                }
+            )
+        out.append({"target": target, "n_missing": n_missing, "models": rows})
+    return {"holdout": holdout, "domains": doms, "bootstrap": int(bootstrap), "level": level, "targets": out}

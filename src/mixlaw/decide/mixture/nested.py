@@ -1,0 +1,176 @@
+"""The nested step → size → mixture pipeline of Data Mixing Laws (laws.md §7.2): a mixture law at a target (N, S).
+
+Ye et al., "Data Mixing Laws", arXiv:2403.16952, §4 (ICLR 2025). For every training mixture ``r`` and every
+model size ``N < N*`` with runs up to ``S_fit`` steps:
+
+1. **step law** ``L(S) = E + B S^(−β)`` (``power_law`` over the step column) fitted on that run's checkpoints with
+   ``step <= S_fit``, extrapolated to the target step ``S*``;
+2. **size law** ``L(N) = E + A N^(−α)`` (``power_law`` over the size column) fitted over the sizes' step-law
+   predictions at ``S*``, extrapolated to ``N*``;
+3. **mixture law** (``dml`` by default, ``L(r) = c + k exp(Σ_j t_j r_j)``) fitted on the predicted ``(r, L̂(N*, S*))``
+   of every mixture: the law of the target model, from which any mixture is predicted (or optimised).
+
+Choices (laws.md §7.3 leaves them open or differs): every fit is the engine's robust fit (Huber δ = 1e-3 on log
+losses) from the laws' own start designs, not the paper's raw-space L-BFGS with held-out snapshot selection; the step
+and size exponents are fitted per curve, not tied. A curve with fewer distinct points than its law has parameters
+plus one is skipped and counted. Where the table has observed runs at ``(N*, S*)``, they are predicted and scored
+(``validation``): the rows at the target size are never used by the fits.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mixlaw.decide.mixture.checks import check_mixture, metrics, mixture_groups, target_rows
+from mixlaw.errors import InputError
+
+__all__ = ["nested"]
+
+
+def _fit_predict(law: Any, rows: pd.DataFrame, target: str, at: Mapping[str, float], seed: int) -> tuple[float, Any]:
+    from mixlaw.fit import fit_law
+    from mixlaw.fit.refine import DECISION_MAX_ITER
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # boundary notes on 4-10 point curves are expected; statuses are returned
+        res = fit_law(law, rows, target=target, random_state=seed, max_iter=DECISION_MAX_ITER, n_polish=2)
+    x = pd.DataFrame({k: [float(v)] for k, v in at.items()})
+    return float(res.predict(x)[0]), res
+
+
+def _curves(
+    law: Any, x_col: str, curves: Mapping[Any, pd.Series], target: str, at: float, seed: int
+) -> dict[Any, float]:
+    """Fit ``law`` (one input ``x_col``) to each curve ``{key: Series(y, index=x)}`` and predict each at ``at``.
+
+    Curves that share their x values are fitted in one batched solve (:func:`mixlaw.fit.fit_batch`), started from
+    the fit of their mean curve; a resulting problem without a usable estimate is refitted on its own."""
+    from mixlaw.fit import fit_batch
+
+    out: dict[Any, float] = {}
+    by_x: dict[tuple[float, ...], list[Any]] = {}
+    for key, c in curves.items():
+        by_x.setdefault(tuple(float(v) for v in c.index), []).append(key)
+    for xs, keys in by_x.items():
+        x = pd.DataFrame({x_col: np.array(xs)})
+        Y = np.stack([curves[k].to_numpy(dtype=np.float64) for k in keys])
+        _, mean_fit = _fit_predict(law, x.assign(**{target: Y.mean(axis=0)}), target, {x_col: at}, seed)
+        batch = fit_batch(law, x, Y, starts=[[mean_fit.params] for _ in keys])
+        for b, key in enumerate(keys):
+            params = batch.row(b)
+            if params is None:
+                out[key], _ = _fit_predict(law, x.assign(**{target: Y[b]}), target, {x_col: at}, seed)
+            else:
+                out[key] = float(law.evaluate({x_col: np.array([float(at)])}, params)[0])
+    return out
+
+
+def nested(
+    table: pd.DataFrame,
+    *,
+    domains: Sequence[str],
+    target_size: float,
+    target_step: float,
+    target: str = "loss",
+    max_fit_step: float | None = None,
+    step_column: str = "step",
+    size_column: str = "n_params",
+    mixture_law: str = "dml",
+    law_options: Mapping[str, Any] | None = None,
+    random_state: int = 0,
+    source: str = "table",
+) -> dict[str, Any]:
+    """Predict the mixture law of a ``target_size`` model at ``target_step`` from smaller, shorter runs.
+
+    Rows at sizes ``>= target_size`` and steps ``> max_fit_step`` (default: below ``target_step``) are not fitted.
+    Returns ``{"target", "target_size", "target_step", "max_fit_step", "n_step_fits", "n_skipped_curves",
+    "n_size_fits", "mixtures": [{"weights", "predicted", "sizes"}], "mixture_law": {"law", "params", "status"},
+    "validation": {"n", "mae", "mre", "bias", "spearman", "predictions"} | None}``.
+    """
+    from mixlaw.decide.mixture.compare import build_model
+    from mixlaw.laws import get_law
+
+    doms = list(domains)
+    check_mixture(table, doms, source)
+    for c in (target, step_column, size_column):
+        if c not in table.columns:
+            raise InputError(f"{source} has no column '{c}' (the nested pipeline needs {target}, step and size)")
+    table, _ = target_rows(table.reset_index(drop=True), target, source)
+    fit_step = float(max_fit_step) if max_fit_step is not None else np.nextafter(float(target_step), -np.inf)
+    if fit_step >= float(target_step):
+        raise InputError(f"--max-fit-step {max_fit_step:g}: must lie below --target-step {target_step:g}")
+    table = table.assign(_mixture=mixture_groups(table, doms))
+    size = table[size_column].to_numpy(dtype=np.float64)
+    step = table[step_column].to_numpy(dtype=np.float64)
+    train = table[(size < float(target_size)) & (step <= fit_step)]
+    if train.empty:
+        raise InputError(f"--target-size {target_size:g}: no runs below it with steps <= {fit_step:g} to fit")
+    step_law = get_law("power_law", input=step_column)
+    size_law = get_law("power_law", input=size_column)
+    steps: dict[tuple[int, float], pd.Series] = {}
+    n_skip = 0
+    for (g, n), rows in train.groupby(["_mixture", size_column]):
+        curve = rows.groupby(step_column)[target].mean()  # one point per checkpoint
+        if len(curve) <= step_law.n_internal:
+            n_skip += 1
+            continue
+        steps[(int(g), float(n))] = curve
+    at_step = _curves(step_law, step_column, steps, target, target_step, random_state)
+    per_mix: dict[int, dict[float, float]] = {}
+    for (g, n), v in at_step.items():
+        per_mix.setdefault(g, {})[n] = v
+    sizes_of = {}
+    for g, by_size in sorted(per_mix.items()):
+        if len(by_size) <= size_law.n_internal:
+            n_skip += 1
+            continue
+        sizes_of[g] = pd.Series(by_size).sort_index()
+    at_size = _curves(size_law, size_column, sizes_of, target, target_size, random_state)
+    mixtures: list[dict[str, Any]] = []
+    for g, pred in sorted(at_size.items()):
+        first = table[table["_mixture"] == g].iloc[0]
+        mixtures.append({"weights": {d: float(first[f"w_{d}"]) for d in doms}, "predicted": pred,
+                         "sizes": {f"{k:g}": v for k, v in per_mix[g].items()}})  # fmt: skip
+    n_step, n_size = len(at_step), len(at_size)
+    law = build_model(mixture_law, law_options or {}, doms, size_column)
+    if any(not str(c).startswith("w_") for c in law.inputs):
+        raise InputError(f"--law {mixture_law}: the nested pipeline needs a law of the mixture alone (like dml)")
+    if len(mixtures) <= law.n_internal:
+        raise InputError(
+            f"the nested pipeline predicted {len(mixtures)} mixture(s) at the target; the mixture law "
+            f"'{mixture_law}' needs more than {law.n_internal}"
+        )
+    mtab = pd.DataFrame([{**{f"w_{d}": m["weights"][d] for d in doms}, target: m["predicted"]} for m in mixtures])
+    mtab["run_id"] = [f"mix{i}" for i in range(len(mtab))]
+    _, mres = _fit_predict(law, mtab, target, {f"w_{d}": 1.0 / len(doms) for d in doms}, random_state)
+    out: dict[str, Any] = {
+        "target": target,
+        "target_size": float(target_size),
+        "target_step": float(target_step),
+        "max_fit_step": fit_step,
+        "n_step_fits": n_step,
+        "n_size_fits": n_size,
+        "n_skipped_curves": n_skip,
+        "mixtures": mixtures,
+        "mixture_law": {"law": mixture_law, "params": mres.params, "status": str(mres.status)},
+        "validation": None,
+    }
+    held = table[(size == float(target_size)) & (step == float(target_step))]
+    if len(held):
+        held = held.groupby("_mixture", as_index=False).agg({**{f"w_{d}": "first" for d in doms}, target: "mean"})
+        hp = np.asarray(mres.predict(held), dtype=np.float64)
+        obs = held[target].to_numpy(dtype=np.float64)
+        out["validation"] = {
+            "n": len(held),
+            **metrics(hp, obs),
+            "predictions": [
+                {"weights": {d: float(r[f"w_{d}"]) for d in doms}, "predicted": float(p), "observed": float(o)}
+                for (_, r), p, o in zip(held.iterrows(), hp, obs, strict=True)
+            ],
+        }
+    return out
