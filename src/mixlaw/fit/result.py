@@ -92,6 +92,9 @@ class FitResult:
     """Residual standard deviation in the law's fit space, ``sqrt(Σ r² / (n − p))`` at the point estimate (the
     noise a prediction interval adds, :mod:`mixlaw.fit.intervals`); ``None`` in fits saved before it existed."""
     n_rescued_resamples: int = 0
+    calibration: dict[str, Any] | None = None
+    """The out-of-sample error model behind calibrated prediction intervals (:mod:`mixlaw.fit.calibrate`), or
+    ``None`` (fits without a bootstrap, or saved before it existed: their prediction intervals are ``bootstrap``)."""
     fitted_law: Law | None = field(default=None, repr=False, compare=False)
     """The law instance that was fitted (not serialised; a result read from JSON rebuilds it by name)."""
 
@@ -237,6 +240,7 @@ class FitResult:
             "settings": self.settings,
             "metrics": self.metrics,
             "residual_sd": self.residual_sd,
+            "calibration": self.calibration,
             "at_bounds": self.at_bounds(),
             "starts": _records(self.starts),
         }
@@ -285,6 +289,7 @@ class FitResult:
                 bootstrap_unit=None if boot is None else boot["unit"],
                 residual_sd=None if d.get("residual_sd") is None else float(d["residual_sd"]),
                 n_rescued_resamples=0 if boot is None else int(boot.get("n_rescued", 0)),
+                calibration=None if d.get("calibration") is None else dict(d["calibration"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"expected a complete fit record, got a malformed one ({exc}) in {source}") from None

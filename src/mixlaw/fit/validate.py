@@ -136,6 +136,7 @@ def validate_law(
     level: float = 0.95,
     interval: str = "prediction",
     coverage: bool = False,
+    method: str = "auto",
     **fit_settings: Any,
 ) -> ValidationResult:
     """Fit on the kept rows of every fold and predict the held-out rows.
@@ -160,6 +161,9 @@ def validate_law(
     level, interval, coverage
         With ``bootstrap`` in ``fit_settings``: the ``level`` interval (``prediction`` or ``confidence``) of every
         held-out point (columns ``lo``, ``hi``); ``coverage`` also measures the 50/80/95 % intervals.
+    method
+        Prediction-interval method (:func:`mixlaw.fit.intervals.band`): ``auto`` (calibrated), ``calibrated`` or
+        ``bootstrap``; recorded per point (column ``method``) and in ``coverage``.
     fit_settings
         Passed to :func:`mixlaw.fit.fit_law` (``n_polish``, ``random_state``, ``bootstrap``, ``loss``, ...).
     """
@@ -203,7 +207,7 @@ def validate_law(
             if col and col in held_rows and col not in block:
                 block[col] = held_rows[col].to_numpy()
         levels = sorted({level, *LEVELS}) if coverage else [level]
-        block = point_intervals(block, res, held_rows, levels, interval, main=level)
+        block = point_intervals(block, res, held_rows, levels, interval, main=level, method=method)
         points.append(block)
         folds.append(
             {
