@@ -297,6 +297,7 @@ def _print_validation(res: Any, title: str) -> None:
         t.add_row(str(r["fold"]), str(r["status"]), str(r["n_fit"]), str(r["n_held_out"]), mre, worst)
     console().print(t)
     console().print(f"held-out MRE {100 * res.mre:.3f} % over {len(res.points)} points")
+    console().print(res.interval_note())
     if res.coverage is not None:
         c = res.coverage
         cells = ", ".join(
@@ -307,8 +308,9 @@ def _print_validation(res: Any, title: str) -> None:
             f"coverage of {c['interval']} intervals over {c['n']} held-out points: {cells}; MAE {c['mae']:.4g}"
         )
     if "lo" in res.points and len(res.points) <= 40:
+        pct = f"{100 * res.level:g}% {res.interval}"
         for r in res.points.to_dict(orient="records"):
             console().print(
                 f"  {r['fold']}: observed {r['observed']:.5g}, predicted {r['predicted']:.5g} "
-                f"[{r['lo']:.5g}, {r['hi']:.5g}]"
+                f"{pct} [{r['lo']:.5g}, {r['hi']:.5g}] ({r.get('method', 'bootstrap')}, {res.resample})"
             )

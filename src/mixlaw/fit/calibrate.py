@@ -36,10 +36,10 @@ The out-of-sample error ``e`` (fit space: log for log-space laws) is modelled as
 ``σ0`` (noise) and ``κ`` (error growth per e-fold of extrapolation: parameter uncertainty and misspecification
 together) by Gaussian maximum likelihood over the pooled fold errors. The interval at inputs ``x`` is
 ``ŷ(x) · exp(± q · s(d(x)))`` (``ŷ ± q s`` in raw space), ``d(x)`` the relative log-distance of ``x``'s axis
-value outside the fitted range (0 inside), and ``q`` the split-conformal quantile of the normalised scores ``|e| / s(d)`` at the
-requested level (Vovk et al. 2005; Lei et al. 2018: the ``⌈(m+1)·level⌉``-th of ``m`` scores), or the Gaussian
-quantile when there are too few scores for that level. Heavy-tailed errors (the law's bias beyond the fitted
-range) widen ``q``; light-tailed ones narrow it.
+value outside the fitted range (0 inside), and ``q`` the split-conformal quantile of the normalised scores
+``|e| / s(d)`` at the requested level (Vovk et al. 2005; Lei et al. 2018: the ``⌈(m+1)·level⌉``-th of ``m``
+scores), or the Gaussian quantile when there are too few scores for that level. Heavy-tailed errors (the law's
+bias beyond the fitted range) widen ``q``; light-tailed ones narrow it.
 
 Only the fitted rows are used; the held-out points of a validation are never seen. Fold errors include the larger
 parameter error of fits on less data, so the interval errs on the wide side where data are few.

@@ -49,6 +49,22 @@ class ValidationResult:
     coverage: dict[str, Any] | None = None
     """With ``coverage=True``: ``{"interval", "n", "mae", "mre", "levels": [{"level", "coverage",
     "mean_rel_width"}, ...]}`` over the held-out points (see :func:`mixlaw.fit.coverage.coverage_summary`)."""
+    level: float = 0.95
+    interval: str = "prediction"
+    resample: str | None = None
+    """The bootstrap scheme of the fold fits (``None`` without a bootstrap: the points have no intervals)."""
+
+    def interval_note(self) -> str:
+        """One line: level, kind, method, scheme and the unusable resamples behind the held-out intervals."""
+        if self.resample is None or "lo" not in self.points:
+            return "no intervals: validate with --bootstrap N for an interval on every held-out prediction"
+        method = "+".join(sorted(set(self.points["method"].astype(str)))) if "method" in self.points else "bootstrap"
+        nf = int(self.folds["n_failed"].sum()) if "n_failed" in self.folds else 0
+        nr = int(self.folds["n_resamples"].sum()) if "n_resamples" in self.folds else 0
+        return (
+            f"{100 * self.level:g}% {self.interval} intervals ({method}), resampling {self.resample}, "
+            f"{nf}/{nr} resamples unusable"
+        )
 
     @property
     def mre(self) -> float:
@@ -62,6 +78,9 @@ class ValidationResult:
             "target": self.target,
             "mre": self.mre,
             "coverage": self.coverage,
+            "level": self.level,
+            "interval": self.interval,
+            "resample": self.resample,
             "folds": self.folds.to_dict(orient="records"),
             "points": self.points.to_dict(orient="records"),
         }
@@ -229,6 +248,8 @@ def validate_law(
     )
     label = scheme if holdout is None and largest is None else ("holdout" if holdout is not None else "largest")
     cov = coverage_summary(pts, interval) if coverage else None
+    resample = (fit_settings.get("bootstrap_scheme") or "runs") if fit_settings.get("bootstrap") else None
     return ValidationResult(
-        scheme=label, law=law_obj.name, target=target, points=pts, folds=pd.DataFrame(folds), coverage=cov
-    )
+        scheme=label, law=law_obj.name, target=target, points=pts, folds=pd.DataFrame(folds), coverage=cov,
+        level=level, interval=interval, resample=resample,
+    )  # fmt: skip
