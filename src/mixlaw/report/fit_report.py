@@ -315,8 +315,8 @@ def fit_sections(
     params = param_table(result, level)
     scheme = result.settings.get("bootstrap_scheme") or "runs"
     note = (
-        f"<p>Intervals: {100 * level:g}% bootstrap percentile over {result.n_bootstrap} resamples "
-        f"(scheme {esc(scheme)}: over {esc(result.bootstrap_unit)}), {result.n_failed_resamples} of "
+        f"<p>Intervals: {100 * level:g}% bootstrap percentile over {result.n_bootstrap} resamples of "
+        f"{esc(result.bootstrap_unit)} (scheme {esc(scheme)}), {result.n_failed_resamples} of "
         f"{result.n_bootstrap} resamples unusable after refitting.</p>"
         if result.n_bootstrap
         else "<p>No bootstrap: run with <code>--bootstrap N</code> for intervals.</p>"
