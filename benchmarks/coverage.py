@@ -7,12 +7,21 @@ Cases (data under ``../shared/data/external``):
 - ``olmo/<domain>``: the OLMo ladder (Bhagia et al. 2024), Chinchilla law per validation domain fitted on the final
   checkpoints of the 20 runs ≤ 1.3B (0.5–10×C), held out: the 3B runs (incl. the rerun), OLMo-2 7B (anneal) and
   13B (final). N of 3B is its 1×C token count / 20 (the ladder's own convention; 3B is not in ``final.json``).
+- ``mpl/<size>``: the MultiPowerLaw loss curves (Luo et al. 2025), multi-power law per model size (25M, 100M, 400M)
+  fitted on ``cosine_24000``, ``constant_24000`` and ``wsdcon_9`` (the paper's split, every 4th logged step),
+  held out: the other six schedules (WSD, WSD-linear, two more two-stage, and the 72k-step cosine and constant runs,
+  ×3 in steps).
+- ``dml-cpt``: Data Mixing Laws' continual pre-training runs (Ye et al. 2025; Pythia-70M, Pile:Python mixtures),
+  the mixing law ``c + k·exp(t·x)`` (``dml``, raw space) fitted per evaluation step (1k–10k) and per loss (the
+  weighted Pile loss and the Python loss) on the four training mixtures, held out: the validation run at Pile
+  share 0.28515625 (20 points).
 
 For every case and scheme: ``mixlaw validate --holdout … --coverage`` in Python (:func:`mixlaw.api.validate`), 95 %
-prediction intervals (``--interval prediction``). Prints one table, then ``coverage95_worst=<lowest 95 % coverage
-over the cases for the default scheme>``.
+prediction intervals (``--interval prediction``) of the default method (``bootstrap``), plus one row of the
+``calibrated`` method (:mod:`mixlaw.fit.calibrate`) for the default scheme. Prints one table, then
+``coverage95_worst=<lowest 95 % coverage over the cases for the default scheme and method>``.
 
-Run: ``PYTHONPATH=src python benchmarks/coverage.py [--bootstrap 200] [--schemes runs,sizes,...]``.
+Run: ``PYTHONPATH=src python benchmarks/coverage.py [--bootstrap 100] [--schemes runs,sizes,...] [--cases ...]``.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import argparse
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -76,18 +86,84 @@ def olmo() -> tuple[pd.DataFrame, pd.DataFrame]:
     return fit, held
 
 
+MPL = EXTERNAL / "MultiPowerLaw" / "loss_curve_repo"
+MPL_FIT = ("cosine_24000", "constant_24000", "wsdcon_9")
+DML = EXTERNAL / "mixinglaws"
+
+
+def _mpl_schedule(name: str) -> Any:
+    """The MultiPowerLaw schedules (README of the data folder), warm-up 2160 steps 0 → 3e-4."""
+    from mixlaw.schedules import Schedule
+
+    w = 2160
+    if name.startswith("cosine_"):
+        return Schedule.parse(f"cosine:peak=3e-4,steps={name.split('_')[1]},warmup={w},final=3e-5")
+    if name.startswith("constant_"):
+        return Schedule.parse(f"constant:peak=3e-4,steps={name.split('_')[1]},warmup={w}")
+    if name.startswith("wsdld_"):
+        return Schedule.parse(f"wsd:peak=3e-4,steps=24000,warmup={w},final=3e-5,decay=4000")
+    if name.startswith("wsd_"):
+        return Schedule.parse(f"wsd:peak=3e-4,steps=24000,warmup={w},final=3e-5,decay=4000,shape=exp")
+    k = int(name.split("_")[1])  # wsdcon_<k>: two-stage, 3e-4 then k·1e-5 from step 8000
+    return Schedule.parse(f"multistep:peak=3e-4,steps=16000,warmup={w},milestones=8000,gamma={k * 1e-5 / 3e-4}")
+
+
+def mpl(size: str, every: int = 4) -> pd.DataFrame:
+    """Every schedule of one size with its multi-power history columns; ``split`` = fit | test."""
+    from mixlaw.schedules.multi_power import multi_power_features
+
+    parts = []
+    for f in sorted((MPL / f"csv_{size}").glob("*.csv")):
+        d = pd.read_csv(f).iloc[::every]
+        s = _mpl_schedule(f.stem)
+        x = multi_power_features(s.lrs(), d["step"].to_numpy(), eta0=s.eta0, longest=72000)
+        parts.append(pd.DataFrame(x).assign(run_id=f.stem, step=d["step"].to_numpy(), loss=d["loss"].to_numpy()))
+    out = pd.concat(parts, ignore_index=True)
+    return out.assign(split=np.where(out["run_id"].isin(MPL_FIT), "fit", "test"))
+
+
+def dml_cpt() -> list[pd.DataFrame]:
+    """One table per (evaluation step, loss): the five CPT runs at that step, ``split`` = fit | test."""
+    import json
+
+    d = pd.read_csv(DML / "tidy" / "ct.csv")
+    d = d[d["run"].str.startswith("70M_ct_")]
+    weights = json.loads((DML / "pipeline" / "valid_weight.json").read_text())
+    pile = d[d["valid_domain"].isin(list(weights))]
+    pile = pile.assign(wl=pile["loss"] * pile["valid_domain"].map(weights))
+    pile = pile.groupby(["run", "step", "p_pile", "p_python"], as_index=False)["wl"].sum()
+    py = d[d["valid_domain"] == "python"].rename(columns={"loss": "wl"})
+    tables = []
+    for what, src in (("pile", pile), ("python", py)):
+        for step, g in src.groupby("step"):
+            tables.append(
+                pd.DataFrame(
+                    {"run_id": g["run"].to_numpy(), "w_pile": g["p_pile"].to_numpy(),
+                     "w_python": g["p_python"].to_numpy(), "loss": g["wl"].to_numpy(),
+                     "split": np.where(g["run"].str.startswith("70M_ct_9"), "test", "fit"),
+                     "case": f"{what}@{step}"}
+                )  # fmt: skip
+            )
+    return tables
+
+
 SCHEMES = ("runs", "rows", "residuals", "parametric", "sizes")
 DEFAULT = "runs"
+DEFAULT_METHOD = "bootstrap"
 
 
-def _validate(table: pd.DataFrame, holdout: str, size_column: str, scheme: str, bootstrap: int) -> dict:
+def _validate(
+    table: pd.DataFrame, holdout: str, size_column: str, scheme: str, bootstrap: int, method: str,
+    law: str = "chinchilla", law_options: dict | None = None, **settings: Any,
+) -> dict:  # fmt: skip
     from mixlaw import api
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # convergence notes of individual folds are reported in the table instead
         res = api.validate(
-            table, "chinchilla", holdout=holdout, size_column=size_column, coverage=True, bootstrap=bootstrap,
-            bootstrap_scheme=scheme, interval="prediction", random_state=0,
+            table, law, holdout=holdout, size_column=size_column, coverage=True, bootstrap=bootstrap,
+            bootstrap_scheme=scheme, interval="prediction", random_state=0, method=method, law_options=law_options,
+            **settings,
         )  # fmt: skip
     pts = res.points
     return {
@@ -97,47 +173,69 @@ def _validate(table: pd.DataFrame, holdout: str, size_column: str, scheme: str, 
     }
 
 
-def _row(case: str, scheme: str, pts: pd.DataFrame, n_failed: int, n_resamples: int, seconds: float) -> dict:
+def _row(
+    case: str, scheme: str, method: str, pts: pd.DataFrame, n_failed: int, n_resamples: int, seconds: float
+) -> dict:
     from mixlaw.fit.coverage import coverage_summary
 
     c = coverage_summary(pts, "prediction")
     lv = {f"cov{int(100 * x['level'])}": x["coverage"] for x in c["levels"]}
     w95 = next(x["mean_rel_width"] for x in c["levels"] if x["level"] == 0.95)
-    return {"case": case, "scheme": scheme, "n_held": c["n"], **lv, "width95": w95, "mae": c["mae"],
+    return {"case": case, "scheme": scheme, "method": method, "n_held": c["n"], **lv, "width95": w95, "mae": c["mae"],
             "mre": c["mre"], "unusable": f"{n_failed}/{n_resamples}", "s": seconds}  # fmt: skip
+
+
+def _case(case: str, scheme: str, method: str, bootstrap: int) -> dict:
+    t = time.time()
+    pts, nf, nr = [], 0, 0
+
+    def add(out: dict) -> None:
+        nonlocal nf, nr
+        pts.append(out["points"])
+        nf, nr = nf + out["n_failed"], nr + out["n_resamples"]
+
+    if case == "epoch":
+        e = epoch().assign(size=lambda d: np.round(np.log10(d["n_params"]), 1))  # sizes: 0.1-decade bins
+        add(_validate(e, "n_params > 5e9", "size", scheme, bootstrap, method))
+        label = "epoch N>5e9"
+    elif case == "olmo":
+        fit, held = olmo()
+        for dom in sorted(fit["domain"].unique()):
+            table = pd.concat([fit[fit["domain"] == dom], held[held["domain"] == dom]], ignore_index=True)
+            add(_validate(table.drop(columns="rerun"), "n_params > 1.3e9", "n_params", scheme, bootstrap, method))
+        label = "olmo <=1.3B->3-13B"
+    elif case.startswith("mpl"):
+        size = case.split("/")[1]
+        add(_validate(mpl(size), "split == 'test'", "n_params", scheme, bootstrap, method, law="multi_power"))
+        label = f"mpl {size}M 3->6 schedules"
+    elif case == "dml-cpt":
+        opts = {"domains": "pile,python", "fit_space": "raw"}
+        for table in dml_cpt():
+            add(_validate(table, "split == 'test'", "n_params", scheme, bootstrap, method, law="dml", law_options=opts,
+                          n_polish=8))  # fmt: skip
+        label = "dml-cpt 4->1 mixture x20"
+    else:
+        raise SystemExit(f"unknown case {case!r}")
+    return _row(label, scheme, method, pd.concat(pts, ignore_index=True), nf, nr, time.time() - t)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bootstrap", type=int, default=100)
     ap.add_argument("--schemes", default=",".join(SCHEMES))
-    ap.add_argument("--cases", default="epoch,olmo")
+    ap.add_argument("--cases", default="epoch,olmo,mpl/25,mpl/100,mpl/400,dml-cpt")
     args = ap.parse_args()
     rows = []
     for scheme in args.schemes.split(","):
-        if "epoch" in args.cases:
-            t = time.time()
-            e = epoch().assign(size=lambda d: np.round(np.log10(d["n_params"]), 1))  # sizes: 0.1-decade bins
-            out = _validate(e, "n_params > 5e9", "size", scheme, args.bootstrap)
-            rows.append(
-                _row("epoch N>5e9", scheme, out["points"], out["n_failed"], out["n_resamples"], time.time() - t)
-            )
-            print(rows[-1], flush=True)
-        if "olmo" in args.cases:
-            t = time.time()
-            fit, held = olmo()
-            pts, nf, nr = [], 0, 0
-            for dom in sorted(fit["domain"].unique()):
-                table = pd.concat([fit[fit["domain"] == dom], held[held["domain"] == dom]], ignore_index=True)
-                out = _validate(table.drop(columns="rerun"), "n_params > 1.3e9", "n_params", scheme, args.bootstrap)
-                pts.append(out["points"])
-                nf, nr = nf + out["n_failed"], nr + out["n_resamples"]
-            rows.append(_row("olmo <=1.3B->3-13B", scheme, pd.concat(pts, ignore_index=True), nf, nr, time.time() - t))
-            print(rows[-1], flush=True)
+        methods = [DEFAULT_METHOD] + (["calibrated"] if scheme == DEFAULT else [])
+        for method in methods:
+            for case in args.cases.split(","):
+                rows.append(_case(case, scheme, method, args.bootstrap))
+                print(rows[-1], flush=True)
     df = pd.DataFrame(rows)
-    with pd.option_context("display.width", 200, "display.max_columns", 20, "display.float_format", "{:.3f}".format):
+    with pd.option_context("display.width", 220, "display.max_columns", 20, "display.float_format", "{:.3f}".format):
         print(df.to_string(index=False))
-    default = df[df["scheme"] == DEFAULT]
+    default = df[(df["scheme"] == DEFAULT) & (df["method"] == DEFAULT_METHOD)]
     print(f"coverage95_worst={default['cov95'].min():.3f}" if len(default) else "coverage95_worst=nan")
 
 

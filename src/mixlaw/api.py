@@ -453,6 +453,9 @@ def fit_report(
         has_tokens = "tokens" in rows and pd.to_numeric(rows["tokens"], errors="coerce").notna().any()
         if validate == "rollout" and not has_tokens and "step" in rows:
             validate_options.setdefault("order_column", "step")  # curves without a token count roll out in steps
+        if result.n_bootstrap:  # every held-out prediction gets an interval from a bootstrap like the fit's
+            validate_options.setdefault("bootstrap", result.n_bootstrap)
+            validate_options.setdefault("bootstrap_scheme", result.settings.get("bootstrap_scheme") or "runs")
         validation = validate_law(
             result.law_name,
             rows,
@@ -464,5 +467,7 @@ def fit_report(
             **validate_options,
         )
     out = write_fit_report(result, rows, path, validation=validation)
-    summary = None if validation is None else {"scheme": validate, "mre": validation.mre}
+    summary = None
+    if validation is not None:
+        summary = {"scheme": validate, "mre": validation.mre, "intervals": validation.interval_note()}
     return {"report": str(out), "validation": summary}

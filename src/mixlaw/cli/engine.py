@@ -325,6 +325,7 @@ def _print_validation(res: Any, title: str) -> None:
         t.add_row(str(r["fold"]), str(r["status"]), str(r["n_fit"]), str(r["n_held_out"]), mre, worst)
     console().print(t)
     console().print(f"held-out MRE {100 * res.mre:.3f} % over {len(res.points)} points")
+    console().print(res.interval_note())
     far = [str(e) for e in res.points.get("extrapolation", []) if isinstance(e, str) and e]
     if far:
         console().print(f"{len(far)} of {len(res.points)} held-out points extrapolate (e.g. {far[-1]})")
@@ -338,9 +339,10 @@ def _print_validation(res: Any, title: str) -> None:
             f"coverage of {c['interval']} intervals over {c['n']} held-out points: {cells}; MAE {c['mae']:.4g}"
         )
     if "lo" in res.points and len(res.points) <= 40:
+        pct = f"{100 * res.level:g}% {res.interval}"
         for r in res.points.to_dict(orient="records"):
             console().print(
                 f"  {r['fold']}: observed {r['observed']:.5g}, predicted {r['predicted']:.5g} "
-                f"[{r['lo']:.5g}, {r['hi']:.5g}]"
+                f"{pct} [{r['lo']:.5g}, {r['hi']:.5g}] ({r.get('method', 'bootstrap')}, {res.resample})"
                 + (f"  extrapolates {r['extrapolation']}" if r.get("extrapolation") else "")
             )

@@ -45,7 +45,7 @@ import torch
 
 from mixlaw.errors import InputError
 from mixlaw.fit.data import FitData, make_residuals, project_internal
-from mixlaw.fit.refine import iteration_cap
+from mixlaw.fit.refine import iteration_cap, stall_tol_for
 from mixlaw.fit.solve import STATUS_CONVERGED, STATUS_FAILED, STATUS_STALLED, SolveResult, solve
 from mixlaw.laws import Law, get_law
 
@@ -232,6 +232,7 @@ def _refit(
             max_iter=cap,
             ftol=ftol,
             xtol=xtol,
+            stall_tol=stall_tol_for(cap),
         )
         best, good = best_rows(sol, pid, nb)
         st = root_status(sol)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import pandas as pd
 
-from mixlaw.fit.intervals import Interval, band, inputs_of
+from mixlaw.fit.intervals import Interval, Method, band, inputs_of
 
 if TYPE_CHECKING:
     from mixlaw.fit.result import FitResult
@@ -38,12 +38,14 @@ def point_intervals(
     interval: str,
     *,
     main: float,
+    method: str = "auto",
 ) -> pd.DataFrame:
     """``block`` with ``lo``/``hi`` at ``main`` and ``lo_<pct>``/``hi_<pct>`` at every level (NaN without draws)."""
     out = block.copy()
     x = inputs_of(result, held_rows)
     for level in levels:
-        b = band(result, x, level=level, kind=cast(Interval, interval))
+        b = band(result, x, level=level, kind=cast(Interval, interval), method=cast(Method, method))
+        out["method"] = "none" if b is None else b.method
         lo = np.full(len(out), np.nan) if b is None else b.lo
         hi = np.full(len(out), np.nan) if b is None else b.hi
         out[f"lo_{_tag(level)}"], out[f"hi_{_tag(level)}"] = lo, hi
@@ -73,8 +75,10 @@ def coverage_summary(points: pd.DataFrame, interval: str) -> dict[str, Any]:
             }
         )
     err = pred - obs
+    methods = sorted(set(points["method"].astype(str))) if "method" in points and len(points) else []
     return {
         "interval": interval,
+        "method": "+".join(methods) or None,
         "n": int(len(points)),
         "mae": float(np.mean(np.abs(err))) if len(err) else float("nan"),
         "mre": float(np.mean(np.abs(err / obs))) if len(err) else float("nan"),

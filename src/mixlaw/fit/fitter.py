@@ -23,7 +23,7 @@ from mixlaw.fit.data import FitData, make_residuals, prepare_data, project_inter
 from mixlaw.fit.diagnostics import fingerprint, metrics, predict_numpy, status_message, warn_about
 from mixlaw.fit.identify import assess_fit
 from mixlaw.fit.intervals import residual_sd
-from mixlaw.fit.refine import iteration_cap, repolish
+from mixlaw.fit.refine import iteration_cap, repolish, stall_tol_for
 from mixlaw.fit.result import FitResult, FitStatus
 from mixlaw.fit.solve import STATUS_CONVERGED, STATUS_STALLED, objective_values, solve
 from mixlaw.fit.starts import build_starts, choose_polish, distinct
@@ -83,6 +83,10 @@ class Fitter:
         stops at the cap is re-polished from where it stopped before it is reported (:mod:`mixlaw.fit.refine`).
     ftol, xtol
         Solver tolerances, see :func:`mixlaw.fit.solve.solve`.
+    calibrate
+        Fit the out-of-sample error model of calibrated prediction intervals (:mod:`mixlaw.fit.calibrate`:
+        grouped K-fold and forward-chaining refits along the size axis, one batched solve). ``None`` (default):
+        whenever ``bootstrap > 0``.
     random_state
         Seed of the random starts and of the resampling. The same seed gives an identical result.
 
@@ -113,6 +117,7 @@ class Fitter:
         random_state: int | None = None,
         n_threads: int | None = 1,
         progress: Progress | None = None,
+        calibrate: bool | None = None,
     ) -> None:
         self.law = law
         self.loss = loss
@@ -134,6 +139,7 @@ class Fitter:
         self.random_state = random_state
         self.n_threads = n_threads
         self.progress = progress
+        self.calibrate = calibrate
 
     # ------------------------------------------------------------------ public
     def fit(
@@ -208,6 +214,7 @@ class Fitter:
             max_iter=cap,
             ftol=self.ftol,
             xtol=self.xtol,
+            stall_tol=stall_tol_for(cap),
             callback=self._callback("fit", polish.size),
         )
         kw: dict[str, Any] = dict(loss=self.loss, delta=delta, max_iter=cap, ftol=self.ftol, xtol=self.xtol)
@@ -257,6 +264,19 @@ class Fitter:
                 cluster_unit=self.size_column,
             )
 
+        calib = None
+        if self.calibrate or (self.calibrate is None and self.bootstrap):
+            from mixlaw.fit.calibrate import calibrate
+
+            seeds = distinct(U_final[polish[order_local]], max(1, self.bootstrap_starts))
+            size_input = next((k for k, v in data.input_map.items() if v == self.size_column), "n_params")
+            clusters = self._clusters(table, data, required=False)
+            calib = calibrate(
+                law, data, params, seeds, size_input=size_input, clusters=clusters,
+                rng=np.random.default_rng(rng.integers(2**32)),
+                loss=self.loss, delta=delta, max_iter=cap, ftol=self.ftol, xtol=self.xtol,
+            )  # fmt: skip
+
         settings = {
             "strategy": self.strategy,
             "n_grid": start_set.n_grid,
@@ -297,17 +317,22 @@ class Fitter:
             residual_sd=residual_sd(law, data, params),
             n_rescued_resamples=0 if boot is None else boot.n_rescued,
             identifiability=ident,
+            calibration=None if calib is None else calib.to_dict(),
             fitted_law=law,
         )
         warn_about(law, self.result_)
         return self
 
-    def _clusters(self, table: pd.DataFrame | Mapping[str, Any], data: FitData) -> np.ndarray:
-        """Factorised ``size_column`` (the clusters of the ``sizes`` bootstrap)."""
+    def _clusters(
+        self, table: pd.DataFrame | Mapping[str, Any], data: FitData, required: bool = True
+    ) -> np.ndarray | None:
+        """Factorised ``size_column`` (the clusters of the ``sizes`` bootstrap and of the calibration folds)."""
         df = table if isinstance(table, pd.DataFrame) else pd.DataFrame(dict(table))
         col = self.size_column
         if col not in df.columns and col in data.input_map:
             col = data.input_map[col]
+        if col not in df.columns and not required:
+            return None
         if col not in df.columns:
             raise InputError(
                 f"expected a size column '{self.size_column}' for bootstrap scheme 'sizes', got columns "

@@ -10,7 +10,7 @@ import pandas as pd
 
 from mixlaw.errors import InputError
 from mixlaw.fit.extrapolation import extrapolation_of
-from mixlaw.fit.intervals import Interval, band, inputs_of
+from mixlaw.fit.intervals import Interval, Method, band, inputs_of
 from mixlaw.fit.result import FitResult
 
 __all__ = ["predict_point", "predict_rows"]
@@ -22,11 +22,17 @@ def _interval_info(result: FitResult, b: Any, level: float, interval: str) -> di
         info["note"] = "no bootstrap draws in this fit: refit with --bootstrap N for intervals"
     info["n_resamples"], info["n_failed"] = result.n_bootstrap, result.n_failed_resamples
     info["scheme"] = result.settings.get("bootstrap_scheme")
+    info["method"] = None if b is None else b.method
     return info
 
 
 def predict_point(
-    result: FitResult, at: Mapping[str, float], *, level: float = 0.95, interval: str = "confidence"
+    result: FitResult,
+    at: Mapping[str, float],
+    *,
+    level: float = 0.95,
+    interval: str = "confidence",
+    method: str = "auto",
 ) -> dict[str, Any]:
     """``{"law", "at", "predicted", "lo", "hi", "level", "interval", "n_resamples", "n_failed", ...}``."""
     missing = [n for n in result.law.inputs if result.input_map.get(n, n) not in at and n not in at]
@@ -40,7 +46,7 @@ def predict_point(
         value = float(result.predict(data)[0])
     if not np.isfinite(value):
         raise InputError(f"law '{result.law_name}' is not defined at {dict(at)} (it gives {value})", column="--at")
-    b = band(result, inputs_of(result, data), level=level, kind=cast(Interval, interval))
+    b = band(result, inputs_of(result, data), level=level, kind=cast(Interval, interval), method=cast(Method, method))
     out: dict[str, Any] = {"law": result.law_name, "at": dict(at), "predicted": value}
     out["lo"], out["hi"] = (None, None) if b is None else (float(b.lo[0]), float(b.hi[0]))
     out["extrapolation"] = extrapolation_of(result, data)[0]  # None inside the fitted ranges
@@ -48,11 +54,16 @@ def predict_point(
 
 
 def predict_rows(
-    result: FitResult, table: pd.DataFrame, *, level: float = 0.95, interval: str = "confidence"
+    result: FitResult,
+    table: pd.DataFrame,
+    *,
+    level: float = 0.95,
+    interval: str = "confidence",
+    method: str = "auto",
 ) -> dict[str, Any]:
     """Every row of a featured ``table``: ``rows`` (run_id, step, predicted, lo, hi, observed), per-run MAE/MRE."""
     pred = result.predict(table)
-    b = band(result, inputs_of(result, table), level=level, kind=cast(Interval, interval))
+    b = band(result, inputs_of(result, table), level=level, kind=cast(Interval, interval), method=cast(Method, method))
     rows = pd.DataFrame({"predicted": pred})
     rows["lo"] = np.nan if b is None else b.lo
     rows["hi"] = np.nan if b is None else b.hi

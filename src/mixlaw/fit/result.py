@@ -97,6 +97,9 @@ class FitResult:
     identifiability: dict[str, Any] | None = None
     """What the data pin down (:func:`mixlaw.fit.identify.assess`): ``status`` ok / weak / unidentifiable,
     ``reason``, ``condition``, ``rank``, ``undetermined``, ``weak``, ``solver_status``; ``None`` in older fits."""
+    calibration: dict[str, Any] | None = None
+    """The out-of-sample error model behind calibrated prediction intervals (:mod:`mixlaw.fit.calibrate`), or
+    ``None`` (fits without a bootstrap, or saved before it existed: their prediction intervals are ``bootstrap``)."""
     fitted_law: Law | None = field(default=None, repr=False, compare=False)
     """The law instance that was fitted (not serialised; a result read from JSON rebuilds it by name)."""
 
@@ -247,6 +250,7 @@ class FitResult:
             "metrics": self.metrics,
             "residual_sd": self.residual_sd,
             "identifiability": self.identifiability,
+            "calibration": self.calibration,
             "at_bounds": self.at_bounds(),
             "starts": _records(self.starts),
         }
@@ -296,6 +300,7 @@ class FitResult:
                 residual_sd=None if d.get("residual_sd") is None else float(d["residual_sd"]),
                 n_rescued_resamples=0 if boot is None else int(boot.get("n_rescued", 0)),
                 identifiability=None if d.get("identifiability") is None else dict(d["identifiability"]),
+                calibration=None if d.get("calibration") is None else dict(d["calibration"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"expected a complete fit record, got a malformed one ({exc}) in {source}") from None

@@ -49,6 +49,22 @@ class ValidationResult:
     coverage: dict[str, Any] | None = None
     """With ``coverage=True``: ``{"interval", "n", "mae", "mre", "levels": [{"level", "coverage",
     "mean_rel_width"}, ...]}`` over the held-out points (see :func:`mixlaw.fit.coverage.coverage_summary`)."""
+    level: float = 0.95
+    interval: str = "prediction"
+    resample: str | None = None
+    """The bootstrap scheme of the fold fits (``None`` without a bootstrap: the points have no intervals)."""
+
+    def interval_note(self) -> str:
+        """One line: level, kind, method, scheme and the unusable resamples behind the held-out intervals."""
+        if self.resample is None or "lo" not in self.points:
+            return "no intervals: validate with --bootstrap N for an interval on every held-out prediction"
+        method = "+".join(sorted(set(self.points["method"].astype(str)))) if "method" in self.points else "bootstrap"
+        nf = int(self.folds["n_failed"].sum()) if "n_failed" in self.folds else 0
+        nr = int(self.folds["n_resamples"].sum()) if "n_resamples" in self.folds else 0
+        return (
+            f"{100 * self.level:g}% {self.interval} intervals ({method}), resampling {self.resample}, "
+            f"{nf}/{nr} resamples unusable"
+        )
 
     @property
     def mre(self) -> float:
@@ -62,6 +78,9 @@ class ValidationResult:
             "target": self.target,
             "mre": self.mre,
             "coverage": self.coverage,
+            "level": self.level,
+            "interval": self.interval,
+            "resample": self.resample,
             "folds": self.folds.to_dict(orient="records"),
             "points": self.points.to_dict(orient="records"),
         }
@@ -136,6 +155,7 @@ def validate_law(
     level: float = 0.95,
     interval: str = "prediction",
     coverage: bool = False,
+    method: str = "auto",
     **fit_settings: Any,
 ) -> ValidationResult:
     """Fit on the kept rows of every fold and predict the held-out rows.
@@ -160,6 +180,9 @@ def validate_law(
     level, interval, coverage
         With ``bootstrap`` in ``fit_settings``: the ``level`` interval (``prediction`` or ``confidence``) of every
         held-out point (columns ``lo``, ``hi``); ``coverage`` also measures the 50/80/95 % intervals.
+    method
+        Prediction-interval method (:func:`mixlaw.fit.intervals.band`): ``auto`` (calibrated), ``calibrated`` or
+        ``bootstrap``; recorded per point (column ``method``) and in ``coverage``.
     fit_settings
         Passed to :func:`mixlaw.fit.fit_law` (``n_polish``, ``random_state``, ``bootstrap``, ``loss``, ...).
     """
@@ -205,7 +228,7 @@ def validate_law(
                 block[col] = held_rows[col].to_numpy()
         block["extrapolation"] = texts(extrapolation_of(res, held_rows))  # "" inside the fitted ranges
         levels = sorted({level, *LEVELS}) if coverage else [level]
-        block = point_intervals(block, res, held_rows, levels, interval, main=level)
+        block = point_intervals(block, res, held_rows, levels, interval, main=level, method=method)
         points.append(block)
         folds.append(
             {
@@ -227,6 +250,8 @@ def validate_law(
     )
     label = scheme if holdout is None and largest is None else ("holdout" if holdout is not None else "largest")
     cov = coverage_summary(pts, interval) if coverage else None
+    resample = (fit_settings.get("bootstrap_scheme") or "runs") if fit_settings.get("bootstrap") else None
     return ValidationResult(
-        scheme=label, law=law_obj.name, target=target, points=pts, folds=pd.DataFrame(folds), coverage=cov
-    )
+        scheme=label, law=law_obj.name, target=target, points=pts, folds=pd.DataFrame(folds), coverage=cov,
+        level=level, interval=interval, resample=resample,
+    )  # fmt: skip

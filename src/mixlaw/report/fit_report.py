@@ -313,9 +313,11 @@ def fit_sections(
     out = [Section(name, _headline(result) + f"<div class='figs'>{figs}</div>")]
     level = 0.95
     params = param_table(result, level)
+    scheme = result.settings.get("bootstrap_scheme") or "runs"
     note = (
-        f"<p>Intervals: bootstrap percentile over {result.n_bootstrap} resamples of {esc(result.bootstrap_unit)} "
-        f"({result.n_failed_resamples} failed).</p>"
+        f"<p>Intervals: {100 * level:g}% bootstrap percentile over {result.n_bootstrap} resamples of "
+        f"{esc(result.bootstrap_unit)} (scheme {esc(scheme)}), {result.n_failed_resamples} of "
+        f"{result.n_bootstrap} resamples unusable after refitting.</p>"
         if result.n_bootstrap
         else "<p>No bootstrap: run with <code>--bootstrap N</code> for intervals.</p>"
     )
@@ -340,9 +342,22 @@ def _validation_section(result: FitResult, table: pd.DataFrame, validation: Vali
         f"<p><b>{esc(validation.scheme)}</b>: held-out mean |relative error| "
         f"<b>{100 * validation.mre:.3f} %</b> over {len(pts)} points in {len(validation.folds)} fold(s).</p>"
     )
+    head += f"<p>Intervals: {esc(validation.interval_note())}.</p>"
     folds = validation.folds
-    cols = [c for c in ("fold", "status", "n_fit", "n_held_out", "mre", "max_abs_rel_error") if c in folds]
+    cols = [
+        c
+        for c in ("fold", "status", "n_fit", "n_held_out", "mre", "max_abs_rel_error", "n_failed", "n_resamples")
+        if c in folds
+    ]
     body = head + table_html(folds[cols])
+    if len(pts) and "lo" in pts:
+        show = pts[[c for c in ("fold", "run_id", "observed", "predicted", "lo", "hi", "method") if c in pts]].copy()
+        show.insert(show.columns.get_loc("lo"), "level", f"{100 * validation.level:g}% {validation.interval}")
+        show["scheme"] = validation.resample
+        body += (
+            f"<details><summary>every held-out prediction with its interval ({len(show)})</summary>"
+            f"{table_html(show.head(400))}</details>"
+        )
     if len(pts):
         fig = Figure(figsize=(6.4, 4.0))
         ax = fig.subplots()
