@@ -14,6 +14,10 @@ sizes <= 937M, target ``openhermes_loss``. Law: ``camel`` with k = 3 intrinsic d
 
 Prints both wall times, the objectives reached, the optima, and last ``ratio=<scipy time / mixlaw time>``.
 Run: ``PYTHONPATH=src python benchmarks/mixture_fit.py [--bootstrap 200]``.
+
+Measured once on the shared 2-core machine (load 9-14), 2026-12-01: mixlaw 904 s, point fit at the decisions'
+300-iteration cap (status max_iter, objective 0.00130023) and 0 of 200 resamples usable under the engine's rule;
+the run hit its 25-min timeout about 10 min into the scipy loop, so no ratio was measured. Not yet a result.
 """
 
 from __future__ import annotations
