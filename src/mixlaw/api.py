@@ -197,6 +197,7 @@ def fit(
     """
     law_obj = build_law(law, law_options)
     table = add_features(table, law_obj, input_map=input_map)
+    settings.setdefault("calibrate", None)  # a user's fit carries its calibrated-interval model when bootstrapped
     return fit_law(law_obj, table, target=target, input_map=input_map, source=source, **settings)
 
 

@@ -85,8 +85,9 @@ class Fitter:
         Solver tolerances, see :func:`mixlaw.fit.solve.solve`.
     calibrate
         Fit the out-of-sample error model of calibrated prediction intervals (:mod:`mixlaw.fit.calibrate`:
-        grouped K-fold and forward-chaining refits along the size axis, one batched solve). ``None`` (default):
-        whenever ``bootstrap > 0``.
+        grouped K-fold and forward-chaining refits along the size axis, one batched solve). ``False`` (default):
+        not fitted (internal fits of decisions do not pay for it); ``None``: whenever ``bootstrap > 0`` (what
+        :func:`mixlaw.api.fit`, and so ``mixlaw fit``, asks for).
     random_state
         Seed of the random starts and of the resampling. The same seed gives an identical result.
 
@@ -117,7 +118,7 @@ class Fitter:
         random_state: int | None = None,
         n_threads: int | None = 1,
         progress: Progress | None = None,
-        calibrate: bool | None = None,
+        calibrate: bool | None = False,
     ) -> None:
         self.law = law
         self.loss = loss

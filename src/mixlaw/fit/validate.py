@@ -181,7 +181,7 @@ def validate_law(
         With ``bootstrap`` in ``fit_settings``: the ``level`` interval (``prediction`` or ``confidence``) of every
         held-out point (columns ``lo``, ``hi``); ``coverage`` also measures the 50/80/95 % intervals.
     method
-        Prediction-interval method (:func:`mixlaw.fit.intervals.band`): ``auto`` (calibrated), ``calibrated`` or
+        Prediction-interval method (:func:`mixlaw.fit.intervals.band`): ``auto`` (= ``bootstrap``), ``calibrated`` or
         ``bootstrap``; recorded per point (column ``method``) and in ``coverage``.
     fit_settings
         Passed to :func:`mixlaw.fit.fit_law` (``n_polish``, ``random_state``, ``bootstrap``, ``loss``, ...).
@@ -194,6 +194,8 @@ def validate_law(
     points, folds = [], []
     if fit_settings.get("bootstrap_scheme") == "sizes":
         fit_settings.setdefault("size_column", size_column)  # the sizes bootstrap clusters by the same column
+    if method == "calibrated":
+        fit_settings.setdefault("calibrate", True)  # its out-of-sample error model is fitted only when asked for
     if coverage and not fit_settings.get("bootstrap"):
         raise InputError("expected --bootstrap N (N > 0) with --coverage: intervals come from bootstrap draws")
     for label, held in _folds(table, scheme, size_column, order_column, group_column, quantile, holdout, largest):
