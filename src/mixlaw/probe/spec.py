@@ -36,7 +36,7 @@ _PARENT = re.compile(r"^(final|lrfrac(?P<f>[0-9.eE+\-]+))$")
 _DEVICE = r"^(auto|cpu|cuda(:[0-9]{1,2})?)$"
 _PATTERNS = {
     _NAME: "a plain name of letters, digits, '_', '.', '+' or '-' (no '/', no leading '.')",
-    _DEVICE: "'auto', 'cpu', 'cuda' or 'cuda:<index>'",
+    _DEVICE: "'cpu', 'cuda', 'cuda:<index>' or 'auto'",
 }
 
 Number = StrictInt | StrictFloat
