@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from mixlaw.decide.cmr.common import BOOT_LOST_MAX
 from mixlaw.errors import BoundaryWarning, ConvergenceWarning, InputError
 from mixlaw.schedules import Schedule
 
@@ -334,6 +335,16 @@ def schedule_cmr_by_size(
         )
         entry.result = res
         entry.status = res.status
+        weak = []  # the same rules as the constant-LR decision (mixlaw.decide.cmr.pipeline._weak)
+        if fit.status.value != "converged":
+            weak.append(f"{law} fit {fit.status.value}")
+        if fit.n_bootstrap and fit.n_failed_resamples > BOOT_LOST_MAX * fit.n_bootstrap:
+            weak.append(f"{fit.n_failed_resamples} of {fit.n_bootstrap} bootstrap resamples unusable "
+                        f"(> {BOOT_LOST_MAX:.0%})")  # fmt: skip
+        if res.n_boot and res.n_boot_none > BOOT_LOST_MAX * res.n_boot:
+            weak.append(f"{res.n_boot_none} of {res.n_boot} bootstrap fits give no CMR (> {BOOT_LOST_MAX:.0%})")
+        if weak and res.status == "ok":
+            entry.status = f"weak ({'; '.join(weak)})"
         if res.cmr is not None and shares and res.cmr > max(shares) + 1e-9:
             notes.append(f"CMR {res.cmr:.3f} is above the largest trained share {max(shares):g}: extrapolated")
         if res.n_boot_none:
