@@ -260,22 +260,10 @@ def list_laws() -> list[dict[str, Any]]:
 
 # ---------------------------------------------------------------------- runs (mixlaw ingest / mixlaw runs)
 def parse_set(items: Sequence[str] | None) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in items or ():
-        if "=" not in item:
-            raise InputError(f"expected --set column=value, got {item!r}")
-        k, v = (p.strip() for p in item.split("=", 1))
-        v = v.strip("'\"")
-        if not k:
-            raise InputError(f"expected --set column=value with a column name, got {item!r}")
-        val: Any = v
-        try:
-            f = float(v)
-            val = int(f) if f.is_integer() and "." not in v and "e" not in v.lower() else f
-        except ValueError:
-            pass
-        out[k] = val
-    return out
+    """``--set column=value`` items as a dict (:func:`mixlaw.runs.select.parse_set`, the one parser)."""
+    from mixlaw.runs.select import parse_set as _parse_set
+
+    return _parse_set(items)
 
 
 def read_lr_table(path: str | Path, table: pd.DataFrame | None = None) -> dict[str, dict[str, Any]]:
