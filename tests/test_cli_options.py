@@ -58,7 +58,8 @@ EXPECTED: dict[str, set[str]] = {
     | {"--kl-weight", "--bootstrap", "--sizes", "--where", "--map", "--random-state", "--json"}
     | TABLE,
     "mix nested": {"RUNS", "--domains", "--target-size", "--target-step", "--target", "--max-fit-step"}
-    | {"--step-column", "--size-column", "--law", "--law-option", "--where", "--map", "--random-state", "--json"},
+    | {"--step-column", "--size-column", "--law", "--law-option", "--where", "--map", "--random-state", "--json"}
+    | TABLE,
     "plan": {"--sizes", "--target-size", "--budget", "--domains", "--strategy", "--compare", "--simulate", "--out"}
     | {"--tokens-per-param", "--flops-per-s", "--floor-runs", "--cap-runs", "--prior", "--mixture-floor"}
     | {"--mixtures", "--max-mixtures", "--k", "--noise", "--seed", "--name", "--data-dir", "--work-dir"}

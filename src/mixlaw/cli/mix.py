@@ -332,6 +332,13 @@ def nested_cmd(
     law_option: LawOptionOpt = None,
     where: WhereOpt = None,
     maps: MapOpt = None,
+    set_: SetOpt = None,
+    drop: DropOpt = None,
+    derive: DeriveOpt = None,
+    final: FinalOpt = False,
+    every: EveryOpt = None,
+    steps: StepsOpt = None,
+    allow_missing: AllowMissingOpt = False,
     random_state: SeedOpt = 0,
     as_json: JsonOpt = False,
 ) -> None:
@@ -339,7 +346,7 @@ def nested_cmd(
     from mixlaw import api
     from mixlaw.decide.mixture.nested import nested
 
-    df = _load(runs, {"where": where, "maps": maps})
+    df = _load(runs, table_kw(locals()))
     out = nested(
         df,
         domains=_domains(domains),
