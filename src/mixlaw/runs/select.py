@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mixlaw.errors import InputError
+from mixlaw.errors import InputError, attach_lines, source_lines
 from mixlaw.runs.io.rules import closest_hint
 
 __all__ = ["TableOptions", "load_runs", "select_rows", "parse_steps", "parse_set", "apply_columns", "STORE_SUFFIXES"]
@@ -216,6 +216,9 @@ def select_rows(
     from mixlaw.expr import derive_column, filter_rows
 
     attrs = dict(df.attrs)
+    lines = source_lines(df)  # each row's file line, carried through the selection for later messages
+    if lines is not None:
+        df = df.reset_index(drop=True)  # index = position in the file's rows
     for col, expr in opts.derive.items():
         try:
             df[col] = derive_column(df, expr)
@@ -264,7 +267,7 @@ def select_rows(
         raise InputError(f"expected rows to work with, got none after selecting rows in {source}")
     out = df.reset_index(drop=True)
     out.attrs.update({k: v for k, v in attrs.items() if k != "rows"})
-    return out
+    return out if lines is None else attach_lines(out, lines[df.index.to_numpy()])
 
 
 def _has_value(s: pd.Series) -> pd.Series:
