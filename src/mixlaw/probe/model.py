@@ -59,6 +59,7 @@ SIZES: dict[str, tuple[int, int, int]] = {
     "50k": (32, 4, 4),  # ≈ 50k
     "100k": (48, 4, 4),  # ≈ 111k
     "200k": (64, 4, 4),  # ≈ 199k
+    "250k": (72, 4, 4),  # ≈ 250k (2.2× 100k: the target size of examples/mixture_probe)
     "400k": (80, 5, 4),  # ≈ 389k (a factor-2 ladder 25k…400k → 1.6m for the planner)
     "450k": (96, 4, 4),  # ≈ 445k
     "1m": (128, 5, 4),  # ≈ 0.99M
