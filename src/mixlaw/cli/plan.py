@@ -53,6 +53,12 @@ def plan_cmd(
     block_size: Annotated[int, typer.Option("--block-size", help="Context length of the runs.")] = 256,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Sequences per step.")] = 8,
     eval_tokens: Annotated[int, typer.Option("--eval-tokens", help="Tokens per eval set.")] = 16384,
+    cost_runs: Annotated[
+        Path | None, typer.Option("--cost-runs", help="Earlier runs (table or RunStore) with a measured cost column.")
+    ] = None,
+    cost_column: Annotated[
+        str | None, typer.Option("--cost-column", help="Their cost column (e.g. gpu_seconds): replaces 6·N·D.")
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Which probe runs to buy for a compute budget: allocate, simulate, write a sweep.
@@ -63,6 +69,17 @@ def plan_cmd(
     from mixlaw.design.plan import parse_prior, plan, sweep_toml
 
     doms = [d.strip() for d in domains.split(",") if d.strip()]
+    cost, cost_unit = None, "FLOPs"
+    from mixlaw.errors import InputError
+
+    if (cost_runs is None) != (cost_column is None):
+        raise InputError("--cost-runs and --cost-column go together: the runs table and its measured cost column")
+    if cost_runs is not None and cost_column is not None:
+        from mixlaw.cli._table import load
+        from mixlaw.design.budget import measured_cost
+
+        table = load(cost_runs, needed=[cost_column, "n_params", "tokens"], include_schedule=False)
+        cost, cost_unit = measured_cost(table, cost_column, source=str(cost_runs)), cost_column
     data_for_prior = data_dir if Path(data_dir, "manifest.json").exists() or prior == "natural" else None
     res = plan(
         sizes=[s for s in sizes.split(",") if s.strip()],
@@ -83,6 +100,8 @@ def plan_cmd(
         k=k,
         noise=noise,
         seed=seed,
+        cost=cost,
+        cost_unit=cost_unit,
     )
     alloc = res["allocation"]
     if out is not None:
@@ -127,7 +146,7 @@ def _as_json(res: dict[str, Any], out: Path | None) -> dict[str, Any]:
             "tokens": t.tokens,
             "cost": t.cost,
         },
-        "budget": {"flops": b.flops, "text": b.text, "unit": b.unit},
+        "budget": {"flops": b.flops, "text": b.text, "unit": b.unit, "cost_unit": b.cost_unit},
         "domains": res["domains"],
         "allocation": res["allocation"].to_dict(),
         "compare": [a.to_dict() for a in res["compare"]],
@@ -168,8 +187,8 @@ def _print(res: dict[str, Any], out: Path | None) -> None:
         )
     con.print(tab)
     typer.echo(
-        f"{a.n_runs} runs, {a.distinct_mixtures} distinct mixtures; spent {_fmt(a.spent)} FLOPs "
-        f"({a.spent / a.budget:.1%}), left {_fmt(a.leftover)}; target {t.label} run = {_fmt(t.cost)} FLOPs"
+        f"{a.n_runs} runs, {a.distinct_mixtures} distinct mixtures; spent {_fmt(a.spent)} {b.cost_unit} "
+        f"({a.spent / a.budget:.1%}), left {_fmt(a.leftover)}; target {t.label} run = {_fmt(t.cost)} {b.cost_unit}"
     )
     if res["compare"]:
         cmp = Table("strategy", *(s.label for s in a.sizes), "runs", "mixtures", "budget used", title="compared")

@@ -28,6 +28,7 @@ __all__ = [
     "CostFn",
     "SizeSpec",
     "costs_from_column",
+    "measured_cost",
     "flops_6nd",
     "parse_budget",
     "parse_count",
@@ -153,8 +154,10 @@ class Budget:
     text: str
     unit: str  # "flops" | "gpu-h" | "x-target"
 
+    cost_unit: str = "FLOPs"  # the unit of the cost function: FLOPs, or a user cost column's name
+
     def describe(self) -> str:
-        return f"{self.flops:.3g} FLOPs ({self.text})"
+        return f"{self.flops:.3g} {self.cost_unit} ({self.text})"
 
 
 _BUDGET = re.compile(
@@ -164,7 +167,13 @@ _BUDGET = re.compile(
 )
 
 
-def parse_budget(text: str | float, *, target_cost: float | None = None, flops_per_s: float | None = None) -> Budget:
+def parse_budget(
+    text: str | float,
+    *,
+    target_cost: float | None = None,
+    flops_per_s: float | None = None,
+    cost_unit: str = "FLOPs",
+) -> Budget:
     """A budget from text: ``"3e15"`` / ``"3e15flops"`` (FLOPs), ``"12gpu-h"`` (GPU-hours at ``flops_per_s``, or
     ``"12gpu-h@4e14"``), ``"2.0x-target"`` (multiples of ``target_cost``, the cost of one target-size run).
 
@@ -184,15 +193,22 @@ def parse_budget(text: str | float, *, target_cost: float | None = None, flops_p
     if unit.startswith("xtarget"):
         if target_cost is None:
             raise InputError(f"--budget {raw}: target-run multiples need the target size (--target-size)")
-        return Budget(v * float(target_cost), raw, "x-target")
+        return Budget(v * float(target_cost), raw, "x-target", cost_unit)
     if unit.startswith("gpuh"):
+        if cost_unit != "FLOPs":
+            raise InputError(
+                f"--budget {raw}: a GPU-hour budget needs the 6·N·D FLOP cost; with a measured cost "
+                f"({cost_unit}) give the budget in {cost_unit} or as target-run multiples (2.0x-target)"
+            )
         rate = float(m.group("r")) if m.group("r") else flops_per_s
         if rate is None or not (math.isfinite(rate) and rate > 0):
             raise InputError(f"--budget {raw}: GPU-hours need a FLOP/s (--flops-per-s, or {v:g}gpu-h@4e14)")
         return Budget(v * 3600.0 * rate, raw, "gpu-h")
     if m.group("r"):
         raise InputError(f"--budget {raw}: '@FLOP/s' belongs to a GPU-hour budget")
-    return Budget(v, raw, "flops")
+    if m.group("u") and cost_unit != "FLOPs":
+        raise InputError(f"--budget {raw}: the costs are measured in {cost_unit}, not FLOPs; drop the unit")
+    return Budget(v, raw, "flops" if cost_unit == "FLOPs" else cost_unit, cost_unit)
 
 
 def costs_from_column(
@@ -221,3 +237,61 @@ def costs_from_column(
         )
     n = pd.to_numeric(table[size_column], errors="coerce").to_numpy(dtype=np.float64)
     return {float(s): float(c[n == s].mean()) for s in np.unique(n[np.isfinite(n)])}
+
+
+def measured_cost(
+    table: object,
+    column: str,
+    *,
+    size_column: str = "n_params",
+    tokens_column: str = "tokens",
+    run_column: str = "run_id",
+    source: str = "table",
+) -> CostFn:
+    """A cost function from measured costs of earlier runs (a column such as ``gpu_seconds`` or ``wall_s``).
+
+    Each run contributes its last row (largest ``tokens``): the cost per training token ``c / D`` of its size. The
+    per-token cost of a size is the mean over its runs, and between and beyond the measured sizes it is
+    interpolated linearly in ``log N`` (the end segments' slopes extrapolate; one measured size scales as ``N``,
+    the 6·N·D shape). The returned ``cost(n_params, tokens)`` is ``tokens · c_tok(n_params)``, in the column's
+    unit, so a budget is then stated in that unit (a plain number) or as target-run equivalents.
+    """
+    import pandas as pd
+
+    if not isinstance(table, pd.DataFrame):
+        raise InputError(f"expected a table of runs, got {type(table).__name__}", file=source)
+    for col in (column, size_column, tokens_column):
+        if col not in table.columns:
+            raise InputError(f"expected a column '{col}' (the measured cost needs it)", file=source, column=col)
+    frame = table
+    if run_column in table.columns:
+        order = pd.to_numeric(table[tokens_column], errors="coerce")
+        frame = table.assign(_t=order).sort_values("_t", kind="stable").groupby(run_column, sort=False).tail(1)
+    c = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float64)
+    d = pd.to_numeric(frame[tokens_column], errors="coerce").to_numpy(dtype=np.float64)
+    n = pd.to_numeric(frame[size_column], errors="coerce").to_numpy(dtype=np.float64)
+    for arr, col in ((c, column), (d, tokens_column), (n, size_column)):
+        bad = np.flatnonzero(~np.isfinite(arr) | (arr <= 0))
+        if bad.size:
+            row = int(frame.index[bad[0]]) + 1 if isinstance(frame.index[bad[0]], int | np.integer) else None
+            raise InputError(
+                f"expected a positive number, got {frame[col].iloc[bad[0]]!r}", file=source, row=row, column=col
+            )
+    sizes = np.unique(n)
+    log_n = np.log(sizes)
+    log_c = np.log(np.array([np.mean(c[n == s] / d[n == s]) for s in sizes]))
+
+    def cost(n_params: float, tokens: float) -> float:
+        x = math.log(n_params)
+        if len(sizes) == 1:
+            return float(tokens * math.exp(log_c[0] + (x - log_n[0])))
+        if x <= log_n[0]:
+            i = 0
+        elif x >= log_n[-1]:
+            i = len(sizes) - 2
+        else:
+            i = int(np.searchsorted(log_n, x)) - 1
+        slope = (log_c[i + 1] - log_c[i]) / (log_n[i + 1] - log_n[i])
+        return float(tokens * math.exp(log_c[i] + slope * (x - log_n[i])))
+
+    return cost

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mixlaw.design.budget import SizeSpec, parse_budget, resolve_sizes
+from mixlaw.design.budget import CostFn, SizeSpec, parse_budget, resolve_sizes
 from mixlaw.design.strategies import Allocation, Strategy, allocate, parse_strategies
 from mixlaw.errors import InputError
 
@@ -86,6 +86,8 @@ def plan(
     k: int = 2,
     noise: float = 0.01,
     seed: int = 0,
+    cost: CostFn | None = None,
+    cost_unit: str = "FLOPs",
 ) -> dict[str, Any]:
     """Allocate ``budget`` over ``sizes`` with ``strategy`` (and each ``compare`` strategy); simulate if asked.
 
@@ -95,14 +97,14 @@ def plan(
     doms = [d.strip() for d in domains if d.strip()]
     if len(doms) < 2 or len(set(doms)) != len(doms):
         raise InputError(f"--domains: expected at least two distinct domains, got {','.join(doms) or 'none'}")
-    size_specs, notes = resolve_sizes(sizes, tokens_per_param=tokens_per_param)
+    size_specs, notes = resolve_sizes(sizes, tokens_per_param=tokens_per_param, cost=cost)
     probe = [s.probe_size for s in size_specs]
     if len(set(probe)) != len(probe):
         raise InputError(f"--sizes: two sizes map to the same probe model ({probe}); give distinct sizes")
-    (tgt,), tnotes = resolve_sizes([target_size], tokens_per_param=tokens_per_param)
+    (tgt,), tnotes = resolve_sizes([target_size], tokens_per_param=tokens_per_param, cost=cost)
     if tgt.n_params <= max(s.n_params for s in size_specs):
         raise InputError(f"--target-size {target_size}: expected a size larger than every fitting size")
-    b = parse_budget(budget, target_cost=tgt.cost, flops_per_s=flops_per_s)
+    b = parse_budget(budget, target_cost=tgt.cost, flops_per_s=flops_per_s, cost_unit=cost_unit)
     main = Strategy.parse(strategy)
     others = [s for s in parse_strategies(compare) if s.label != main.label] if compare else []
     opts: dict[str, Any] = {
