@@ -176,3 +176,19 @@ def test_projection_lands_in_the_box_cut_simplex() -> None:
     for _ in range(50):
         w = project_box_simplex(rng.normal(size=4), lo, hi)
         assert abs(w.sum() - 1) < 1e-12 and np.all(w >= lo) and np.all(w <= hi)
+
+
+def test_every_weight_fixed_evaluates_that_mixture_without_warnings() -> None:
+    """Fixing every weight is how a user predicts one given mixture (`mix optimize --fix …` for all domains): the
+    mixture comes back unchanged, the KKT check is trivially satisfied, and nothing warns (inf − inf did)."""
+    import warnings
+
+    obj, law = _camel_objective()
+    fixed = {"a": 0.5, "b": 0.3, "c": 0.2}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        opt = optimize_mixture(obj, MixtureConstraints(DOMS, fixed=fixed))
+    assert opt.weights == pytest.approx(fixed, abs=1e-12)
+    assert opt.kkt["ok"] and opt.kkt["n_free"] == 0
+    x = {"n_params": np.array([SIZE])} | {f"w_{d}": np.array([w]) for d, w in fixed.items()}
+    assert opt.objective == pytest.approx(float(law.evaluate(x, law.example_params)[0]), rel=1e-10)  # type: ignore[attr-defined]

@@ -170,14 +170,16 @@ def kkt_check(grad: np.ndarray, w: np.ndarray, cons: MixtureConstraints, tol: fl
         if kl_active and free.sum() >= 2:
             a = np.column_stack([np.ones(free.sum()), k[free]])
             sol, *_ = np.linalg.lstsq(a, g[free], rcond=None)
-            lam, nu = float(sol[0]), max(0.0, -float(sol[1]))
+            nu = max(0.0, -float(sol[1]))
         lam = float(np.mean(g[free] + nu * k[free]))
         station = float(np.max(np.abs(g[free] + nu * k[free] - lam))) / scale
     else:
         # Every coordinate on a bound: choose λ to make the multipliers as feasible as possible.
+        # (Without adding ±inf: with every weight fixed there is no coordinate on a bound, and inf − inf warns.)
         r = g + nu * k
-        lam = float(0.5 * (np.min(r[at_lo], initial=np.inf) + np.max(r[at_hi], initial=-np.inf)))
-        if not np.isfinite(lam):
+        if at_lo.any() and at_hi.any():
+            lam = float(0.5 * (np.min(r[at_lo]) + np.max(r[at_hi])))
+        else:
             lam = float(np.min(r[at_lo])) if at_lo.any() else float(np.max(r[at_hi])) if at_hi.any() else 0.0
         station = 0.0
     r = g + nu * k - lam
