@@ -190,3 +190,30 @@ def test_optimize_weighted_sum_of_two_losses_with_dml(runs_csv: Path, tmp_path: 
     assert out["kkt"]["ok"] and abs(sum(out["weights"].values()) - 1) < 1e-9
     err = _one_line_error(runner.invoke(app, [*argv[:-1], "--weights", "loss_c=1"]))
     assert "--weights loss_c" in err
+
+
+def test_optimize_evaluates_candidate_mixtures_with_paired_regret(runs_csv: Path) -> None:
+    """--evaluate predicts other mixtures under the same laws; regret is never negative at the point estimate (the
+    optimum is optimal), and under --bootstrap the paired regret interval comes from the same resampled laws."""
+    law = get_law("camel", domains=DOMS)
+    vertexish = {"web": 0.9, "code": 0.05, "math": 0.05}
+    argv = ["mix", "optimize", str(runs_csv), "--law", "camel", "--domains", DOMS, "--target", "loss"]
+    argv += ["--target-size", "7e9", "--evaluate", "uniform", "--evaluate", "webby:web=0.9,code=0.05,math=0.05"]
+    out = _json(runner.invoke(app, [*argv, "--bootstrap", "8", "--json"]))
+    cands = {c["name"]: c for c in out["candidates"]}
+    assert list(cands) == ["uniform", "webby"]
+    assert cands["uniform"]["weights"] == pytest.approx(dict.fromkeys(["web", "code", "math"], 1 / 3))
+    for c in cands.values():
+        assert c["regret"] >= -1e-9 and c["regret"] == pytest.approx(c["objective"] - out["objective"], abs=1e-12)
+        lo, hi = c["regret_interval"]
+        assert lo <= hi and 0.0 <= c["p_better_than_chosen"] <= 1.0
+        assert c["objective_interval"][0] <= c["objective_interval"][1]
+    # the far-off mixture is predicted worse than the optimum in every resample, and its prediction is the law's
+    assert cands["webby"]["regret_interval"][0] > 0 and cands["webby"]["p_better_than_chosen"] == 0.0
+    x = {"n_params": np.array([7e9])} | {f"w_{d}": np.array([w]) for d, w in vertexish.items()}
+    truth = float(law.evaluate(x, law.example_params)[0])  # type: ignore[attr-defined]
+    assert cands["webby"]["objective"] == pytest.approx(truth, rel=0.02)  # fitted on 0.3 %-noise runs ≤ 1.2e9
+    err = _one_line_error(runner.invoke(app, [*argv[:-4], "--evaluate", "bad:web=0.5,code=0.2,math=0.2"]))
+    assert "--evaluate bad: weights sum to 0.9" in err
+    err = _one_line_error(runner.invoke(app, [*argv[:-4], "--evaluate", "oops"]))
+    assert "--evaluate 'oops'" in err

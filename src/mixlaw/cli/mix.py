@@ -202,6 +202,12 @@ def optimize_cmd(
     holdout: Annotated[
         str, typer.Option("--holdout", help="Held-out runs for the report's predicted-vs-observed panel.")
     ] = "mixtures:5",
+    evaluate: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--evaluate", help="Also predict this mixture: uniform, or name:d=w,d=w,... (repeatable; with regret)."
+        ),
+    ] = None,
     where: WhereOpt = None,
     maps: MapOpt = None,
     set_: SetOpt = None,
@@ -243,6 +249,7 @@ def optimize_cmd(
         constraints=constraints,
         bootstrap=bootstrap,
         sizes=_sizes(sizes),
+        candidates=_evaluate(evaluate, _domains(domains)),
         random_state=random_state,
         source=runs.name,
     )
@@ -264,6 +271,23 @@ def optimize_cmd(
     if as_json:
         return emit_json(out)
     _print_optimum(out)
+
+
+def _evaluate(items: list[str] | None, domains: list[str]) -> dict[str, dict[str, float]]:
+    """``--evaluate`` values: ``uniform`` or ``name:d=w,d=w,...`` (one line naming a bad one)."""
+    out: dict[str, dict[str, float]] = {}
+    for item in items or []:
+        name, sep, body = item.partition(":")
+        name = name.strip()
+        if not sep and name == "uniform":
+            out[name] = dict.fromkeys(domains, 1.0 / len(domains))
+            continue
+        if not sep or not name or not body.strip():
+            from mixlaw.errors import InputError
+
+            raise InputError(f"--evaluate {item!r}: expected 'uniform' or name:domain=weight,domain=weight,...")
+        out[name] = _pairs([p for p in body.split(",") if p.strip()], f"--evaluate {name}")
+    return out
 
 
 def _print_optimum(out: dict[str, Any]) -> None:
@@ -294,6 +318,22 @@ def _print_optimum(out: dict[str, Any]) -> None:
         score += f" [{lo:.5g}, {hi:.5g}] ({out['bootstrap']['n']} resamples, {out['bootstrap']['n_failed']} failed)"
     con.print(score + "; predicted " + ", ".join(f"{t} {v:.5g}" for t, v in preds.items()))
     con.print("active constraints: " + (", ".join(out["active_constraints"]) or "none"))
+    if out.get("candidates"):
+        ct = Table(title="other mixtures under the same laws (regret = their objective minus the optimum's)")
+        for col in ("mixture", "objective", "interval", "regret", "paired interval", "P(better)", "weights"):
+            ct.add_column(col, justify="left" if col in ("mixture", "weights") else "right")
+        for c in out["candidates"]:
+            jl, rl = c.get("objective_interval"), c.get("regret_interval")
+            ct.add_row(
+                c["name"],
+                f"{c['objective']:.5g}",
+                f"[{jl[0]:.5g}, {jl[1]:.5g}]" if jl else "",
+                f"{c['regret']:+.4g}",
+                f"[{rl[0]:+.4g}, {rl[1]:+.4g}]" if rl else "",
+                f"{c['p_better_than_chosen']:.0%}" if "p_better_than_chosen" in c else "",
+                " ".join(f"{d}={w:.3f}" for d, w in c["weights"].items()),
+            )
+        con.print(ct)
     if out.get("vs_size"):
         curve = Table(title="optimal mixture vs model size")
         curve.add_column("size", justify="right")

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import torch
 
 from mixlaw.decide.mixture.checks import check_mixture, mixture_groups, target_rows
 from mixlaw.decide.mixture.constraints import MixtureConstraints
@@ -147,6 +148,7 @@ def optimize(
     bootstrap: int = 0,
     level: float = 0.95,
     sizes: Sequence[float] | None = None,
+    candidates: Mapping[str, Mapping[str, float]] | None = None,
     random_state: int = 0,
     source: str = "table",
 ) -> dict[str, Any]:
@@ -158,6 +160,10 @@ def optimize(
     ``max_epochs``, ``unique_tokens``, ``target_tokens``, ``prior``, ``kl_max``, ``kl_weight``). ``bootstrap``: the
     interval of every weight, of the objective and of the predictions (module docstring). ``sizes``: the optimum (and
     with ``bootstrap`` its band) at each of these target sizes (``vs_size``; a size-aware law only).
+    ``candidates``: named mixtures to predict beside the optimum (the natural mixture, uniform, the mixture in
+    production): their objective, predictions and ``regret`` (objective minus the optimum's; for a weighted
+    accuracy, the optimum's score minus theirs), and with ``bootstrap`` the intervals of each and of the *paired*
+    regret — the candidate and the chosen mixture evaluated under the same resampled laws.
     """
     doms = list(domains)
     targets = [target] if isinstance(target, str) else list(target)
@@ -171,6 +177,7 @@ def optimize(
         raise InputError(f"--level {level}: expected a number in (0, 1)")
     loss_w, bench_w = split_weights(weights, objective, targets, [str(c) for c in table.columns])
     cons = MixtureConstraints(tuple(doms), **dict(constraints or {}))  # infeasible boxes fail before any fit
+    cands = _candidates(candidates, doms)
     table = table.reset_index(drop=True)
     if "run_id" not in table.columns:
         table = table.assign(run_id=[f"row{i + 1}" for i in range(len(table))])
@@ -229,10 +236,34 @@ def optimize(
             {"size": m, "weights": o.weights, "objective": o.objective, "score": sign * o.objective}
             for m, o in zip(grid, curve, strict=True)
         ]
+    if cands:
+        out["candidates"] = []
+        for name, w in cands.items():
+            j = float(obj(torch.as_tensor(w)).detach())
+            out["candidates"].append(
+                {"name": name, "weights": dict(zip(doms, map(float, w), strict=True)), "objective": j,
+                 "score": sign * j, "regret": j - opt.objective, **obj.report(w)}
+            )  # fmt: skip
     if bootstrap:
         out["bootstrap"] = _bootstrap(
             int(bootstrap), level, random_state, doms, cons, fits, bench_fits, rows, objective_of, opt, grid, curve, out
         )
+    return out
+
+
+def _candidates(candidates: Mapping[str, Mapping[str, float]] | None, doms: Sequence[str]) -> dict[str, np.ndarray]:
+    """Named candidate mixtures as weight vectors in ``doms`` order; a one-line error names a bad one."""
+    out: dict[str, np.ndarray] = {}
+    for name, mix in (candidates or {}).items():
+        extra = sorted(set(mix) - set(doms))
+        if extra:
+            raise InputError(f"--evaluate {name}: domain '{extra[0]}' is not in --domains")
+        w = np.array([float(mix.get(d, 0.0)) for d in doms], dtype=np.float64)
+        if not np.all(np.isfinite(w)) or np.any(w < 0):
+            raise InputError(f"--evaluate {name}: expected non-negative weights, got {dict(mix)}")
+        if abs(float(w.sum()) - 1.0) > 1e-6:
+            raise InputError(f"--evaluate {name}: weights sum to {w.sum():.6g}, expected 1 (within 1e-6)")
+        out[str(name)] = w
     return out
 
 
@@ -278,6 +309,9 @@ def _bootstrap(
     }
     sign = -1.0 if bench_fits else 1.0
     W, J, S, P = [], [], [], []
+    cand = {c["name"]: np.array(list(c["weights"].values())) for c in out.get("candidates", [])}
+    CJ: dict[str, list[float]] = {k: [] for k in cand}
+    CR: dict[str, list[float]] = {k: [] for k in cand}
     band: list[list[np.ndarray]] = [[] for _ in grid]
     n_failed = 0
     uniform = np.full(len(doms), 1.0 / len(doms))
@@ -305,6 +339,13 @@ def _bootstrap(
         S.append(sign * o.objective)
         rep = ob.report(opt.w)  # the predictions at the chosen mixture, under the resampled laws
         P.append({**rep["predicted_losses"], **rep["predicted_accuracies"]})
+        if cand:
+            with torch.no_grad():
+                at_opt = float(ob(torch.as_tensor(opt.w)))
+                for k, w in cand.items():
+                    jc = float(ob(torch.as_tensor(w)))
+                    CJ[k].append(jc)
+                    CR[k].append(jc - at_opt)
     if not W:
         return {"n": 0, "n_failed": n_failed, "level": level}
     Wa = np.array(W)
@@ -318,6 +359,10 @@ def _bootstrap(
         "score": _q(np.array(S), level),
         "predicted_at_optimum": {k: _q(np.array([p[k] for p in P]), level) for k in P[0]},
     }
+    for c in out.get("candidates", []):
+        c["objective_interval"] = _q(np.array(CJ[c["name"]]), level)
+        c["regret_interval"] = _q(np.array(CR[c["name"]]), level)
+        c["p_better_than_chosen"] = float(np.mean(np.array(CR[c["name"]]) < 0))
     if grid:
         for j, row in enumerate(out["vs_size"]):
             arr = np.array(band[j])
