@@ -1,0 +1,182 @@
+"""Data Mixing Laws reproductions on the public ``mixinglaws`` tables (laws.md §7.5; Ye et al., arXiv:2403.16952).
+
+**5-domain notebook** (``mix_5_domains.ipynb``: 70M, 30k steps, 26 mixtures of the Pile regrouped into academic /
+prose / dialogue / symbolic / internet). A validation domain's loss is the ``valid_weight``-weighted mean of its Pile
+sub-domains; the overall loss is the ``valid_weight``-weighted sum of all 22. The notebook fits one explicit law
+``c + k exp(t·r)`` per validation domain on **all 26** mixtures (raw-loss Huber, δ = 0.05) and scores the overall
+loss ``Σ_i s_i L_i(r)`` on 6 "eval" mixtures — the eval mixtures are in the fit, so its 0.00862 is in-sample.
+
+What reproduces, measured when written:
+
+- The data pipeline is the authors': the published parameters give, on our table, the mean Huber the notebook
+  printed for each domain to 5 significant digits (e.g. academic 0.000568292 vs printed 0.000568288).
+- Our fit (the engine's robust fit, ``dml`` with ``fit_space="raw"``, δ = 0.05) reaches the published optimum or a
+  hair below it in every domain, and its parameters match the published table in the identifiable form
+  (``t_j − t_5``, ``log k + t_5``; the paper's form has a free shift along (1, …, 1)): log c to 1e-4 in all five
+  domains; the other entries to 0.002–0.008 (2–3 decimals), the large own-domain entries to ≤ 0.05 %
+  (dialogue −38.085 vs −38.067, symbolic −19.579 vs −19.581, prose −5.2625 vs −5.2545: the ill-conditioned
+  directions).
+- The published 0.00862 cannot be re-scored: the notebook's 20/6 split is ``np.random.shuffle`` (seed 4096) of the
+  mixtures in the iteration order of a ``set`` of file lines — string-hash order, different in every Python process
+  (``PYTHONHASHSEED``). 13.8 % of the C(26, 6) six-mixture subsets have an MAE ≤ 0.00862 under the published
+  parameters (median 0.0115), so the number is an ordinary draw. The same shuffle of ``proportions.txt``'s order
+  (the line the notebook commented out) is what we score: published parameters 0.01052, our all-26 fit 0.01051
+  (the paper's protocol), and the leak-free protocol — laws fitted on the 20 training mixtures only — 0.0190 (the
+  eval mixture without internet data, 0.5-0.1875-0.0625-0.25-0, is an extrapolation: 0.054 alone).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mixlaw.fit import fit_law
+from mixlaw.laws import get_law
+from mixlaw.laws.dml import from_paper
+
+FIVE = ("academic", "prose", "dialogue", "symbolic", "internet")
+GROUPS = {  # mix_5_domains.ipynb, DOMAINS_2_SUBDOMAINS
+    "academic": ["ArXiv", "PubMed_Abstracts", "PhilPapers", "NIH_ExPorter", "FreeLaw", "USPTO_Backgrounds",
+                 "PubMed_Central"],
+    "prose": ["PG19", "Books3", "BookCorpus2"],
+    "dialogue": ["Ubuntu_IRC", "OpenSubtitles", "EuroParl", "Enron_Emails", "HackerNews", "YoutubeSubtitles"],
+    "symbolic": ["DM_Mathematics", "Github"],
+    "internet": ["Pile-CC", "OpenWebText2", "StackExchange", "Wikipedia_en"],
+}  # fmt: skip
+# laws.md §7.5: the published [log c, log k, t_1..t_5] per validation domain ...
+PUBLISHED = {
+    "academic": (0.9750, -2.1391, [-10.0864, 2.7140, 2.7106, 2.6083, 1.5866]),
+    "prose": (1.2624, -2.1656, [1.3930, -4.6811, 0.7855, 1.8719, 0.5734]),
+    "dialogue": (1.1375, -7.1017, [6.7135, 6.2643, -31.8621, 6.6423, 6.2053]),
+    "symbolic": (0.4750, -3.6546, [3.3289, 3.6705, 3.1127, -16.4217, 3.1591]),
+    "internet": (1.2402, -1.9510, [1.1897, 0.8697, -0.5184, 1.7122, -3.0870]),
+}
+# ... and the mean Huber (δ = 0.05) the notebook printed beside each of them.
+PRINTED_OBJECTIVE = {
+    "academic": 0.0005682876217179,
+    "prose": 0.00012334295024629682,
+    "dialogue": 0.0005513424403034151,
+    "symbolic": 0.0001428198884241283,
+    "internet": 8.165960753103718e-05,
+}
+DELTA = 0.05
+SEED = 4096  # the notebook's
+
+
+@pytest.fixture(scope="module")
+def five_70m(external: Path) -> tuple[pd.DataFrame, dict[str, float]]:
+    """The 26 mixtures at 70M / 30k steps: ``w_<domain>``, ``loss_<domain>`` per validation domain, ``loss``."""
+    root = external / "mixinglaws"
+    vw = json.loads((root / "pipeline" / "valid_weight.json").read_text())
+    d = pd.read_csv(root / "tidy" / "5Mix.csv")
+    d = d[(d["model_size"] == "70M") & (d["step"] == 30000)]
+    group = {s: g for g, subs in GROUPS.items() for s in subs}
+    d = d.assign(group=d["valid_domain"].map(group), vw=d["valid_domain"].map(vw))
+    d = d.assign(wl=d["loss"] * d["vw"])
+    rows = []
+    for run, g in d.groupby("run"):
+        assert len(g) == 22, run
+        row: dict[str, object] = {"run_id": run, "mixture": str(run).split("-", 1)[1]}
+        row |= {f"w_{k}": float(g[f"p_{k}"].iloc[0]) for k in FIVE}
+        by = g.groupby("group")
+        row |= {f"loss_{k}": float(by.get_group(k)["wl"].sum() / by.get_group(k)["vw"].sum()) for k in FIVE}
+        row["loss"] = float(g["wl"].sum())
+        rows.append(row)
+    share = {k: float(sum(vw[s] for s in GROUPS[k])) for k in FIVE}
+    return pd.DataFrame(rows), share
+
+
+def _huber_mean(r: np.ndarray) -> float:
+    a = np.abs(r)
+    return float(np.mean(np.where(a <= DELTA, 0.5 * r**2, DELTA * (a - 0.5 * DELTA))))
+
+
+def _identifiable(log_c: float, log_k: float, t: list[float]) -> np.ndarray:
+    """[log c, log k + t_5, t_1 − t_5, …, t_4 − t_5]: the paper's parameters without their free shift."""
+    return np.array([log_c, log_k + t[-1], *[v - t[-1] for v in t[:-1]]])
+
+
+def _inputs(table: pd.DataFrame) -> dict[str, np.ndarray]:
+    return {f"w_{k}": table[f"w_{k}"].to_numpy(dtype=np.float64) for k in FIVE}
+
+
+def _fit_domains(table: pd.DataFrame) -> dict[str, object]:
+    law = get_law("dml", domains=",".join(FIVE), fit_space="raw")
+    out = {}
+    for k in FIVE:
+        rows = table[["run_id", *[f"w_{x}" for x in FIVE]]].assign(loss=table[f"loss_{k}"])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", category=UserWarning)  # flat-valley notes: the problem is ill-posed
+            out[k] = fit_law(law, rows, random_state=0, delta=DELTA)
+    return out
+
+
+@pytest.fixture(scope="module")
+def fits_all_26(five_70m: tuple) -> dict[str, object]:
+    """The paper's protocol: one explicit law per validation domain on all 26 mixtures."""
+    return _fit_domains(five_70m[0])
+
+
+def _eval_split(table: pd.DataFrame, root: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The notebook's 20/6 shuffle (seed 4096) applied to the mixtures in ``proportions.txt`` order."""
+    order = [ln.strip() for ln in (root / "data" / "5Mix" / "proportions.txt").read_text().splitlines() if ln.strip()]
+    assert sorted(order) == sorted(table["mixture"])
+    np.random.seed(SEED)  # the notebook's legacy global generator, for its exact permutation  # noqa: NPY002
+    np.random.shuffle(order)  # noqa: NPY002
+    by = table.set_index("mixture")
+    return by.loc[order[:20]].reset_index(), by.loc[order[20:]].reset_index()
+
+
+def test_published_parameters_give_the_printed_objective_on_our_table(five_70m: tuple) -> None:
+    table, share = five_70m
+    assert len(table) == 26 and sum(share.values()) == pytest.approx(1.0, abs=1e-12)
+    law = get_law("dml", domains=",".join(FIVE))
+    for k in FIVE:
+        pred = law.evaluate(_inputs(table), from_paper(*PUBLISHED[k]))
+        got = _huber_mean(table[f"loss_{k}"].to_numpy() - pred)
+        # 4-decimal published parameters move the objective by < 1e-4 relative; a wrong aggregation by far more.
+        assert got == pytest.approx(PRINTED_OBJECTIVE[k], rel=1e-4), k
+
+
+def test_explicit_fits_reach_the_published_optimum_and_parameters(five_70m: tuple, fits_all_26: dict) -> None:
+    table, _ = five_70m
+    fits = fits_all_26
+    for k in FIVE:
+        res = fits[k]
+        p = res.params
+        ours = np.array([np.log(p["c"]), np.log(p["k"]), *p["t"]])
+        theirs = _identifiable(*PUBLISHED[k])
+        obj = _huber_mean(table[f"loss_{k}"].to_numpy() - res.predict(table))
+        assert obj <= PRINTED_OBJECTIVE[k] * (1 + 1e-5), (k, obj)  # at least as good a fit as the published one
+        assert ours[0] == pytest.approx(theirs[0], abs=5e-4), k  # log c: measured ≤ 1e-4 in every domain
+        # Measured: ≤ 0.008 absolute, ≤ 0.05 % on the large own-domain entries (dialogue −38.09 vs −38.07).
+        np.testing.assert_allclose(ours, theirs, atol=0.012, rtol=1e-3, err_msg=k)
+
+
+def test_overall_loss_mae_on_the_six_eval_mixtures_published_and_leak_free(
+    five_70m: tuple, fits_all_26: dict, external: Path
+) -> None:
+    table, share = five_70m
+    train, evals = _eval_split(table, external / "mixinglaws")
+    assert len(train) == 20 and len(evals) == 6
+    law = get_law("dml", domains=",".join(FIVE))
+    obs = evals["loss"].to_numpy()
+    published = sum(share[k] * law.evaluate(_inputs(evals), from_paper(*PUBLISHED[k])) for k in FIVE)
+    mae_published = float(np.mean(np.abs(published - obs)))
+
+    def mae(fits: dict[str, object]) -> float:
+        pred = sum(share[k] * fits[k].predict(evals) for k in FIVE)  # type: ignore[attr-defined]
+        return float(np.mean(np.abs(pred - obs)))
+
+    leaky, leak_free = mae(fits_all_26), mae(_fit_domains(train))
+    # The paper's protocol (fit on all 26): our laws predict the six like the published ones (measured 0.01051 vs
+    # 0.01052), and in the range of the published 0.00862 for a six-mixture draw (that exact draw is lost, above).
+    assert leaky == pytest.approx(mae_published, abs=5e-4)
+    assert 0.005 < leaky < 0.016
+    # Leak-free (fit on the 20 only): measured 0.0190, about twice the in-sample figure.
+    assert leaky < leak_free < 0.025
