@@ -180,3 +180,112 @@ def test_overall_loss_mae_on_the_six_eval_mixtures_published_and_leak_free(
     assert 0.005 < leaky < 0.016
     # Leak-free (fit on the 20 only): measured 0.0190, about twice the in-sample figure.
     assert leaky < leak_free < 0.025
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# RedPajama, 7 domains (laws.md §7.5, pipeline/run.sh): 20 fitting mixtures at 70M–410M to 30k steps, two 1B runs to
+# 100k steps (the default and the optimised mixture). Domain order CC, C4, GitHub, Wikipedia, Books, ArXiv,
+# StackExchange (§7.6: likely, unverified). Two mixture strings in the run names do not sum to 1: the default's C4
+# share is written 0.168375 (sum 1.0199; the LLaMA mix's 15 % is 1 − the rest = 0.1484375, used here) and the
+# optimised 1B run's last share 0.01562 (sum 0.999995; 0.015625, as in proportions.txt).
+# ---------------------------------------------------------------------------------------------------------------------
+RPJ = tuple(f"rpj_d{i}" for i in range(7))
+RPJ_SIZES = {"70M": 18915328, "160M": 85056000, "305M": 201541632, "410M": 302311424, "1B": 805736448}
+RPJ_OPTIMISED = (0.125, 0.25, 0.140625, 0.25, 0.09375, 0.125, 0.015625)
+RPJ_DEFAULT = (0.66796875, 0.1484375, 0.046875, 0.04296875, 0.04296875, 0.02734375, 0.0234375)
+
+
+def _key(w: object) -> str:
+    return "-".join(f"{float(v):.6f}" for v in w)  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="module")
+def redpajama(external: Path) -> pd.DataFrame:
+    """Overall (Pile) loss per run and checkpoint of the 20 fitting mixtures and the two 1B runs."""
+    root = external / "mixinglaws"
+    vw = json.loads((root / "pipeline" / "valid_weight.json").read_text())
+    d = pd.read_csv(root / "tidy" / "RedPajama.csv")
+    d = d.assign(wl=d["loss"] * d["valid_domain"].map(vw))
+    keys = ["run", "model_size", "step", *[f"p_{x}" for x in RPJ]]
+    a = d.groupby(keys, as_index=False).agg(loss=("wl", "sum"), n=("wl", "size"))
+    a = a[a["n"] == len(vw)].rename(columns={f"p_{x}": f"w_{x}" for x in RPJ} | {"run": "run_id"})
+    w = a[[f"w_{x}" for x in RPJ]].to_numpy(dtype=np.float64)
+    total = w.sum(axis=1)
+    fix_c4, fix_last = np.abs(total - 1.0199375) < 1e-9, np.abs(total - 0.999995) < 1e-9
+    w[fix_c4, 1] = 1.0 - np.delete(w[fix_c4], 1, axis=1).sum(axis=1)
+    w[fix_last, 6] = 1.0 - w[fix_last, :6].sum(axis=1)
+    a[[f"w_{x}" for x in RPJ]] = w
+    fitting = {
+        _key(ln.split("-"))
+        for ln in (root / "data" / "RedPajama" / "proportions.txt").read_text().splitlines()
+        if ln.strip()
+    }
+    mix = [_key(r) for r in w]
+    assert len(fitting) == 20 and _key(RPJ_OPTIMISED) in fitting  # the published optimum is a fitting mixture
+    keep = np.array([m in fitting for m in mix]) | (a["model_size"] == "1B").to_numpy()
+    return a[keep].assign(n_params=a["model_size"].map(RPJ_SIZES)).reset_index(drop=True)
+
+
+def test_redpajama_fitting_error_at_30k_steps(redpajama: pd.DataFrame, external: Path) -> None:
+    """The released prediction file's 20 step-30000 entries are the 410M runs (our aggregation gives its observed
+    values to 1e-12); their MAE is the §7.5 "≈ 0.0008" — of the released pipeline's mixing law, an AdaBoost
+    ensemble of 30 implicit MLPs (K = 30) fitted in-sample on those 20 points. The explicit law cannot do that on
+    this loss: ``dml`` (8 parameters) reaches an in-sample MAE of 0.0089 (measured; a scipy ``least_squares``
+    multi-start reaches the same 0.0088), with ``k → 0`` and two large opposite exponents — a spike, not a trend."""
+    pred_file = json.loads((external / "mixinglaws" / "data" / "RPJ.predictions.json").read_text())["full"]
+    rows = redpajama[(redpajama["model_size"] == "410M") & (redpajama["step"] == 30000)]
+    assert len(rows) == 20
+    by_key = {_key(k.split("-")): v["30000"] for k, v in pred_file.items() if "30000" in v}
+    pairs = np.array([by_key[_key(r)] for r in rows[[f"w_{x}" for x in RPJ]].to_numpy()])
+    np.testing.assert_allclose(pairs[:, 1], rows["loss"].to_numpy(), atol=1e-12)
+    assert float(np.mean(np.abs(pairs[:, 0] - pairs[:, 1]))) == pytest.approx(0.0008, abs=5e-5)  # 0.000825
+    law = get_law("dml", domains=",".join(RPJ), fit_space="raw")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=UserWarning)
+        res = fit_law(law, rows, random_state=0, delta=DELTA)
+    mae = float(np.mean(np.abs(res.predict(rows) - rows["loss"].to_numpy())))
+    assert 0.004 < mae < 0.012, mae  # an order of magnitude above the MLP ensemble's in-sample 0.0008
+
+
+@pytest.mark.slow
+def test_redpajama_nested_pipeline_ranks_the_published_optimum_first(redpajama: pd.DataFrame) -> None:
+    """run.sh's pipeline with our fits: step law on 10k–30k per (mixture, size) extrapolated to 100k, the size law
+    with one exponent for every mixture (``--tie_alpha all``) over 70M–410M extrapolated to 1B. Of the 20 fitting
+    mixtures, the published optimised mixture gets the lowest predicted 1B/100k loss (measured 2.5148, next 2.5334):
+    the same choice as the paper's grid search. Its prediction is 6.1 % below the observed 2.6787 (the paper's
+    2.5682 is 4.1 % below; its predictions are 2–4 % low). With one exponent per curve instead (the default), the
+    optimum is predicted 2.5616 (4.4 % low) but ranks 5th: four sizes leave a free exponent badly fixed."""
+    from mixlaw.decide.mixture.nested import nested
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=UserWarning)
+        out = nested(
+            redpajama, domains=RPJ, target_size=RPJ_SIZES["1B"], target_step=100_000, max_fit_step=30_000,
+            tie_size_exponent=True, law_options={"fit_space": "raw"},
+        )  # fmt: skip
+    assert out["n_size_fits"] == 20 and out["size_law"]["tied"] and 0 < out["size_law"]["alpha"] < 1
+    ranked = sorted(out["mixtures"], key=lambda m: m["predicted"])
+    best = ranked[0]
+    assert _key(best["weights"].values()) == _key(RPJ_OPTIMISED)
+    assert ranked[1]["predicted"] - best["predicted"] > 0.01  # measured 0.019
+    observed = float(
+        redpajama.loc[(redpajama["model_size"] == "1B") & (redpajama["step"] == 100_000), :]
+        .loc[lambda t: [_key(r) == _key(RPJ_OPTIMISED) for r in t[[f"w_{x}" for x in RPJ]].to_numpy()], "loss"]
+        .iloc[0]
+    )
+    assert observed == pytest.approx(2.6787, abs=1e-4)  # laws.md §7.5
+    assert -0.08 < (best["predicted"] - observed) / observed < 0  # low, like the paper's (measured −6.1 %)
+
+
+@pytest.mark.skip(
+    reason="not reproducible with the explicit law: the paper's 1B predictions for the default mixture (2.6502) and "
+    "the optimised one (2.5682) come from the released pipeline's MLP ensemble (laws.md §7.3). The explicit dml law "
+    "fitted on our 20 predicted 1B/100k losses is nearly flat (k ≈ 1e-6; residual RMS of the tied size law 0.012 is "
+    "the size of the mixture effect) and predicts 2.5565 / 2.5579 — ranking not preserved — and the default mixture "
+    "(CommonCrawl 0.668) lies outside every fitting mixture (CommonCrawl ≤ 0.5). For the same reason the optimiser "
+    "(optimize_mixture, caps of find_opt.py) on the dml law of the 410M/30k runs returns a near-uniform mixture "
+    "(every weight 0.143) predicted 3.00216, and the published optimum is predicted 3.00216 too: a flat law's tie, "
+    "not a reproduction."
+)
+def test_redpajama_default_and_optimised_1b_predictions() -> None:
+    raise AssertionError("skipped: see the reason")
