@@ -34,6 +34,9 @@ from mixlaw.errors import InputError
 
 __all__ = ["nested", "tied_size_law"]
 
+#: Iterations of the second, batched attempt on the curves whose first batched fit ran out of iterations.
+FALLBACK_ITER = 3000
+
 
 def _fit_predict(law: Any, rows: pd.DataFrame, target: str, at: Mapping[str, float], seed: int) -> tuple[float, Any]:
     from mixlaw.fit import fit_law
@@ -64,13 +67,31 @@ def _curves(
         Y = np.stack([curves[k].to_numpy(dtype=np.float64) for k in keys])
         _, mean_fit = _fit_predict(law, x.assign(**{target: Y.mean(axis=0)}), target, {x_col: at}, seed)
         batch = fit_batch(law, x, Y, starts=[[mean_fit.params] for _ in keys])
+        params = [batch.row(b) for b in range(len(keys))]
+        failed = [b for b, p in enumerate(params) if p is None]
+        if failed:  # a flat valley (4 points, 3 parameters) runs out of iterations: all of them again, longer
+            again = fit_batch(law, x, Y[failed], starts=[[mean_fit.params] for _ in failed], max_iter=FALLBACK_ITER)
+            for i, b in enumerate(failed):
+                params[b] = again.row(i)
         for b, key in enumerate(keys):
-            params = batch.row(b)
-            if params is None:
-                out[key], _ = _fit_predict(law, x.assign(**{target: Y[b]}), target, {x_col: at}, seed)
+            if params[b] is None:
+                out[key] = _fit_one(law, x.assign(**{target: Y[b]}), target, {x_col: at}, mean_fit.params, seed)
             else:
-                out[key] = float(law.evaluate({x_col: np.array([float(at)])}, params)[0])
+                out[key] = float(law.evaluate({x_col: np.array([float(at)])}, params[b])[0])
     return out
+
+
+def _fit_one(law: Any, rows: pd.DataFrame, target: str, at: Mapping[str, float], start: Any, seed: int) -> float:
+    """The last resort of :func:`_curves`: one robust fit from the mean curve's estimate (its status is whatever
+    the valley allows; the prediction is used as the multi-start fit's would be, which also ends at its cap)."""
+    from mixlaw.fit import fit_law
+    from mixlaw.fit.refine import DECISION_MAX_ITER
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = fit_law(law, rows, target=target, random_state=seed, starts=[start], use_grid=False, n_polish=1,
+                      max_iter=DECISION_MAX_ITER)  # fmt: skip
+    return float(res.predict(pd.DataFrame({k: [float(v)] for k, v in at.items()}))[0])
 
 
 def tied_size_law(sizes: np.ndarray, Y: np.ndarray, at: float) -> tuple[np.ndarray, float, float]:
