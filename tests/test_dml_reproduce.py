@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mixlaw.fit import fit_law
+from mixlaw.fit import fit_law, objective_at
 from mixlaw.laws import get_law
 from mixlaw.laws.dml import from_paper
 
@@ -289,3 +289,51 @@ def test_redpajama_nested_pipeline_ranks_the_published_optimum_first(redpajama: 
 )
 def test_redpajama_default_and_optimised_1b_predictions() -> None:
     raise AssertionError("skipped: see the reason")
+
+
+# laws.md §7.5: the 2-domain notebook's 12 (k, b) of log(L − c) = k x + b, x the validation domain's own share, in
+# the order model {70M, 160M} × domain {Github, Pile-CC} × step {10k, 20k, 30k} (the order that matches).
+TWO_DOMAIN = [
+    (-2.4381, -0.5978), (-1.5473, -0.6506), (-1.6405, -0.6819), (-2.9041, -0.5333), (-2.2959, -0.5862),
+    (-2.5189, -0.6257), (-3.6654, -0.1843), (-1.6850, -0.7528), (-1.6139, -0.7760), (-0.1236, 1.3070),
+    (-2.4178, -0.5877), (-2.7239, -0.6131),
+]  # fmt: skip
+
+
+def _correlation_scan(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
+    """The notebook's recipe: ``c`` of 1000 values in [0, min y) with the highest ``|corr(x, log(y − c))|``, then
+    ``log(y − c) = k x + b`` by least squares. Returns ``(c, k, b)``."""
+    cs = np.linspace(0.0, float(y.min()), 1000, endpoint=False)
+    corr = [abs(np.corrcoef(x, np.log(y - c))[0, 1]) for c in cs]
+    c = float(cs[int(np.argmax(corr))])
+    k, b = np.polyfit(x, np.log(y - c), 1)
+    return c, float(k), float(b)
+
+
+def test_two_domain_notebook_k_b_pairs_as_loose_targets(external: Path) -> None:
+    """The notebook's recipe on the tidy table gives the 12 published pairs — 10 within 0.026 (measured); the
+    degenerate 160M Pile-CC 10k curve within 0.032, 160M Github at 10k at (−3.40, −0.29) vs (−3.67, −0.18) — and
+    ``dml`` (own/other share, raw Huber δ = 0.02, all three parameters free) fits each curve at least as well as the
+    recipe's parameters (its own (k, b) differ by up to 0.19 in k, and by 6 on the degenerate curve: 5 points,
+    3 parameters, a flat valley)."""
+    d = pd.read_csv(external / "mixinglaws" / "tidy" / "2Mix.csv")
+    law = get_law("dml", domains="own,other", fit_space="raw")
+    got = []
+    for model in ("70M", "160M"):
+        for dom in ("Github", "Pile-CC"):
+            for step in (10000, 20000, 30000):
+                g = d[(d["model_size"] == model) & (d["valid_domain"] == dom) & (d["step"] == step)]
+                assert len(g) == 5
+                rows = pd.DataFrame({"run_id": g["run"], "w_own": g[f"p_{dom}"], "loss": g["loss"]})
+                rows["w_other"] = 1.0 - rows["w_own"]
+                c, k, b = _correlation_scan(rows["w_own"].to_numpy(), rows["loss"].to_numpy())
+                got.append((k, b))
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", category=UserWarning)  # 5 points, 3 parameters
+                    res = fit_law(law, rows, random_state=0, delta=0.02)
+                recipe = {"c": c, "k": float(np.exp(b)), "t": [k]}
+                ours = objective_at(law, rows, res.params, delta=0.02)
+                assert ours <= objective_at(law, rows, recipe, delta=0.02) * (1 + 1e-6) + 1e-12, (model, dom, step)
+    err = np.abs(np.array(got) - np.array(TWO_DOMAIN))
+    assert (err <= [0.35, 0.15]).all(), np.round(err, 3)
+    assert (err.max(axis=1) < 0.03).sum() >= 10
