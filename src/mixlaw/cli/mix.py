@@ -370,6 +370,9 @@ def nested_cmd(
     size_column: SizeColOpt = "n_params",
     law: Annotated[str, typer.Option("--law", help="Mixture law of the last stage (of the mixture alone).")] = "dml",
     law_option: LawOptionOpt = None,
+    tie_size_exponent: Annotated[
+        bool, typer.Option("--tie-size-exponent", help="One size-law exponent for every mixture (the paper's).")
+    ] = False,
     where: WhereOpt = None,
     maps: MapOpt = None,
     set_: SetOpt = None,
@@ -400,6 +403,7 @@ def nested_cmd(
         law_options=api.parse_options(law_option),
         random_state=random_state,
         source=runs.name,
+        tie_size_exponent=tie_size_exponent,
     )
     if as_json:
         return emit_json(out)

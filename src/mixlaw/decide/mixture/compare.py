@@ -15,8 +15,11 @@ size of a mixture together, left camel — 11 parameters from 12 mixtures — wi
 resamples of the simulated test set: too few distinct mixtures remain to fix the loadings.) The 95 % prediction
 interval of a held-out row is the percentile interval of the resampled predictions plus Gaussian residual noise of
 the fit's residual size (:func:`mixlaw.fit.intervals.band`, ``kind="prediction"``: Davison & Hinkley 1997, §6.3).
-The blind baseline gets the classical normal prediction interval ``ȳ ± t_{n−1} s √(1 + 1/n)``. ``coverage`` is the
-share of held-out rows with an interval whose observed value lies inside it.
+The ``regmix`` surrogate has no parameters to resample: the Gaussian process gives its predictive interval,
+LightGBM and OLS a cross-conformal one from K-fold-by-mixture residuals of the training rows
+(:mod:`mixlaw.surrogates.intervals`); ``bootstrap = 0`` turns these off too. The blind baseline gets the classical
+normal prediction interval ``ȳ ± t_{n−1} s √(1 + 1/n)``. ``coverage`` is the share of held-out rows with an
+interval whose observed value lies inside it.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from mixlaw.errors import InputError
 __all__ = ["BASELINES", "build_model", "compare", "mixture_law_names", "parse_models"]
 
 BASELINES = ("blind",)
-SURROGATES = ("regmix",)  # nonparametric (mixlaw.surrogates): fitted per size, no parameter intervals
+SURROGATES = ("regmix",)  # nonparametric (mixlaw.surrogates): fitted per size, GP or conformal intervals
 DEFAULT_BOOTSTRAP = 50
 
 
@@ -168,8 +171,15 @@ def _predict_model(
             continue
         if name in SURROGATES:
             from mixlaw.surrogates import RegMix
+            from mixlaw.surrogates.intervals import surrogate_interval
 
-            out[0, sel] = RegMix.from_options(tuple(domains), opts).fit(tr, target).predict(test[sel])
+            spec = RegMix.from_options(tuple(domains), opts)
+            if not bootstrap:
+                out[0, sel] = spec.fit(tr, target).predict(test[sel])
+                continue
+            out[0, sel], out[1, sel], out[2, sel], _ = surrogate_interval(
+                spec, tr, test[sel], target, domains, level=level, seed=random_state
+            )
             continue
         if law is None:
             out[:, sel] = np.array(_blind(tr[target].to_numpy(dtype=np.float64), int(sel.sum()), level))[:, None]

@@ -13,8 +13,11 @@ model size ``N < N*`` with runs up to ``S_fit`` steps:
 Choices (laws.md §7.3 leaves them open or differs): every fit is the engine's robust fit (Huber δ = 1e-3 on log
 losses) from the laws' own start designs, not the paper's raw-space L-BFGS with held-out snapshot selection; the step
 and size exponents are fitted per curve, not tied. A curve with fewer distinct points than its law has parameters
-plus one is skipped and counted. Where the table has observed runs at ``(N*, S*)``, they are predicted and scored
-(``validation``): the rows at the target size are never used by the fits.
+plus one is skipped and counted. ``tie_size_exponent=True`` is the paper's ``--tie_alpha all`` size law instead: one
+exponent α shared by every mixture's size curve (:func:`tied_size_law`), each curve's ``E, A >= 0`` by non-negative
+least squares given α — 4 sizes per mixture leave a free exponent per curve badly fixed. Where the table has
+observed runs at ``(N*, S*)``, they are predicted and scored (``validation``): the rows at the target size are never
+used by the fits.
 """
 
 from __future__ import annotations
@@ -29,7 +32,10 @@ import pandas as pd
 from mixlaw.decide.mixture.checks import check_mixture, metrics, mixture_groups, target_rows
 from mixlaw.errors import InputError
 
-__all__ = ["nested"]
+__all__ = ["nested", "tied_size_law"]
+
+#: Iterations of the second, batched attempt on the curves whose first batched fit ran out of iterations.
+FALLBACK_ITER = 3000
 
 
 def _fit_predict(law: Any, rows: pd.DataFrame, target: str, at: Mapping[str, float], seed: int) -> tuple[float, Any]:
@@ -61,13 +67,58 @@ def _curves(
         Y = np.stack([curves[k].to_numpy(dtype=np.float64) for k in keys])
         _, mean_fit = _fit_predict(law, x.assign(**{target: Y.mean(axis=0)}), target, {x_col: at}, seed)
         batch = fit_batch(law, x, Y, starts=[[mean_fit.params] for _ in keys])
+        params = [batch.row(b) for b in range(len(keys))]
+        failed = [b for b, p in enumerate(params) if p is None]
+        if failed:  # a flat valley (4 points, 3 parameters) runs out of iterations: all of them again, longer
+            again = fit_batch(law, x, Y[failed], starts=[[mean_fit.params] for _ in failed], max_iter=FALLBACK_ITER)
+            for i, b in enumerate(failed):
+                params[b] = again.row(i)
         for b, key in enumerate(keys):
-            params = batch.row(b)
-            if params is None:
-                out[key], _ = _fit_predict(law, x.assign(**{target: Y[b]}), target, {x_col: at}, seed)
+            if params[b] is None:
+                out[key] = _fit_one(law, x.assign(**{target: Y[b]}), target, {x_col: at}, mean_fit.params, seed)
             else:
-                out[key] = float(law.evaluate({x_col: np.array([float(at)])}, params)[0])
+                out[key] = float(law.evaluate({x_col: np.array([float(at)])}, params[b])[0])
     return out
+
+
+def _fit_one(law: Any, rows: pd.DataFrame, target: str, at: Mapping[str, float], start: Any, seed: int) -> float:
+    """The last resort of :func:`_curves`: one robust fit from the mean curve's estimate (its status is whatever
+    the valley allows; the prediction is used as the multi-start fit's would be, which also ends at its cap)."""
+    from mixlaw.fit import fit_law
+    from mixlaw.fit.refine import DECISION_MAX_ITER
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = fit_law(law, rows, target=target, random_state=seed, starts=[start], use_grid=False, n_polish=1,
+                      max_iter=DECISION_MAX_ITER)  # fmt: skip
+    return float(res.predict(pd.DataFrame({k: [float(v)] for k, v in at.items()}))[0])
+
+
+def tied_size_law(sizes: np.ndarray, Y: np.ndarray, at: float) -> tuple[np.ndarray, float, float]:
+    """``L_m(N) = E_m + A_m N^(−α)`` with one α for every row ``m`` of ``Y`` (losses at ``sizes``), least squares.
+
+    Variable projection: for a given α each curve is linear in ``(E_m, A_m)`` (non-negative least squares); α
+    minimises the total squared error (a grid over [0.01, 3], then a bounded scalar search around its best point).
+    Returns ``(predictions at N = at, α, residual RMS)``.
+    """
+    from scipy.optimize import minimize_scalar, nnls
+
+    n = np.asarray(sizes, dtype=np.float64)
+    scale = float(np.exp(np.mean(np.log(n))))  # N / its geometric mean: a well-scaled design for every α
+
+    def coefs(alpha: float) -> tuple[np.ndarray, float]:
+        X = np.column_stack([np.ones_like(n), (n / scale) ** -alpha])
+        fits = [nnls(X, y) for y in Y]
+        return np.array([f[0] for f in fits]), float(sum(f[1] ** 2 for f in fits))
+
+    grid = np.linspace(0.01, 3.0, 300)
+    best = float(grid[int(np.argmin([coefs(a)[1] for a in grid]))])
+    step = float(grid[1] - grid[0])
+    res = minimize_scalar(lambda a: coefs(a)[1], bounds=(max(1e-3, best - step), best + step), method="bounded")
+    alpha = float(res.x) if res.fun <= coefs(best)[1] else best
+    c, sse = coefs(alpha)
+    pred = c[:, 0] + c[:, 1] * (float(at) / scale) ** -alpha
+    return pred, alpha, float(np.sqrt(sse / Y.size))
 
 
 def nested(
@@ -84,12 +135,14 @@ def nested(
     law_options: Mapping[str, Any] | None = None,
     random_state: int = 0,
     source: str = "table",
+    tie_size_exponent: bool = False,
 ) -> dict[str, Any]:
     """Predict the mixture law of a ``target_size`` model at ``target_step`` from smaller, shorter runs.
 
     Rows at sizes ``>= target_size`` and steps ``> max_fit_step`` (default: below ``target_step``) are not fitted.
     Returns ``{"target", "target_size", "target_step", "max_fit_step", "n_step_fits", "n_skipped_curves",
     "n_size_fits", "mixtures": [{"weights", "predicted", "sizes"}], "mixture_law": {"law", "params", "status"},
+    "size_law": {"tied": bool, "alpha": float | None, "rms": float | None},
     "validation": {"n", "mae", "mre", "bias", "spearman", "predictions"} | None}``.
     """
     from mixlaw.decide.mixture.compare import build_model
@@ -130,7 +183,21 @@ def nested(
             n_skip += 1
             continue
         sizes_of[g] = pd.Series(by_size).sort_index()
-    at_size = _curves(size_law, size_column, sizes_of, target, target_size, random_state)
+    size_info: dict[str, Any] = {"tied": bool(tie_size_exponent), "alpha": None, "rms": None}
+    if tie_size_exponent and sizes_of:
+        common = max(
+            {tuple(c.index) for c in sizes_of.values()},
+            key=lambda k: sum(tuple(c.index) == k for c in sizes_of.values()),
+        )
+        keep = {g: c for g, c in sizes_of.items() if tuple(c.index) == common}
+        n_skip += len(sizes_of) - len(keep)  # a tied law needs the same sizes on every curve
+        preds, alpha, rms = tied_size_law(
+            np.array(common), np.stack([c.to_numpy() for c in keep.values()]), target_size
+        )
+        at_size = {g: float(v) for g, v in zip(keep, preds, strict=True)}
+        size_info |= {"alpha": alpha, "rms": rms}
+    else:
+        at_size = _curves(size_law, size_column, sizes_of, target, target_size, random_state)
     mixtures: list[dict[str, Any]] = []
     for g, pred in sorted(at_size.items()):
         first = table[table["_mixture"] == g].iloc[0]
@@ -158,6 +225,7 @@ def nested(
         "n_skipped_curves": n_skip,
         "mixtures": mixtures,
         "mixture_law": {"law": mixture_law, "params": mres.params, "status": str(mres.status)},
+        "size_law": size_info,
         "validation": None,
     }
     held = table[(size == float(target_size)) & (step == float(target_step))]
