@@ -95,10 +95,13 @@ def quantiles(
     kind: str,
     sd: float,
     seed: int = 0,
+    dof: int | None = None,
 ) -> np.ndarray | None:
     """``(2, m)`` lower/upper interval ends in natural target units from ``(B, F)`` flat draws (module docstring).
 
-    ``None`` when no draw gives a finite prediction at every row."""
+    ``dof`` (the residual degrees of freedom ``n − p`` of the fit): the noise of a prediction interval is
+    ``σ̂ · t_dof`` instead of ``σ̂ · N(0, 1)``, for the uncertainty of ``σ̂`` itself (with 4 points and 3 parameters
+    the 95 % noise quantile is 12.7 σ̂, not 1.96 σ̂). ``None`` when no draw gives a finite prediction at every row."""
     m = draw_predictions(law, draws, x)
     m = m[np.isfinite(m).all(axis=1)]
     if len(m) == 0:
@@ -106,7 +109,9 @@ def quantiles(
     if kind == "prediction":
         rng = np.random.default_rng(seed)
         reps = max(1, -(-N_NOISE // len(m)))
-        m = np.repeat(m, reps, axis=0) + sd * rng.standard_normal((len(m) * reps, m.shape[1]))
+        shape = (len(m) * reps, m.shape[1])
+        z = rng.standard_t(dof, shape) if dof is not None and dof > 0 else rng.standard_normal(shape)
+        m = np.repeat(m, reps, axis=0) + sd * z
     q = np.quantile(m, [(1 - level) / 2, (1 + level) / 2], axis=0)
     return np.exp(q) if law.fit_space == "log" else q
 
@@ -145,7 +150,7 @@ def band(
         raise InputError("expected a fit with its residual noise for --interval prediction: refit and save it")
     q = quantiles(
         law, draws[list(law.flat_names)].to_numpy(dtype=np.float64), x, level=level, kind=kind,
-        sd=result.residual_sd or 0.0, seed=seed,
+        sd=result.residual_sd or 0.0, seed=seed, dof=result.n_points - law.n_internal,
     )  # fmt: skip
     if q is None:
         return None
