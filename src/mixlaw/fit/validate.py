@@ -56,6 +56,12 @@ class ValidationResult:
     fits: tuple[FitResult, ...] = field(default=(), repr=False, compare=False)
     """The fold fits in fold order (not serialised): intervals of other methods from the same fits."""
 
+    @property
+    def warnings(self) -> list[str]:
+        """The fold fits' calibration warnings (e.g. extrapolation in size is unreliable), each once."""
+        seen = [w for f in self.fits for w in (f.calibration or {}).get("warnings", [])]
+        return list(dict.fromkeys(seen))
+
     def interval_note(self) -> str:
         """One line: level, kind, method, scheme and the unusable resamples behind the held-out intervals."""
         if self.resample is None or "lo" not in self.points:
@@ -83,6 +89,7 @@ class ValidationResult:
             "level": self.level,
             "interval": self.interval,
             "resample": self.resample,
+            "warnings": self.warnings,
             "folds": self.folds.to_dict(orient="records"),
             "points": self.points.to_dict(orient="records"),
         }
