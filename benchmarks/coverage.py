@@ -177,9 +177,13 @@ def _validate(
             calibrate=any(m != "bootstrap" for m in methods), max_iter=MAX_ITER, **settings,
         )  # fmt: skip
     held = table.reset_index(drop=True).loc[res.points["row"].to_numpy()]
-    pts = {
-        m: point_intervals(res.points, res.fits[0], held, LEVELS, "prediction", main=0.95, method=m) for m in methods
-    }
+    pts = {}
+    for m in methods:
+        if m == "calibrated" and res.fits[0].calibration is None:  # too few rows or sizes for a single fold
+            cols = {f"{e}_{100 * lv:g}": np.nan for lv in LEVELS for e in ("lo", "hi")}
+            pts[m] = res.points.assign(method="none", lo=np.nan, hi=np.nan, **cols)
+            continue
+        pts[m] = point_intervals(res.points, res.fits[0], held, LEVELS, "prediction", main=0.95, method=m)
     SAVED.append({"res": res, "held": held})
     return {
         "points": pts,
