@@ -17,11 +17,15 @@ Cases (data under ``../shared/data/external``):
   share 0.28515625 (20 points).
 
 For every case and scheme: ``mixlaw validate --holdout … --coverage`` in Python (:func:`mixlaw.api.validate`), 95 %
-prediction intervals (``--interval prediction``) of the default method (``bootstrap``), plus one row of the
-``calibrated`` method (:mod:`mixlaw.fit.calibrate`) for the default scheme. Prints one table, then
-``coverage95_worst=<lowest 95 % coverage over the cases for the default scheme and method>``.
+prediction intervals (``--interval prediction``) of the default method (``auto`` = ``bootstrap``: the percentile
+interval of the draws plus Student-t noise of ``n − p`` degrees of freedom); for the default scheme the same fits
+also give the ``bootstrap`` and ``calibrated`` (:mod:`mixlaw.fit.calibrate`) rows. Every fit has a hard cap of
+``MAX_ITER`` = 500 iterations (see there). Calibration warnings (the extrapolation check) are printed per case.
+Prints one table, then ``seconds=`` and ``coverage95_worst=<lowest 95 % coverage over the cases for the default
+scheme and method>``.
 
-Run: ``PYTHONPATH=src python benchmarks/coverage.py [--bootstrap 100] [--schemes runs,sizes,...] [--cases ...]``.
+Run: ``PYTHONPATH=src python benchmarks/coverage.py [--bootstrap 40] [--schemes runs,sizes,...] [--cases ...]
+[--save fits.pkl]``.
 """
 
 from __future__ import annotations

@@ -7,9 +7,11 @@ For a fit with bootstrap draws :math:`\\hat\\theta_b` (:mod:`mixlaw.fit.bootstra
 - ``confidence`` interval (where the law's *mean* curve lies): the percentile interval of :math:`m_b(x)` over the
   usable draws, mapped back with :math:`g^{-1}` (Efron & Tibshirani 1993, §13.3).
 - ``prediction`` interval (where a *new observation* falls): the percentile interval of
-  :math:`m_b(x) + \\hat\\sigma z_{bj}` with :math:`z_{bj} \\sim N(0, 1)` (seeded), :math:`\\hat\\sigma` the residual
-  standard deviation of the fit in its fit space, :math:`\\sqrt{\\sum_i r_i^2 / (n - p)}` (:func:`residual_sd`) —
-  the bootstrap prediction interval of Davison & Hinkley (1997, §6.3) with Gaussian noise.
+  :math:`m_b(x) + \\hat\\sigma z_{bj}` with :math:`z_{bj} \\sim t_{n-p}` (Student-t with the fit's residual degrees
+  of freedom, seeded: the uncertainty of :math:`\\hat\\sigma` itself, as in the classical regression interval),
+  :math:`\\hat\\sigma` the residual standard deviation of the fit in its fit space,
+  :math:`\\sqrt{\\sum_i r_i^2 / (n - p)}` (:func:`residual_sd`) — the bootstrap prediction interval of Davison &
+  Hinkley (1997, §6.3).
 
 Both are percentile intervals of a bootstrap distribution: they are as honest as the resampling scheme is for the
 question (resample model sizes, ``sizes``, when predicting a larger model; see ``docs/laws.md``).
