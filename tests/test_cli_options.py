@@ -31,7 +31,7 @@ EXPECTED: dict[str, set[str]] = {
     "validate": COMMON_FIT
     | {"TABLE", "--scheme", "--size-column", "--order-column", "--group-column", "--quantile", "--drop-highest"}
     | {"--random-state", "--json", "--holdout", "--largest", "--loss", "--max-iter", "--bootstrap", "--resample"}
-    | {"--level", "--interval", "--coverage"}
+    | {"--level", "--interval", "--coverage", "--method"}
     | TABLE,
     "ingest": {"FILE", "--map", "--store", "--lr-table", "--run-id", "--run-id-from-row", "--evalset-column", "--set"}
     | {"--drop", "--format", "--allow-nan", "--allow-missing", "--replace", "--json"}

@@ -45,6 +45,9 @@ ResampleOpt = Annotated[
 ]
 LevelOpt = Annotated[float, typer.Option("--level", help="Interval level, e.g. 0.95.")]
 IntervalOpt = Annotated[str, typer.Option("--interval", help="confidence (the law) or prediction (a new point).")]
+MethodOpt = Annotated[
+    str, typer.Option("--method", help="Prediction-interval method: auto (= bootstrap) | bootstrap | calibrated.")
+]
 
 
 def _table(table: Path | None, store: Path, options: dict[str, Any], *extra: Any) -> Any:
@@ -216,6 +219,8 @@ def _print_prediction(res: Any, result: dict[str, Any]) -> None:
             console().print(f"extrapolates: {result['extrapolation']['text']}")
         if "note" in result:
             console().print(result["note"])
+        for w in result.get("warnings", []):
+            console().print(f"warning: {w}")
         return
     t = Table(title=f"{res.law_name}: predicted {res.target} with {pct} intervals{tail}")
     extra = any(r.get("extrapolation") for r in result["rows"])
@@ -276,6 +281,7 @@ def validate_cmd(
     resample: ResampleOpt = "runs",
     level: LevelOpt = 0.95,
     interval: IntervalOpt = "prediction",
+    method: MethodOpt = "auto",
     coverage: Annotated[
         bool, typer.Option("--coverage", help="Share of held-out points inside 50/80/95% intervals.")
     ] = False,
@@ -308,6 +314,7 @@ def validate_cmd(
         level=level,
         interval=interval,
         coverage=coverage,
+        method=method,
     )
     if as_json:
         return emit_json(res.to_dict())
@@ -326,6 +333,8 @@ def _print_validation(res: Any, title: str) -> None:
     console().print(t)
     console().print(f"held-out MRE {100 * res.mre:.3f} % over {len(res.points)} points")
     console().print(res.interval_note())
+    for w in res.warnings:
+        console().print(f"warning: {w}")
     far = [str(e) for e in res.points.get("extrapolation", []) if isinstance(e, str) and e]
     if far:
         console().print(f"{len(far)} of {len(res.points)} held-out points extrapolate (e.g. {far[-1]})")

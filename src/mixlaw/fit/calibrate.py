@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -65,6 +65,9 @@ N_GROUP_FOLDS = 10
 N_CUTS = 8
 #: Quantile probabilities at which the normalised scores are kept (the fit JSON stays small).
 _PROBS = np.linspace(0.0, 1.0, 201)
+#: A fit warns when the refit without its largest axis value misses it by more than this many in-sample residual
+#: standard deviations (RMS): the law's error grows beyond the fitted range faster than its noise.
+RELIABLE_RATIO = 2.0
 
 
 def calibration_axis(law: Law, data: FitData, size_input: str = "n_params") -> str | None:
@@ -92,6 +95,10 @@ class Calibration:
     n_folds: int
     n_forward: int
     method: str = "calibrated"
+    forward_ratio: float = float("nan")
+    """RMS error at the largest fitted axis value when a refit leaves it out, over the in-sample residual sd."""
+    warnings: list[str] = field(default_factory=list)
+    """Notes for the user (e.g. ``forward_ratio`` above :data:`RELIABLE_RATIO`: extrapolation is unreliable)."""
 
     def distance(self, x: Mapping[str, np.ndarray], m: int) -> np.ndarray:
         """``(m,)`` distance of each row's axis value outside ``[lo, hi]`` in fitted log-spans (0 inside)."""
@@ -134,6 +141,8 @@ class Calibration:
             n_folds=int(d["n_folds"]),
             n_forward=int(d["n_forward"]),
             method=str(d.get("method", "calibrated")),
+            forward_ratio=float(d.get("forward_ratio", float("nan"))),
+            warnings=[str(w) for w in d.get("warnings", [])],
         )
 
 
@@ -150,7 +159,9 @@ def _rel_distance(v: np.ndarray, lo: float, hi: float) -> np.ndarray:
 def _masks(
     data: FitData, axis: str | None, clusters: np.ndarray | None, min_rows: int, rng: np.random.Generator
 ) -> list[np.ndarray]:
-    """Boolean *fit* masks: grouped K-fold, then forward cuts along ``axis`` (see the module docstring)."""
+    """Boolean *fit* masks: grouped K-fold, then forward cuts along ``axis`` (see the module docstring).
+
+    The forward masks are the last ones, in increasing cut order (the last leaves out the largest axis value)."""
     n = data.n
     groups = clusters if clusters is not None else (data.groups if data.groups is not None else np.arange(n))
     uniq = np.unique(groups)
@@ -209,6 +220,7 @@ def calibrate(
     :func:`mixlaw.fit.bootstrap.refit` (``loss``, ``delta``, ``max_iter``, ``ftol``, ``xtol``).
     """
     from mixlaw.fit.bootstrap import refit
+    from mixlaw.fit.intervals import residual_sd
 
     axis = calibration_axis(law, data, size_input)
     masks = _masks(data, axis, clusters, min_rows=max(law.n_internal, 2), rng=rng)
@@ -239,6 +251,15 @@ def calibrate(
         return None
     e_all, d_all = np.concatenate(errs), np.concatenate(dists)
     sigma, kappa = _ml_kappa(e_all, d_all)
+    last = _last_forward(errs, dists, W[ok].astype(bool), v)
+    sd = residual_sd(law, data, params)
+    ratio = float("nan") if last is None or not sd else last / sd
+    notes = []
+    if np.isfinite(ratio) and ratio > RELIABLE_RATIO:
+        notes.append(
+            f"the out-of-sample error at the largest fitted {axis} (refit without it) is {ratio:.1f}x the in-sample "
+            f"residual: intervals for extrapolation in {axis} are unreliable"
+        )
     scores = np.abs(e_all) / np.sqrt(sigma**2 + (kappa * d_all) ** 2)
     lo = float(v.min()) if v is not None else float("nan")
     hi = float(v.max()) if v is not None else float("nan")
@@ -252,4 +273,20 @@ def calibrate(
         n_scores=int(scores.size),
         n_folds=int(ok.sum()),
         n_forward=n_forward,
+        forward_ratio=ratio,
+        warnings=notes,
     )
+
+
+def _last_forward(
+    errs: list[np.ndarray], dists: list[np.ndarray], masks: np.ndarray, v: np.ndarray | None
+) -> float | None:
+    """RMS error of the forward fold that leaves out only the largest axis value (``None`` without one)."""
+    if v is None:
+        return None
+    top = float(v.max())
+    for e, d, m in zip(errs, dists, masks, strict=True):
+        held = ~m
+        if e.size and (d > 0).any() and np.all(v[held] == top) and np.all(v[m] < top):
+            return float(np.sqrt(np.mean(e[d > 0] ** 2)))
+    return None

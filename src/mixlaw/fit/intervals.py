@@ -7,9 +7,11 @@ For a fit with bootstrap draws :math:`\\hat\\theta_b` (:mod:`mixlaw.fit.bootstra
 - ``confidence`` interval (where the law's *mean* curve lies): the percentile interval of :math:`m_b(x)` over the
   usable draws, mapped back with :math:`g^{-1}` (Efron & Tibshirani 1993, §13.3).
 - ``prediction`` interval (where a *new observation* falls): the percentile interval of
-  :math:`m_b(x) + \\hat\\sigma z_{bj}` with :math:`z_{bj} \\sim N(0, 1)` (seeded), :math:`\\hat\\sigma` the residual
-  standard deviation of the fit in its fit space, :math:`\\sqrt{\\sum_i r_i^2 / (n - p)}` (:func:`residual_sd`) —
-  the bootstrap prediction interval of Davison & Hinkley (1997, §6.3) with Gaussian noise.
+  :math:`m_b(x) + \\hat\\sigma z_{bj}` with :math:`z_{bj} \\sim t_{n-p}` (Student-t with the fit's residual degrees
+  of freedom, seeded: the uncertainty of :math:`\\hat\\sigma` itself, as in the classical regression interval),
+  :math:`\\hat\\sigma` the residual standard deviation of the fit in its fit space,
+  :math:`\\sqrt{\\sum_i r_i^2 / (n - p)}` (:func:`residual_sd`) — the bootstrap prediction interval of Davison &
+  Hinkley (1997, §6.3).
 
 Both are percentile intervals of a bootstrap distribution: they are as honest as the resampling scheme is for the
 question (resample model sizes, ``sizes``, when predicting a larger model; see ``docs/laws.md``).
@@ -95,10 +97,13 @@ def quantiles(
     kind: str,
     sd: float,
     seed: int = 0,
+    dof: int | None = None,
 ) -> np.ndarray | None:
     """``(2, m)`` lower/upper interval ends in natural target units from ``(B, F)`` flat draws (module docstring).
 
-    ``None`` when no draw gives a finite prediction at every row."""
+    ``dof`` (the residual degrees of freedom ``n − p`` of the fit): the noise of a prediction interval is
+    ``σ̂ · t_dof`` instead of ``σ̂ · N(0, 1)``, for the uncertainty of ``σ̂`` itself (with 4 points and 3 parameters
+    the 95 % noise quantile is 12.7 σ̂, not 1.96 σ̂). ``None`` when no draw gives a finite prediction at every row."""
     m = draw_predictions(law, draws, x)
     m = m[np.isfinite(m).all(axis=1)]
     if len(m) == 0:
@@ -106,7 +111,9 @@ def quantiles(
     if kind == "prediction":
         rng = np.random.default_rng(seed)
         reps = max(1, -(-N_NOISE // len(m)))
-        m = np.repeat(m, reps, axis=0) + sd * rng.standard_normal((len(m) * reps, m.shape[1]))
+        shape = (len(m) * reps, m.shape[1])
+        z = rng.standard_t(dof, shape) if dof is not None and dof > 0 else rng.standard_normal(shape)
+        m = np.repeat(m, reps, axis=0) + sd * z
     q = np.quantile(m, [(1 - level) / 2, (1 + level) / 2], axis=0)
     return np.exp(q) if law.fit_space == "log" else q
 
@@ -145,7 +152,7 @@ def band(
         raise InputError("expected a fit with its residual noise for --interval prediction: refit and save it")
     q = quantiles(
         law, draws[list(law.flat_names)].to_numpy(dtype=np.float64), x, level=level, kind=kind,
-        sd=result.residual_sd or 0.0, seed=seed,
+        sd=result.residual_sd or 0.0, seed=seed, dof=result.n_points - law.n_internal,
     )  # fmt: skip
     if q is None:
         return None

@@ -18,7 +18,7 @@ the 50/80/95 % intervals and their mean relative width (:mod:`mixlaw.fit.coverag
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -53,6 +53,14 @@ class ValidationResult:
     interval: str = "prediction"
     resample: str | None = None
     """The bootstrap scheme of the fold fits (``None`` without a bootstrap: the points have no intervals)."""
+    fits: tuple[FitResult, ...] = field(default=(), repr=False, compare=False)
+    """The fold fits in fold order (not serialised): intervals of other methods from the same fits."""
+
+    @property
+    def warnings(self) -> list[str]:
+        """The fold fits' calibration warnings (e.g. extrapolation in size is unreliable), each once."""
+        seen = [w for f in self.fits for w in (f.calibration or {}).get("warnings", [])]
+        return list(dict.fromkeys(seen))
 
     def interval_note(self) -> str:
         """One line: level, kind, method, scheme and the unusable resamples behind the held-out intervals."""
@@ -81,6 +89,7 @@ class ValidationResult:
             "level": self.level,
             "interval": self.interval,
             "resample": self.resample,
+            "warnings": self.warnings,
             "folds": self.folds.to_dict(orient="records"),
             "points": self.points.to_dict(orient="records"),
         }
@@ -191,7 +200,7 @@ def validate_law(
 
     law_obj = get_law(law, **dict(law_options or {}))
     table = table.reset_index(drop=True)
-    points, folds = [], []
+    points, folds, fits = [], [], []
     if fit_settings.get("bootstrap_scheme") == "sizes":
         fit_settings.setdefault("size_column", size_column)  # the sizes bootstrap clusters by the same column
     if method == "calibrated":
@@ -232,6 +241,7 @@ def validate_law(
         levels = sorted({level, *LEVELS}) if coverage else [level]
         block = point_intervals(block, res, held_rows, levels, interval, main=level, method=method)
         points.append(block)
+        fits.append(res)
         folds.append(
             {
                 "fold": label,
@@ -255,5 +265,5 @@ def validate_law(
     resample = (fit_settings.get("bootstrap_scheme") or "runs") if fit_settings.get("bootstrap") else None
     return ValidationResult(
         scheme=label, law=law_obj.name, target=target, points=pts, folds=pd.DataFrame(folds), coverage=cov,
-        level=level, interval=interval, resample=resample,
+        level=level, interval=interval, resample=resample, fits=tuple(fits),
     )  # fmt: skip
