@@ -79,8 +79,8 @@ def objective_values(
     delta: float = 1e-3,
 ) -> np.ndarray:
     """Objective of every row at ``U`` (non-finite residuals give ``inf``)."""
-    Ut = torch.as_tensor(np.asarray(U, dtype=np.float64)) if not isinstance(U, torch.Tensor) else U
-    pt = torch.as_tensor(np.asarray(pid, dtype=np.int64)) if not isinstance(pid, torch.Tensor) else pid
+    Ut = torch.tensor(np.asarray(U, dtype=np.float64)) if not isinstance(U, torch.Tensor) else U  # a copy: U may be
+    pt = torch.tensor(np.asarray(pid, dtype=np.int64)) if not isinstance(pid, torch.Tensor) else pid  # read-only
     with torch.no_grad():
         r = residuals(Ut, pt)
         f = (W[pt] * rho(r, loss, delta)).sum(-1)
@@ -124,6 +124,7 @@ def solve(
     stall_window: int = 30,
     stall_tol: float = 1e-9,
     callback: Callable[[int, int], None] | None = None,
+    history: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None,
 ) -> SolveResult:
     """Minimise ``K`` independent robust least-squares problems at once.
 
@@ -156,10 +157,15 @@ def solve(
         Initial Levenberg–Marquardt damping, relative to the diagonal of ``Jᵀ Ω J``.
     callback
         ``callback(iteration, n_active)`` after each iteration (for progress bars).
+    history
+        When a list, one ``(rows, f, grad_norm)`` tuple is appended per iteration: the rows active in it, their
+        objective after it and their max-abs gradient before it (the per-row objective trace, for diagnosis).
     """
-    U = torch.as_tensor(np.asarray(U0, dtype=np.float64)).clone()
+    # A private, writable copy: torch warns about (and must never write through) a read-only view such as the
+    # broadcast of one shared start list over every problem.
+    U = torch.from_numpy(np.array(U0, dtype=np.float64, copy=True))
     K, P = U.shape
-    pid_t = torch.as_tensor(np.asarray(pid, dtype=np.int64))
+    pid_t = torch.from_numpy(np.array(pid, dtype=np.int64, copy=True))
     f_out = objective_values(residuals, U, pid_t, W, loss=loss, delta=delta)
     g_out = np.full(K, np.inf)
     n_iter = np.zeros(K, dtype=np.int64)
@@ -222,6 +228,8 @@ def solve(
         f_out[active] = f_np
         g_out[active] = g.abs().amax(-1).numpy()
         n_iter[active] += 1
+        if history is not None:
+            history.append((active.copy(), f_np.copy(), g_out[active].copy()))
         dec = (f - f_cur).numpy()
         small_dec = dec <= ftol * np.maximum(np.abs(f_np), 1e-300)
         small_step = (step.abs() <= xtol * (1.0 + Ua.abs())).all(-1).numpy()
