@@ -123,6 +123,7 @@ def solve(
     max_step: float = 4.0,
     stall_window: int = 30,
     stall_tol: float = 1e-9,
+    stall_units: float | None = None,
     callback: Callable[[int, int], None] | None = None,
     history: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None,
 ) -> SolveResult:
@@ -153,6 +154,12 @@ def solve(
     stall_window, stall_tol
         A row whose objective fell by less than ``stall_tol`` (relative) over ``stall_window`` iterations stops
         with status ``stalled``: a flat valley, where further iterations buy nothing measurable in the objective.
+    stall_units
+        When given, a row also stalls when its objective fell by less than ``stall_units`` *noise units* over the
+        window, the unit being the row's mean loss per data point, ``f / Σ_i W_i`` (one unit of the Huber loss per
+        point: the scale on which the data can tell two parameter sets apart). This is the test of the adaptive
+        iteration limit (:mod:`mixlaw.fit.refine`): a row crawling along a valley by less than that is stopped,
+        since what it still gains is negligible against the noise of the objective.
     mu0
         Initial Levenberg–Marquardt damping, relative to the diagonal of ``Jᵀ Ω J``.
     callback
@@ -234,7 +241,12 @@ def solve(
         small_dec = dec <= ftol * np.maximum(np.abs(f_np), 1e-300)
         small_step = (step.abs() <= xtol * (1.0 + Ua.abs())).all(-1).numpy()
         saturated = (mu[ia].numpy() >= 1e15) & ~acc
-        failed = ~finite.numpy()
+        finite_np = finite.numpy()
+        # A row whose objective is finite but whose derivatives overflowed (a parameter run to the edge of the
+        # representable range, e.g. a mixture weight underflowing to 0 after thousands of accepted steps) cannot
+        # take another step; after a real descent it stops as stalled with its last objective, not as failed.
+        edge = ~finite_np & np.isfinite(f.numpy()) & (n_iter[active] > stall_window)
+        failed = ~finite_np & ~edge
         done = (acc & small_dec & small_step) | saturated
         # Stalled: a row creeping along a flat valley (an exponent running off while its amplitude goes to 0, two
         # terms trading places) whose objective fell by less than stall_tol (relative) over the last stall_window
@@ -242,8 +254,11 @@ def solve(
         # not certified — instead of burning the iteration budget.
         slot = it % stall_window
         old = f_ring[active, slot]
-        stalled = (n_iter[active] > stall_window) & (old - f_np <= stall_tol * np.maximum(np.abs(f_np), 1e-300))
-        stalled &= ~done & ~failed
+        tol_f = stall_tol * np.maximum(np.abs(f_np), 1e-300)
+        if stall_units is not None:
+            tol_f = np.maximum(tol_f, stall_units * np.abs(f_np) / np.maximum(Wa.sum(-1).numpy(), 1e-300))
+        stalled = (n_iter[active] > stall_window) & (old - f_np <= tol_f)
+        stalled = (stalled | edge) & ~done & ~failed
         f_ring[active, slot] = f_np
         status[active[done & ~failed]] = STATUS_CONVERGED
         status[active[stalled]] = STATUS_STALLED
