@@ -30,3 +30,48 @@ def test_fit_batch_with_one_shared_start_list_warns_nothing_for_one_or_many_prob
             batch = fit_batch(law, x, Y, starts=[start])
         assert batch.ok.all()
         assert all(abs(batch.row(b)["alpha"] - 0.31) < 0.05 for b in range(B))  # type: ignore[index]
+
+
+def test_fit_batch_refits_problems_that_stopped_at_the_cap_before_counting_them_failed() -> None:
+    from mixlaw.fit.bootstrap import USABLE, internal_starts, refit
+    from mixlaw.fit.data import FitData
+
+    rng = np.random.default_rng(11)
+    x, y = _power_data(rng)
+    law = get_law("power_law")
+    Y = y[None, :] * np.exp(0.003 * rng.standard_normal((6, len(y))))
+    start = {"E": 0.2, "A": 5.0, "alpha": 0.9}  # far from the truth (E 1.8, A 420, alpha 0.31)
+    cap = 12  # a hard cap too small for one solve: the rescue's second budget is what finishes them
+    data = FitData(law, x.assign(_t=Y[0]), target="_t", group_column=None)
+    _, ok_plain, _, _ = refit(law, data.x, Y, None, internal_starts(law, [start]), max_iter=cap)
+    batch = fit_batch(law, x, Y, starts=[start], max_iter=cap)
+    assert ok_plain.sum() < len(Y)  # the cap bites without the rescue
+    assert batch.n_rescued >= 1 and batch.ok.sum() == ok_plain.sum() + batch.n_rescued
+    assert batch.n_failed == len(Y) - batch.ok.sum()
+    assert all(s in USABLE for s in batch.status[batch.ok])
+    assert np.isfinite(batch.objective[batch.ok]).all() and not np.isfinite(batch.objective[~batch.ok]).any()
+
+
+def test_the_noise_scaled_stall_test_stops_early_without_losing_a_measurable_decrease() -> None:
+    import torch
+
+    from mixlaw.fit.bootstrap import internal_starts
+    from mixlaw.fit.data import FitData, make_residuals
+    from mixlaw.fit.solve import solve
+
+    rng = np.random.default_rng(3)
+    law = get_law("chinchilla")
+    n = np.repeat(np.geomspace(2e7, 1e9, 6), 4)
+    d = np.tile(np.geomspace(4e8, 2e10, 4), 6)
+    y = (1.69 + 406.4 * n**-0.34 + 410.7 * d**-0.28) * np.exp(0.01 * rng.standard_normal(n.size))
+    data = FitData(law, pd.DataFrame({"n_params": n, "tokens": d, "loss": y}), target="loss", group_column=None)
+    res = make_residuals(law, data.x, data.y_t)
+    U0 = internal_starts(law, [{"E": 0.5, "A": 30.0, "B": 3000.0, "alpha": 0.2, "beta": 0.5}])
+    W = torch.ones(1, data.n, dtype=torch.float64)
+    pid = np.zeros(1, dtype=np.int64)
+    full = solve(res, U0, pid, W, max_iter=10_000, stall_tol=0.0)
+    quick = solve(res, U0, pid, W, max_iter=10_000, stall_tol=0.0, stall_units=1e-2)
+    unit = full.f[0] / data.n  # one noise unit: the mean loss per point
+    assert quick.n_iter[0] <= full.n_iter[0]
+    assert quick.status[0] in ("converged", "stalled")
+    assert quick.f[0] - full.f[0] <= 0.1 * unit  # what the early stop leaves is far inside the noise
