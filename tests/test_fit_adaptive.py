@@ -14,7 +14,7 @@ from mixlaw.laws import get_law
 
 def _power_data(rng: np.random.Generator, n: int = 12) -> tuple[pd.DataFrame, np.ndarray]:
     x = np.geomspace(1e6, 1e9, n)
-    y = 1.8 + 420.0 * x ** -0.31
+    y = 1.8 + 420.0 * x**-0.31
     return pd.DataFrame({"tokens": x}), y
 
 
