@@ -59,19 +59,17 @@ def test_the_noise_scaled_stall_test_stops_early_without_losing_a_measurable_dec
     from mixlaw.fit.data import FitData, make_residuals
     from mixlaw.fit.solve import solve
 
-    rng = np.random.default_rng(3)
-    law = get_law("chinchilla")
-    n = np.repeat(np.geomspace(2e7, 1e9, 6), 4)
-    d = np.tile(np.geomspace(4e8, 2e10, 4), 6)
-    y = (1.69 + 406.4 * n**-0.34 + 410.7 * d**-0.28) * np.exp(0.01 * rng.standard_normal(n.size))
-    data = FitData(law, pd.DataFrame({"n_params": n, "tokens": d, "loss": y}), target="loss", group_column=None)
+    rng = np.random.default_rng(2)
+    law = get_law("power_law")
+    x = np.geomspace(1e6, 1e7, 10)  # one decade: E, A and alpha trade off along a flat valley
+    y = (1.8 + 420.0 * x**-0.31) * np.exp(0.02 * rng.standard_normal(x.size))
+    data = FitData(law, pd.DataFrame({"tokens": x, "loss": y}), target="loss", group_column=None)
     res = make_residuals(law, data.x, data.y_t)
-    U0 = internal_starts(law, [{"E": 0.5, "A": 30.0, "B": 3000.0, "alpha": 0.2, "beta": 0.5}])
+    U0 = internal_starts(law, [{"E": 0.1, "A": 5.0, "alpha": 0.05}])  # far from the truth
     W = torch.ones(1, data.n, dtype=torch.float64)
     pid = np.zeros(1, dtype=np.int64)
     full = solve(res, U0, pid, W, max_iter=10_000, stall_tol=0.0)
     quick = solve(res, U0, pid, W, max_iter=10_000, stall_tol=0.0, stall_units=1e-2)
     unit = full.f[0] / data.n  # one noise unit: the mean loss per point
-    assert quick.n_iter[0] <= full.n_iter[0]
-    assert quick.status[0] in ("converged", "stalled")
+    assert quick.status[0] == "stalled" and quick.n_iter[0] < full.n_iter[0]  # measured 57 against 62
     assert quick.f[0] - full.f[0] <= 0.1 * unit  # what the early stop leaves is far inside the noise
