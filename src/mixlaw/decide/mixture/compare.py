@@ -99,13 +99,14 @@ def build_model(name: str, opts: Mapping[str, Any], domains: Sequence[str], size
 
 def _fit(law: Any, rows: pd.DataFrame, target: str, random_state: int, bootstrap: int) -> Any:
     from mixlaw.fit import fit_law
+    from mixlaw.fit.refine import DECISION_MAX_ITER
 
     kw: dict[str, Any] = {}
     if bootstrap and rows["run_id"].nunique() >= 3:
         kw = {"bootstrap": int(bootstrap), "bootstrap_scheme": "runs", "group_column": "run_id"}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        res = fit_law(law, rows, target=target, random_state=random_state, max_iter=None, **kw)
+        res = fit_law(law, rows, target=target, random_state=random_state, max_iter=DECISION_MAX_ITER, **kw)
     for w in caught:  # re-emit once, naming the model (boundary notes are expected on small fits)
         warnings.warn(f"{law.name} on {target}: {w.message}", w.category, stacklevel=3)
     return res

@@ -34,10 +34,11 @@ __all__ = ["nested"]
 
 def _fit_predict(law: Any, rows: pd.DataFrame, target: str, at: Mapping[str, float], seed: int) -> tuple[float, Any]:
     from mixlaw.fit import fit_law
+    from mixlaw.fit.refine import DECISION_MAX_ITER
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # boundary notes on 4-10 point curves are expected; statuses are returned
-        res = fit_law(law, rows, target=target, random_state=seed, max_iter=None, n_polish=2)
+        res = fit_law(law, rows, target=target, random_state=seed, max_iter=DECISION_MAX_ITER, n_polish=2)
     x = pd.DataFrame({k: [float(v)] for k, v in at.items()})
     return float(res.predict(x)[0]), res
 

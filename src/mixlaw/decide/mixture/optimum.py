@@ -88,10 +88,11 @@ def _build(law_name: str, law_options: Mapping[str, Any], domains: Sequence[str]
 
 def _fit(law: Any, rows: pd.DataFrame, target: str, random_state: int) -> Any:
     from mixlaw.fit import fit_law
+    from mixlaw.fit.refine import DECISION_MAX_ITER
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        res = fit_law(law, rows, target=target, random_state=random_state, max_iter=None)
+        res = fit_law(law, rows, target=target, random_state=random_state, max_iter=DECISION_MAX_ITER)
     for w in caught:  # re-emit once, naming the law (boundary notes are expected on small fits)
         warnings.warn(f"{law.name} on {target}: {w.message}", w.category, stacklevel=3)
     return res
@@ -100,6 +101,7 @@ def _fit(law: Any, rows: pd.DataFrame, target: str, random_state: int) -> Any:
 def _draws(res: Any, resamples: Sequence[pd.DataFrame], random_state: int) -> list[FittedLaw | None]:
     """One refit of ``res``'s law per resampled table, warm-started at the point estimate (``None`` when it fails)."""
     from mixlaw.fit import fit_law
+    from mixlaw.fit.refine import DECISION_MAX_ITER
 
     out: list[FittedLaw | None] = []
     for rows in resamples:
@@ -108,7 +110,7 @@ def _draws(res: Any, resamples: Sequence[pd.DataFrame], random_state: int) -> li
                 warnings.simplefilter("ignore")  # resample fits: boundary notes are not the point
                 r = fit_law(
                     res.law, rows, target=res.target, random_state=random_state, starts=[res.params],
-                    use_grid=False, use_guess=False, n_polish=1, max_iter=None,
+                    use_grid=False, use_guess=False, n_polish=1, max_iter=DECISION_MAX_ITER,
                 )  # fmt: skip
         except (InputError, ValueError, RuntimeError):
             out.append(None)
