@@ -174,6 +174,7 @@ def schedule_cmr_by_size(
     from mixlaw.errors import FitError
     from mixlaw.fit import fit_law
     from mixlaw.fit.features import add_features
+    from mixlaw.fit.refine import DECISION_MAX_ITER
     from mixlaw.laws import get_law
     from mixlaw.schedules import as_schedule
 
@@ -309,7 +310,7 @@ def schedule_cmr_by_size(
                     target=cols.general,
                     bootstrap=bootstrap,
                     random_state=None if random_state is None else random_state + k,
-                    max_iter=None,  # adaptive (noise-scaled stall test): resamples finish, none capped
+                    max_iter=DECISION_MAX_ITER,
                 )
         except FitError as exc:
             entry.status = f"fit failed: {exc}"
