@@ -34,8 +34,9 @@ __all__ = [
 AUTO_MAX_ITER = 10_000
 """The generous cap behind ``max_iter=None``: rows stop on convergence or stall long before it."""
 
-#: The hard cap the decisions used to pass for their many internal fits (kept importable; no decision uses it
-#: now): with the noise-scaled stall test (:data:`ADAPTIVE_STALL_UNITS`) the adaptive limit costs them little.
+#: The hard cap decisions pass for their many internal fits (the schedule-aware CMR, the mixture comparison,
+#: optimum and nested pipeline). Their *point* fits at the adaptive limit are what made them slow; their resamples
+#: would finish cheaply under :data:`ADAPTIVE_STALL_UNITS`, but the Fitter gives both one cap (issue 9 item 1 open).
 DECISION_MAX_ITER = 300
 
 
@@ -55,9 +56,10 @@ def stall_tol_for(cap: int) -> float:
 #: the solver's 30-iteration window stops as ``stalled``: what it could still gain at that pace is far inside the
 #: objective's noise. It applies to the many refits around a point estimate (bootstrap resamples, the problems of
 #: :func:`~mixlaw.fit.fit_batch`), not to the point fit itself, which follows a flat valley to convergence (the
-#: OLMo-ladder Chinchilla fits must report ``converged``). Measured (issue 9 item 1): with it the cpt_replay CMR on
-#: the shipped example loses 0 of 50 resamples per size (13-40 at the 300 cap). It does not shortcut genuinely slow
-#: fits: the CAMEL k = 3 SlimPajama rows still fall by about one unit per window at iteration 200.
+#: OLMo-ladder Chinchilla fits must report ``converged``). Measured (issue 9 item 1): with it and no cap the
+#: cpt_replay CMR on the shipped example loses 0 of 50 resamples per size (13-40 at the 300 cap). It does not
+#: shortcut genuinely slow fits: the CAMEL k = 3 SlimPajama rows still fall by about one unit per window at
+#: iteration 200.
 ADAPTIVE_STALL_UNITS = 1e-2
 
 
