@@ -12,7 +12,7 @@ import pandas as pd
 import torch
 
 from mixlaw.errors import InputError
-from mixlaw.fit.bootstrap import USABLE, internal_starts, refit
+from mixlaw.fit.bootstrap import USABLE, _refit, internal_starts, rescue
 from mixlaw.fit.data import FitData
 from mixlaw.laws import Law, get_law
 
@@ -46,6 +46,8 @@ class BatchFit:
     objective: np.ndarray  # (B,)
     status: np.ndarray  # (B,) "converged" | "stalled" | "max_iter" | "failed"
     law: Law | None = field(default=None, repr=False, compare=False)
+    n_rescued: int = 0
+    """Problems without an estimate from their starts that the rescue refit recovered (they count as ok)."""
 
     @property
     def ok(self) -> np.ndarray:
@@ -74,7 +76,7 @@ def fit_batch(
     input_map: Mapping[str, str] | None = None,
     loss: Literal["huber", "l2"] = "huber",
     delta: float | None = None,
-    max_iter: int = 300,
+    max_iter: int | None = None,
     ftol: float = 1e-11,
     xtol: float = 1e-9,
     n_threads: int | None = 1,
@@ -84,7 +86,9 @@ def fit_batch(
     The building block of residual and parametric bootstraps (and of any "same design, many responses"
     problem): row ``b`` of ``targets`` (shape ``(B, n)``) is fitted from its own starts, every start of every
     problem is a row of the same vectorised solve (see :func:`mixlaw.fit.solve.solve`). Problems are judged by
-    the usable-row rule of :mod:`mixlaw.fit.bootstrap` (:func:`~mixlaw.fit.bootstrap.refit` does the work).
+    the usable-row rule of :mod:`mixlaw.fit.bootstrap` (:func:`~mixlaw.fit.bootstrap.refit` does the work), and a
+    problem without an estimate is refitted from its first start and from where its best row stopped
+    (:func:`~mixlaw.fit.bootstrap.rescue`, as every bootstrap resample) before it is counted in ``n_failed``.
 
     Parameters
     ----------
@@ -98,7 +102,7 @@ def fit_batch(
         Natural-unit starts: one list of dicts shared by every problem, or ``B`` lists (one per problem; each of
         the same length ``k``).
     loss, delta, max_iter, ftol, xtol, n_threads
-        As in :class:`~mixlaw.fit.Fitter`.
+        As in :class:`~mixlaw.fit.Fitter` (``max_iter=None``: the adaptive limit of :mod:`mixlaw.fit.refine`).
     """
     law_obj = get_law(law)
     Y = np.atleast_2d(np.asarray(targets, dtype=np.float64))
@@ -124,14 +128,16 @@ def fit_batch(
     if k == 0 or any(len(r) != k for r in rows):
         raise InputError("expected the same, non-zero number of starts for every problem")
     seeds = np.stack([internal_starts(law_obj, r) for r in rows]) if per_problem else internal_starts(law_obj, rows[0])
+    kw: dict[str, Any] = dict(loss=loss, delta=delta, max_iter=max_iter, ftol=ftol, xtol=xtol)
     with threads(n_threads):
-        params, _, status, objective = refit(
-            law_obj, data.x, Y, None, seeds, loss=loss, delta=delta, max_iter=max_iter, ftol=ftol, xtol=xtol
-        )
+        params, ok, status, objective, ends = _refit(law_obj, data.x, Y, None, seeds, **kw)
+        first = seeds[:, 0, :] if per_problem else np.broadcast_to(seeds[0], ends.shape)
+        n_rescued = rescue(law_obj, data.x, Y, None, first, ends, (params, ok, status, objective), **kw)
     return BatchFit(
         law_name=law_obj.name,
         params=pd.DataFrame(params, columns=list(law_obj.flat_names)),
         objective=objective,
         status=status,
         law=law_obj,
+        n_rescued=n_rescued,
     )

@@ -45,7 +45,7 @@ import torch
 
 from mixlaw.errors import InputError
 from mixlaw.fit.data import FitData, make_residuals, project_internal
-from mixlaw.fit.refine import iteration_cap, stall_tol_for
+from mixlaw.fit.refine import iteration_cap, stall_tol_for, stall_units_for
 from mixlaw.fit.solve import STATUS_CONVERGED, STATUS_FAILED, STATUS_STALLED, SolveResult, solve
 from mixlaw.laws import Law, get_law
 
@@ -59,6 +59,7 @@ __all__ = [
     "refit",
     "resample_targets",
     "resample_weights",
+    "rescue",
     "root_status",
     "usable",
 ]
@@ -233,6 +234,7 @@ def _refit(
             ftol=ftol,
             xtol=xtol,
             stall_tol=stall_tol_for(cap),
+            stall_units=stall_units_for(cap),
         )
         best, good = best_rows(sol, pid, nb)
         st = root_status(sol)
@@ -249,6 +251,37 @@ def _refit(
         if progress is not None:
             progress(hi, B)
     return params, ok, status, objective, ends
+
+
+def rescue(
+    law: Law,
+    x: Mapping[str, torch.Tensor],
+    targets: np.ndarray,
+    weights: np.ndarray | None,
+    centres: np.ndarray,
+    ends: np.ndarray,
+    state: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    **kw: Any,
+) -> int:
+    """Refit every problem of :func:`refit` that has no estimate, from two starts: ``centres[b]`` (the point estimate
+    of a bootstrap, a problem's first start in :func:`~mixlaw.fit.fit_batch`) and ``ends[b]`` (where its best row
+    stopped), with fresh damping and a fresh budget.
+
+    No problem is dropped silently: ``state`` (``params, ok, status, objective`` as :func:`refit` returns them) is
+    updated in place for the recovered ones; the status of those still unusable is their rescue's final status, and
+    they stay counted as failed. Returns the number recovered.
+    """
+    out, ok, status, objective = state
+    fail = np.flatnonzero(~ok)
+    if fail.size == 0:
+        return 0
+    again = np.stack([np.asarray(centres)[fail], np.asarray(ends)[fail]], axis=1)
+    Yf = targets[fail] if np.ndim(targets) == 2 else targets
+    Wf = None if weights is None else weights[fail]
+    o2, ok2, st2, obj2, _ = _refit(law, x, Yf, Wf, again, **kw)
+    out[fail[ok2]], ok[fail[ok2]], objective[fail[ok2]] = o2[ok2], True, obj2[ok2]
+    status[fail] = st2
+    return int(ok2.sum())
 
 
 def bootstrap_law(
@@ -314,19 +347,9 @@ def bootstrap_law(
     seeds = np.asarray(seeds, dtype=np.float64)
     kw: dict[str, Any] = dict(loss=loss, delta=delta, max_iter=max_iter, ftol=ftol, xtol=xtol)
     out, ok, status, objective, ends = _refit(law_obj, data.x, Y, W, seeds, progress=progress, **kw)
-    n_rescued = 0
-    fail = np.flatnonzero(~ok)
-    if fail.size:
-        # No resample is dropped silently: a failed one is refitted from the point estimate and from where its
-        # best start stopped (fresh damping, fresh budget); what is still unusable is counted in n_failed.
-        centre = law_obj.to_internal(params) if params is not None else seeds[0]
-        again = np.stack([np.broadcast_to(centre, ends[fail].shape), ends[fail]], axis=1)
-        Yf = Y[fail] if np.ndim(Y) == 2 else Y
-        Wf = None if W is None else W[fail]
-        o2, ok2, st2, obj2, _ = _refit(law_obj, data.x, Yf, Wf, again, **kw)
-        out[fail[ok2]], ok[fail[ok2]], objective[fail[ok2]] = o2[ok2], True, obj2[ok2]
-        status[fail] = st2
-        n_rescued = int(ok2.sum())
+    centre = law_obj.to_internal(params) if params is not None else seeds[0]
+    state = (out, ok, status, objective)  # failed resamples: refitted, never dropped silently (see rescue)
+    n_rescued = rescue(law_obj, data.x, Y, W, np.broadcast_to(centre, ends.shape), ends, state, **kw)
     return BootstrapDraws(
         params=pd.DataFrame(out[ok], columns=list(law_obj.flat_names)),
         ok=ok,

@@ -79,8 +79,8 @@ def objective_values(
     delta: float = 1e-3,
 ) -> np.ndarray:
     """Objective of every row at ``U`` (non-finite residuals give ``inf``)."""
-    Ut = torch.as_tensor(np.asarray(U, dtype=np.float64)) if not isinstance(U, torch.Tensor) else U
-    pt = torch.as_tensor(np.asarray(pid, dtype=np.int64)) if not isinstance(pid, torch.Tensor) else pid
+    Ut = torch.tensor(np.asarray(U, dtype=np.float64)) if not isinstance(U, torch.Tensor) else U  # a copy: U may be
+    pt = torch.tensor(np.asarray(pid, dtype=np.int64)) if not isinstance(pid, torch.Tensor) else pid  # read-only
     with torch.no_grad():
         r = residuals(Ut, pt)
         f = (W[pt] * rho(r, loss, delta)).sum(-1)
@@ -123,7 +123,9 @@ def solve(
     max_step: float = 4.0,
     stall_window: int = 30,
     stall_tol: float = 1e-9,
+    stall_units: float | None = None,
     callback: Callable[[int, int], None] | None = None,
+    history: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None,
 ) -> SolveResult:
     """Minimise ``K`` independent robust least-squares problems at once.
 
@@ -152,14 +154,25 @@ def solve(
     stall_window, stall_tol
         A row whose objective fell by less than ``stall_tol`` (relative) over ``stall_window`` iterations stops
         with status ``stalled``: a flat valley, where further iterations buy nothing measurable in the objective.
+    stall_units
+        When given, a row also stalls when its objective fell by less than ``stall_units`` *noise units* over the
+        window, the unit being the row's mean loss per data point, ``f / Σ_i W_i`` (one unit of the Huber loss per
+        point: the scale on which the data can tell two parameter sets apart). This is the test of the adaptive
+        iteration limit (:mod:`mixlaw.fit.refine`): a row crawling along a valley by less than that is stopped,
+        since what it still gains is negligible against the noise of the objective.
     mu0
         Initial Levenberg–Marquardt damping, relative to the diagonal of ``Jᵀ Ω J``.
     callback
         ``callback(iteration, n_active)`` after each iteration (for progress bars).
+    history
+        When a list, one ``(rows, f, grad_norm)`` tuple is appended per iteration: the rows active in it, their
+        objective after it and their max-abs gradient before it (the per-row objective trace, for diagnosis).
     """
-    U = torch.as_tensor(np.asarray(U0, dtype=np.float64)).clone()
+    # A private, writable copy: torch warns about (and must never write through) a read-only view such as the
+    # broadcast of one shared start list over every problem.
+    U = torch.from_numpy(np.array(U0, dtype=np.float64, copy=True))
     K, P = U.shape
-    pid_t = torch.as_tensor(np.asarray(pid, dtype=np.int64))
+    pid_t = torch.from_numpy(np.array(pid, dtype=np.int64, copy=True))
     f_out = objective_values(residuals, U, pid_t, W, loss=loss, delta=delta)
     g_out = np.full(K, np.inf)
     n_iter = np.zeros(K, dtype=np.int64)
@@ -222,11 +235,18 @@ def solve(
         f_out[active] = f_np
         g_out[active] = g.abs().amax(-1).numpy()
         n_iter[active] += 1
+        if history is not None:
+            history.append((active.copy(), f_np.copy(), g_out[active].copy()))
         dec = (f - f_cur).numpy()
         small_dec = dec <= ftol * np.maximum(np.abs(f_np), 1e-300)
         small_step = (step.abs() <= xtol * (1.0 + Ua.abs())).all(-1).numpy()
         saturated = (mu[ia].numpy() >= 1e15) & ~acc
-        failed = ~finite.numpy()
+        finite_np = finite.numpy()
+        # A row whose objective is finite but whose derivatives overflowed (a parameter run to the edge of the
+        # representable range, e.g. a mixture weight underflowing to 0 after thousands of accepted steps) cannot
+        # take another step; after a real descent it stops as stalled with its last objective, not as failed.
+        edge = ~finite_np & np.isfinite(f.numpy()) & (n_iter[active] > stall_window)
+        failed = ~finite_np & ~edge
         done = (acc & small_dec & small_step) | saturated
         # Stalled: a row creeping along a flat valley (an exponent running off while its amplitude goes to 0, two
         # terms trading places) whose objective fell by less than stall_tol (relative) over the last stall_window
@@ -234,8 +254,11 @@ def solve(
         # not certified — instead of burning the iteration budget.
         slot = it % stall_window
         old = f_ring[active, slot]
-        stalled = (n_iter[active] > stall_window) & (old - f_np <= stall_tol * np.maximum(np.abs(f_np), 1e-300))
-        stalled &= ~done & ~failed
+        tol_f = stall_tol * np.maximum(np.abs(f_np), 1e-300)
+        if stall_units is not None:
+            tol_f = np.maximum(tol_f, stall_units * np.abs(f_np) / np.maximum(Wa.sum(-1).numpy(), 1e-300))
+        stalled = (n_iter[active] > stall_window) & (old - f_np <= tol_f)
+        stalled = (stalled | edge) & ~done & ~failed
         f_ring[active, slot] = f_np
         status[active[done & ~failed]] = STATUS_CONVERGED
         status[active[stalled]] = STATUS_STALLED
