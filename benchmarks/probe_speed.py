@@ -1,51 +1,81 @@
-"""Probe training throughput: mixlaw's training step vs a plain PyTorch GPT loop of the same shape.
+"""Probe training throughput: mixlaw's training step vs the *fair* plain loop, the nanoGPT loop as users run it.
 
-For each size: tokens/s of (a) mixlaw's step — :class:`mixlaw.probe.model.GPT`, fused AdamW, optional
-``torch.compile`` and bf16 autocast, batches from :class:`mixlaw.probe.data.MixtureSampler` — and (b) a plain
-nanoGPT-style eager fp32 loop written out below (its own GPT with ``nn.MultiheadAttention``-free attention,
-``torch.optim.AdamW`` defaults, random-offset batches), the same d_model / layers / heads / vocab / context /
-batch. MFU = 6·N·tokens/s over a measured GEMM peak (bf16 peak for bf16 runs, fp32 otherwise), N = non-embedding
-parameters plus the LM head (it is a real matmul per token).
+Both sides train the same GPT shape (d_model / layers / heads from the named size, vocabulary 4096, context 256,
+batch 8 = 2048 tokens per step, tied LM head, tanh GELU) with the same optimizer semantics (AdamW, lr 1e-3,
+betas (0.9, 0.95), weight decay 0.1 on matrices only, ``fused=True``) and gradient clipping at 1.0:
+
+- **fair loop** (written out below, self-contained, nanoGPT's ``model.py``/``train.py`` idiom):
+  ``F.scaled_dot_product_attention(is_causal=True)``, ``torch.compile(model)``, bf16 autocast around the forward
+  (which returns the loss), ``clip_grad_norm_`` with its defaults, random-offset batches via ``torch.randint``.
+- **mixlaw**: :func:`mixlaw.probe.step.make_step` — the trainer's own step (``train_run`` calls the same function)
+  with ``compile`` and ``bf16`` as in a spec; batches from :class:`mixlaw.probe.data.MixtureSampler`, the LR set
+  per step and the loss read back per step as ``train_run`` does.
+- optionally (``--eager-ref``) the old reference: the same plain model in eager fp32 with explicit masked
+  attention and default AdamW.
+
+Each side runs in its own worker process (mixlaw's step changes process-wide allocator settings, which must not
+leak into the reference), and the parent alternates timed rounds between the workers so that the load of a
+shared machine falls on both alike. tokens/s is wall-clock; the CPU-time figure (tokens per CPU-second of the
+worker) is less sensitive to other jobs. MFU = 6·N·tokens/s over the measured bf16 GEMM peak of the device
+(best of several square GEMMs), N = non-embedding parameters plus the LM head (d·V, a real matmul per token).
 
 Usage::
 
-    python benchmarks/probe_speed.py [--sizes 200k,1m] [--steps 30] [--threads 1] [--no-compile] [--no-bf16]
+    python benchmarks/probe_speed.py [--sizes 200k,1m] [--steps 20] [--rounds 3] [--threads 1]
+                                     [--device cpu|cuda] [--no-compile] [--no-bf16] [--eager-ref] [--profile]
 
-The last line is ``ratio=<mixlaw tokens/s / plain-loop tokens/s>`` at the 1M size. Not asserted in CI.
+``--profile`` prints, per size, mixlaw's step split into sampler / forward+loss / backward / clipping /
+optimizer, the trainer's evaluation amortised over ``eval_every = 100`` steps, and an ablation of the fast path's
+parts. The last line is ``ratio=<mixlaw tokens/s / fair-loop tokens/s>`` at 1M (median over rounds). Not
+asserted in CI. ``--device cuda`` is untested (no GPU here); without CUDA it stops with a one-line message.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
+import json
+import statistics
+import subprocess
+import sys
 import time
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from mixlaw.probe.data import MixtureSampler
-from mixlaw.probe.model import GPT, gpt_config
-
 VOCAB, BLOCK, BATCH = 4096, 256, 8
+LR, BETAS, WD, CLIP = 1e-3, (0.9, 0.95), 0.1, 1.0
 
 
-def gemm_peak(dtype: torch.dtype, n: int = 1024, reps: int = 10) -> float:
-    """Measured square-GEMM FLOP/s at this thread count."""
-    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-    a @ b
-    t = time.perf_counter()
-    for _ in range(reps):
+def sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def gemm_peak(dtype: torch.dtype, device: str, reps: int = 8) -> float:
+    """Best square-GEMM FLOP/s seen at this thread count (n = 2048 on CPU, 8192 on CUDA); on CPU per second of
+    this thread's CPU time, so that other jobs on a shared machine do not lower the peak."""
+    cuda = device.startswith("cuda")
+    n = 8192 if cuda else 2048
+    clock = time.perf_counter if cuda else time.thread_time
+    a, b = torch.randn(n, n, dtype=dtype, device=device), torch.randn(n, n, dtype=dtype, device=device)
+    best = float("inf")
+    for _ in range(reps + 2):
+        sync(device)
+        t = clock()
         a @ b
-    return 2 * n**3 * reps / (time.perf_counter() - t)
+        sync(device)
+        best = min(best, clock() - t)
+    return 2 * n**3 / best
 
 
-# ------------------------------------------------------------------ the plain loop (a self-contained reference)
+# ------------------------------------------------------------------ the fair plain loop (self-contained)
 class PlainBlock(nn.Module):
-    def __init__(self, d: int, h: int) -> None:
+    def __init__(self, d: int, h: int, explicit: bool) -> None:
         super().__init__()
-        self.h = h
+        self.h, self.explicit = h, explicit
         self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
         self.qkv, self.o = nn.Linear(d, 3 * d), nn.Linear(d, d)
         self.fc, self.proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
@@ -54,103 +84,274 @@ class PlainBlock(nn.Module):
         B, T, C = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
         q, k, v = (t.view(B, T, self.h, C // self.h).transpose(1, 2) for t in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) / math.sqrt(C // self.h)  # explicit attention, as in plain nanoGPT
-        att = att.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")).softmax(-1)
-        x = x + self.o((att @ v).transpose(1, 2).reshape(B, T, C))
-        return x + self.proj(F.gelu(self.fc(self.ln2(x))))
+        if self.explicit:  # the old eager reference
+            att = (q @ k.transpose(-2, -1)) / (C // self.h) ** 0.5
+            mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
+            y = att.masked_fill(mask, float("-inf")).softmax(-1) @ v
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.o(y.transpose(1, 2).reshape(B, T, C))
+        return x + self.proj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
 
 
 class PlainGPT(nn.Module):
-    def __init__(self, d: int, n_layer: int, h: int) -> None:
+    def __init__(self, d: int, n_layer: int, h: int, explicit: bool = False) -> None:
         super().__init__()
         self.wte, self.wpe = nn.Embedding(VOCAB, d), nn.Embedding(BLOCK, d)
-        self.blocks = nn.Sequential(*[PlainBlock(d, h) for _ in range(n_layer)])
+        self.blocks = nn.Sequential(*[PlainBlock(d, h, explicit) for _ in range(n_layer)])
         self.ln = nn.LayerNorm(d)
         self.head = nn.Linear(d, VOCAB, bias=False)
-        self.head.weight = self.wte.weight
+        self.head.weight = self.wte.weight  # tied, as in nanoGPT (and mixlaw)
 
     def forward(self, idx: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
         logits = self.head(self.ln(self.blocks(x)))
         return F.cross_entropy(logits.view(-1, VOCAB), y.reshape(-1))
 
 
-def plain_loop(size: str, steps: int, data: np.ndarray) -> float:
+def plain_side(size: str, data: np.ndarray, device: str, *, eager: bool) -> Any:
+    from mixlaw.probe.model import gpt_config
+
     cfg = gpt_config(size, vocab_size=VOCAB, block_size=BLOCK)
     torch.manual_seed(0)
-    model = PlainGPT(cfg.d_model, cfg.n_layer, cfg.n_head)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    rng = np.random.default_rng(0)
+    model = PlainGPT(cfg.d_model, cfg.n_layer, cfg.n_head, explicit=eager).to(device)
+    dev = "cuda" if device.startswith("cuda") else "cpu"
+    if eager:
+        opt = torch.optim.AdamW(model.parameters(), lr=LR)
+        fwd: Any = model
+    else:  # nanoGPT's configure_optimizers: decay on >= 2-D tensors, fused AdamW
+        decay = [p for p in model.parameters() if p.dim() >= 2]
+        rest = [p for p in model.parameters() if p.dim() < 2]
+        groups = [{"params": decay, "weight_decay": WD}, {"params": rest, "weight_decay": 0.0}]
+        opt = torch.optim.AdamW(groups, lr=LR, betas=BETAS, fused=True)
+        fwd = torch.compile(model)
+    src = torch.from_numpy(data.astype(np.int64))
 
     def step() -> None:
-        ix = rng.integers(0, len(data) - BLOCK - 1, size=BATCH)
-        xy = torch.from_numpy(np.stack([data[i : i + BLOCK + 1] for i in ix]).astype(np.int64))
-        loss = model(xy[:, :-1], xy[:, 1:])
-        opt.zero_grad()
+        ix = torch.randint(len(src) - BLOCK - 1, (BATCH,))
+        x = torch.stack([src[i : i + BLOCK] for i in ix]).to(device)
+        y = torch.stack([src[i + 1 : i + 1 + BLOCK] for i in ix]).to(device)
+        with torch.autocast(dev, dtype=torch.bfloat16, enabled=not eager):
+            loss = fwd(x, y)
         loss.backward()
+        if not eager:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
         opt.step()
+        opt.zero_grad(set_to_none=True)
 
-    for _ in range(3):
-        step()
-    t = time.perf_counter()
-    for _ in range(steps):
-        step()
-    return steps * BATCH * BLOCK / (time.perf_counter() - t)
+    return step
 
 
-# ------------------------------------------------------------------ mixlaw's step (the same code path as train.py)
-def mixlaw_loop(size: str, steps: int, data: np.ndarray, *, compile: bool, bf16: bool) -> float:
+# ------------------------------------------------------------------ mixlaw's step (the trainer's code path)
+def mixlaw_side(size: str, data: np.ndarray, device: str, *, compile: bool, bf16: bool, knobs: str = "") -> Any:
+    from mixlaw.probe import step as step_mod
+    from mixlaw.probe.data import MixtureSampler
+    from mixlaw.probe.model import GPT, gpt_config
+
     torch.manual_seed(0)
-    model = GPT(gpt_config(size, vocab_size=VOCAB, block_size=BLOCK))
-    opt = model.configure_optimizer(lr=1e-3, weight_decay=0.1, betas=(0.9, 0.95))
-    fwd = torch.compile(model, dynamic=False) if compile else model
+    model = GPT(gpt_config(size, vocab_size=VOCAB, block_size=BLOCK)).to(device)
+    opt = model.configure_optimizer(lr=LR, weight_decay=WD, betas=BETAS)
+    if "noalloc" in knobs:  # ablation: leave glibc's allocator as it is
+        step_mod.tune_allocator = lambda: False  # type: ignore[assignment]
+    train_step, _ = step_mod.make_step(model, opt, device=device, compile=compile, bf16=bf16, grad_clip=CLIP)
+    if "noattn32" in knobs:
+        model.set_fp32_attention(False)
     sampler = MixtureSampler({"general": data}, {"general": 1.0}, block_size=BLOCK, batch_size=BATCH, seed=0)
 
     def step() -> None:
+        for g in opt.param_groups:
+            g["lr"] = LR
         x, y = sampler.next_batch()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            _, loss = fwd(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        float(train_step(x, y))  # train_run reads the loss back every step (divergence check)
 
+    return step
+
+
+def profile_mixlaw(size: str, data: np.ndarray, device: str, *, compile: bool, bf16: bool, steps: int) -> None:
+    """Phase timers around the trainer's pieces (same code as make_step, split open) and eval amortised."""
+    from mixlaw.probe.data import MixtureSampler, eval_batches
+    from mixlaw.probe.model import GPT, gpt_config
+    from mixlaw.probe.step import tune_allocator
+    from mixlaw.probe.train import evaluate
+
+    dev = "cuda" if device.startswith("cuda") else "cpu"
+    torch.manual_seed(0)
+    model = GPT(gpt_config(size, vocab_size=VOCAB, block_size=BLOCK)).to(device)
+    opt = model.configure_optimizer(lr=LR, weight_decay=WD, betas=BETAS)
+    if dev == "cpu" and (compile or bf16):
+        tune_allocator()
+    model.set_fp32_attention(bf16 and dev == "cpu")
+    fwd: Any = torch.compile(model, dynamic=False) if compile else model
+    sampler = MixtureSampler({"general": data}, {"general": 1.0}, block_size=BLOCK, batch_size=BATCH, seed=0)
+    params = list(model.parameters())
+    phases = dict.fromkeys(("sampler", "forward+loss", "backward", "clip", "optimizer"), 0.0)
+
+    def run(n: int, record: bool) -> None:
+        for _ in range(n):
+            marks = [time.perf_counter()]
+            x, y = sampler.next_batch()
+            x, y = x.to(device), y.to(device)
+            sync(device)
+            marks.append(time.perf_counter())
+            with torch.autocast(dev, dtype=torch.bfloat16, enabled=bf16):
+                _, loss = fwd(x, y)
+            float(loss.detach())
+            marks.append(time.perf_counter())
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            sync(device)
+            marks.append(time.perf_counter())
+            torch.nn.utils.clip_grad_norm_(params, CLIP, foreach=(compile or bf16) or None)
+            sync(device)
+            marks.append(time.perf_counter())
+            opt.step()
+            sync(device)
+            marks.append(time.perf_counter())
+            if record:
+                for k, a, b in zip(phases, marks, marks[1:], strict=False):
+                    phases[k] += b - a
+
+    run(3, False)
+    run(steps, True)
+    total = sum(phases.values())
+    val = data[:200_000]
+    batches = {"general": eval_batches(val, block_size=BLOCK, n_tokens=16384, batch_size=16)}
+    evaluate(model, batches, lambda: torch.autocast(dev, dtype=torch.bfloat16, enabled=bf16))
+    t = time.perf_counter()
+    evaluate(model, batches, lambda: torch.autocast(dev, dtype=torch.bfloat16, enabled=bf16))
+    ev = (time.perf_counter() - t) / 100  # one eval set of 16,384 tokens every 100 steps (RunConfig defaults)
+    parts = ", ".join(f"{k} {v / steps * 1e3:.1f} ms ({v / total:.0%})" for k, v in phases.items())
+    print(f"  profile {size}: step {total / steps * 1e3:.1f} ms = {parts}; "
+          f"eval amortised +{ev * 1e3:.1f} ms/step per eval set ({ev / (total / steps):.1%})", flush=True)  # fmt: skip
+
+
+# ------------------------------------------------------------------ workers and the alternating parent
+def worker(args: argparse.Namespace) -> None:
+    torch.set_num_threads(args.threads)
+    data = np.random.default_rng(0).integers(0, VOCAB, size=2_000_000).astype(np.uint16)
+    side, size = args.worker, args.size
+    if side == "profile":
+        profile_mixlaw(size, data, args.device, compile=args.compile, bf16=args.bf16, steps=args.steps)
+        return
+    t = time.perf_counter()
+    if side == "mixlaw":
+        step = mixlaw_side(size, data, args.device, compile=args.compile, bf16=args.bf16, knobs=args.knobs)
+    else:
+        step = plain_side(size, data, args.device, eager=side == "eager")
     for _ in range(3):  # includes compilation
         step()
-    t = time.perf_counter()
-    for _ in range(steps):
-        step()
-    return steps * BATCH * BLOCK / (time.perf_counter() - t)
+    sync(args.device)
+    print(json.dumps({"ready": time.perf_counter() - t}), flush=True)
+    for line in sys.stdin:
+        n = int(line)
+        sync(args.device)
+        w, c = time.perf_counter(), time.process_time()
+        for _ in range(n):
+            step()
+        sync(args.device)
+        print(json.dumps({"wall": time.perf_counter() - w, "cpu": time.process_time() - c}), flush=True)
+
+
+def spawn(args: argparse.Namespace, side: str, size: str, knobs: str = "", pipe: bool = True) -> subprocess.Popen[str]:
+    cmd = [sys.executable, __file__, "--worker", side, "--size", size, "--threads", str(args.threads),
+           "--device", args.device, "--steps", str(args.steps), "--knobs", knobs]  # fmt: skip
+    cmd += [] if args.compile else ["--no-compile"]
+    cmd += [] if args.bf16 else ["--no-bf16"]
+    io = subprocess.PIPE if pipe else None
+    return subprocess.Popen(cmd, stdin=io, stdout=io, text=True)
+
+
+def ask(p: subprocess.Popen[str], n: int | None) -> dict[str, float]:
+    assert p.stdin is not None and p.stdout is not None
+    if n is not None:
+        p.stdin.write(f"{n}\n")
+        p.stdin.flush()
+    line = p.stdout.readline()
+    if not line:
+        raise SystemExit(f"probe_speed: a worker died (exit {p.wait()})")
+    return dict(json.loads(line))
+
+
+def measure(args: argparse.Namespace, size: str, sides: list[tuple[str, str]]) -> dict[str, list[dict[str, float]]]:
+    """Alternate ``args.rounds`` timed rounds of ``args.steps`` steps between one worker per side."""
+    procs = {}
+    for side, knobs in sides:  # start (and compile) one at a time: compiles are CPU-heavy
+        procs[side + knobs] = p = spawn(args, side, size, knobs)
+        ask(p, None)
+    out: dict[str, list[dict[str, float]]] = {k: [] for k in procs}
+    for _ in range(args.rounds):
+        for k, p in procs.items():
+            r = ask(p, args.steps)
+            tok = args.steps * BATCH * BLOCK
+            out[k].append({"tok_s": tok / r["wall"], "cpu_tok_s": tok / r["cpu"]})
+    for p in procs.values():
+        assert p.stdin is not None
+        p.stdin.close()
+        p.wait()
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", default="200k,1m,3m")
-    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--sizes", default="200k,1m")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--no-compile", action="store_true")
-    ap.add_argument("--no-bf16", action="store_true")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--no-compile", dest="compile", action="store_false")
+    ap.add_argument("--no-bf16", dest="bf16", action="store_false")
+    ap.add_argument("--eager-ref", action="store_true", help="also time the old eager fp32 explicit-attention loop")
+    ap.add_argument("--profile", action="store_true", help="phase breakdown and ablation of mixlaw's step")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--size", help=argparse.SUPPRESS)
+    ap.add_argument("--knobs", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit(f"probe_speed: --device {args.device} needs a CUDA GPU, but torch sees none")
+    if args.device != "cpu" and not args.device.startswith("cuda"):
+        raise SystemExit(f"probe_speed: --device must be cpu or cuda[:i], got {args.device!r}")
+    if args.worker:
+        worker(args)
+        return
+    from mixlaw.probe.model import GPT, gpt_config
+
     torch.set_num_threads(args.threads)
-    compile, bf16 = not args.no_compile, not args.no_bf16
-    data = np.random.default_rng(0).integers(0, VOCAB, size=2_000_000).astype(np.uint16)
-    peak32, peak16 = gemm_peak(torch.float32), gemm_peak(torch.bfloat16)
-    print(f"threads={args.threads} compile={compile} bf16={bf16}")
-    print(f"GEMM peak: fp32 {peak32 / 1e9:.0f} GFLOP/s, bf16 {peak16 / 1e9:.0f} GFLOP/s")
-    print(f"{'size':>6} {'N':>10} {'mixlaw tok/s':>13} {'MFU':>6} {'plain tok/s':>12} {'MFU':>6} {'ratio':>6}")
+    cuda = args.device.startswith("cuda")
+    peak16 = gemm_peak(torch.bfloat16, args.device)
+    peak32 = gemm_peak(torch.float32, args.device)
+    print(f"device={args.device} threads={args.threads} mixlaw: compile={args.compile} bf16={args.bf16}; "
+          f"fair loop: compile, bf16, SDPA, fused AdamW; {args.rounds} rounds x {args.steps} steps")  # fmt: skip
+    print(f"GEMM peak: bf16 {peak16 / 1e9:.0f} GFLOP/s, fp32 {peak32 / 1e9:.0f} GFLOP/s; MFU = 6·N·tokens/s over "
+          f"the bf16 peak{'' if cuda else ', both per CPU-second (tokens per CPU-second of the worker)'}")  # fmt: skip
+    head = f"{'size':>5} {'N':>9} {'mixlaw tok/s':>12} {'MFU':>5} {'fair tok/s':>10} {'MFU':>5} {'ratio':>5}"
+    head += f" {'range':>11} {'cpu-time ratio':>14}" + (f" {'eager tok/s':>11}" if args.eager_ref else "")
+    print(head, flush=True)
     ratio_1m = float("nan")
     for size in args.sizes.split(","):
         m = GPT(gpt_config(size, vocab_size=VOCAB, block_size=BLOCK))
-        n_flop_params = m.n_params + VOCAB * m.cfg.d_model  # the tied LM head is a matmul per token
-        a = mixlaw_loop(size, args.steps, data, compile=compile, bf16=bf16)
-        b = plain_loop(size, args.steps, data)
-        mfu_a = 6 * n_flop_params * a / (peak16 if bf16 else peak32)
-        mfu_b = 6 * n_flop_params * b / peak32
-        print(
-            f"{size:>6} {m.n_params:>10,} {a:>13,.0f} {mfu_a:>6.1%} {b:>12,.0f} {mfu_b:>6.1%} {a / b:>6.2f}", flush=True
-        )
+        n_flop = m.n_params + VOCAB * m.cfg.d_model  # the tied LM head is a matmul per token
+        sides = [("fair", ""), ("mixlaw", "")] + ([("eager", "")] if args.eager_ref else [])
+        res = measure(args, size, sides)
+        med = {k: statistics.median(r["tok_s"] for r in v) for k, v in res.items()}
+        ratios = [a["tok_s"] / b["tok_s"] for a, b in zip(res["mixlaw"], res["fair"], strict=True)]
+        cpu_r = [a["cpu_tok_s"] / b["cpu_tok_s"] for a, b in zip(res["mixlaw"], res["fair"], strict=True)]
+        r = statistics.median(ratios)
+        cpu_med = {k: statistics.median(r["cpu_tok_s"] for r in v) for k, v in res.items()}
+        mfu = {k: 6 * n_flop * v / peak16 for k, v in (med if cuda else cpu_med).items()}
+        line = (f"{size:>5} {m.n_params:>9,} {med['mixlaw']:>12,.0f} {mfu['mixlaw']:>5.1%} {med['fair']:>10,.0f} "
+                f"{mfu['fair']:>5.1%} {r:>5.2f} {min(ratios):>5.2f}–{max(ratios):<5.2f}")  # fmt: skip
+        line += f" {statistics.median(cpu_r):>14.2f}"
+        print(line + (f" {med['eager']:>11,.0f}" if args.eager_ref else ""), flush=True)
         if size == "1m":
-            ratio_1m = a / b
+            ratio_1m = r
+        if args.profile:
+            p = spawn(args, "profile", size, pipe=False)
+            p.wait()
+            abl = measure(args, size, [("mixlaw", ""), ("mixlaw", "noattn32"), ("mixlaw", "noalloc")])
+            am = {k: statistics.median(x["tok_s"] for x in v) for k, v in abl.items()}
+            print(f"  ablation {size}: full fast path {am['mixlaw']:,.0f} tok/s; bf16 attention "
+                  f"{am['mixlawnoattn32']:,.0f}; default allocator {am['mixlawnoalloc']:,.0f}", flush=True)  # fmt: skip
     print(f"ratio={ratio_1m:.3f}")
 
 

@@ -28,6 +28,7 @@ from mixlaw.errors import InputError, MixlawError
 from mixlaw.probe.checkpoints import atomic_save, check_resume, checkpoint_path, config_fingerprint, load_checkpoint
 from mixlaw.probe.data import MixtureSampler, TokenData, eval_batches
 from mixlaw.probe.model import GPT, gpt_config
+from mixlaw.probe.step import make_step
 from mixlaw.runs.schema import Mixture, RunMeta
 from mixlaw.runs.store import RunStore
 from mixlaw.schedules import Schedule
@@ -334,11 +335,9 @@ def train_run(
 
     store.set_status(cfg.run_id, "running")
 
-    fwd: Callable[..., Any] = torch.compile(model, dynamic=False) if cfg.compile else model
-    device_type = "cuda" if device.startswith("cuda") else "cpu"
-
-    def autocast() -> Any:
-        return torch.autocast(device_type, dtype=torch.bfloat16, enabled=bf16)
+    train_step, autocast = make_step(
+        model, optim, device=device, compile=cfg.compile, bf16=bf16, grad_clip=cfg.grad_clip
+    )  # the fast path with compile/bf16 (probe/step.py); the plain eager fp32 step otherwise
 
     keep = lr_fraction_steps(schedule, cfg.save_at_lr_fractions) if cfg.phase == "pt" else {}
     stops = sorted(set(eval_steps(T_total, cfg.eval_every, cfg.eval_log_points)) | set(keep.values()))
@@ -395,18 +394,11 @@ def train_run(
                 g["lr"] = lr
             x, y = sampler.next_batch()  # (B, T), (B, T)
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            with autocast():
-                _, loss = fwd(x, y)
-            loss_v = float(loss.detach())
-            if not math.isfinite(loss_v):
+            loss_v = float(train_step(x, y))  # the batch's loss before this update
+            if not math.isfinite(loss_v):  # the run fails here: the update it just made is never saved
                 msg = f"non-finite training loss {loss_v} at step {step} with mixture {mixture.to_dict()}"
                 store.set_status(cfg.run_id, "failed", message=msg)
                 raise TrainingDiverged(f"run {cfg.run_id}: {msg}")
-            optim.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            optim.step()
             chunk_loss += loss_v
             n += 1
         for f, s in keep.items():
