@@ -1,0 +1,133 @@
+"""The mixture experiment's analysis: choose the target-size mixtures, then check them against the target runs.
+
+Every number comes from ``mixlaw`` verbs run on the shipped runs (``runs.csv``), called here with ``--json``::
+
+    python examples/mixture_probe/analyze.py choose   # fit, choose; writes the target-size spec (target_chosen.toml)
+    python examples/mixture_probe/analyze.py check    # predicted vs measured objective of the target-size runs
+    python examples/mixture_probe/analyze.py check --reuse   # the same predictions, re-read measurements
+
+The objective is the *balanced validation loss*: the mean of the five per-corpus validation losses (weight 0.2
+each), at the target size (the 250k probe model, 252,720 non-embedding parameters, 20 tokens per parameter).
+``choose`` fits CAMEL (k = 2) on the fitting sizes 12k–100k and minimises the predicted objective at 250k; the
+size-blind choice is the Data Mixing Laws law (``dml``, no size term) fitted on the largest fitting size alone.
+``check`` predicts every target-size mixture under the CAMEL fit (``--evaluate``; 95 % intervals and the paired
+regret against the chosen mixture from a bootstrap over mixtures) and sets the measured objective beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DOMAINS = ["general", "legal", "docs", "bio", "code"]
+TARGET_SIZE = 252_720  # the 250k probe model
+FIT = "n_params < 2e5"  # the fitting runs (12k-100k); the target runs are the 250k ones
+LARGEST = "n_params > 1e5 and n_params < 2e5"  # the largest fitting size (100k), for the size-blind law
+TARGETS = [a for d in DOMAINS for a in ("--target", f"loss_{d}")]
+WEIGHTS = [a for d in DOMAINS for a in ("--weights", f"loss_{d}=0.2")]
+ANCHORS = {
+    "natural": {"general": 0.30723, "legal": 0.09984, "docs": 0.394447, "bio": 0.093796, "code": 0.104687},
+    "uniform": dict.fromkeys(DOMAINS, 0.2),
+}
+
+
+def mixlaw(*args: str) -> dict:
+    """Run one ``mixlaw`` verb with ``--json``; its JSON output."""
+    cmd = [sys.executable, "-m", "mixlaw.cli", *args, "--json"]
+    print("$ mixlaw " + " ".join(args), file=sys.stderr, flush=True)
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"mixlaw {args[0]} failed: {out.stderr.strip()}")
+    return json.loads(out.stdout)
+
+
+def optimize(runs: Path, law: str, *extra: str) -> dict:
+    doms = ",".join(DOMAINS)
+    return mixlaw("mix", "optimize", str(runs), "--law", law, "--domains", doms, *TARGETS, *WEIGHTS, "--final", *extra)
+
+
+def fmt_mix(w: dict[str, float]) -> str:
+    return " ".join(f"{d}={w[d]:.3f}" for d in DOMAINS)
+
+
+def rounded(w: dict[str, float]) -> dict[str, float]:
+    """Six decimals that still sum to 1 (the probe spec checks the sum): the largest weight takes the remainder."""
+    r = {d: round(w[d], 6) for d in DOMAINS}
+    top = max(r, key=lambda d: r[d])
+    r[top] = round(1.0 - sum(v for d, v in r.items() if d != top), 6)
+    return r
+
+
+def as_evaluate(name: str, w: dict[str, float]) -> list[str]:
+    return ["--evaluate", f"{name}:" + ",".join(f"{d}={w[d]:.6f}" for d in DOMAINS)]
+
+
+def choose(runs: Path, spec: Path) -> dict:
+    camel = optimize(runs, "camel", "--where", FIT, "--target-size", str(TARGET_SIZE))
+    blind = optimize(runs, "dml", "--where", LARGEST)
+    chosen = {"camel": camel["weights"], "dml_100k": blind["weights"]}
+    print(f"CAMEL optimum at 250k: {fmt_mix(camel['weights'])}; predicted objective {camel['objective']:.4f}")
+    print(f"size-blind optimum (dml on the 100k runs): {fmt_mix(blind['weights'])}")
+    head = "".join((HERE / "target_anchors.toml").read_text().split("[pt.mixtures]")[0].splitlines(True)[2:])
+    head = (
+        "# Target-size runs of the mixture experiment (examples/mixture_probe): the mixtures chosen by\n"
+        "# analyze.py choose (CAMEL at 250k; dml on the 100k runs alone). Same settings as spec.toml.\n" + head
+    )
+    body = "[pt.mixtures]\n" + "".join(
+        f"{name} = {{ " + ", ".join(f"{d} = {v}" for d, v in rounded(w).items()) + " }\n" for name, w in chosen.items()
+    )
+    spec.write_text(head + body + "\n[pt.runs]\n250k = [" + ", ".join(f'"{n}"' for n in chosen) + "]\n")
+    out = {"camel": camel, "dml_100k": blind}
+    (HERE / "choose.json").write_text(json.dumps(out, indent=1) + "\n")
+    return out
+
+
+def check(runs: Path, bootstrap: int, reuse: bool = False) -> None:
+    import pandas as pd
+
+    table = pd.read_csv(runs)
+    final = table.sort_values("tokens").groupby("run_id").tail(1)
+    target = final[final["n_params"] > 2e5]
+    chosen = json.loads((HERE / "choose.json").read_text())
+    mixtures = {**ANCHORS, "dml_100k": chosen["dml_100k"]["weights"]}
+    ev = [a for name, w in mixtures.items() for a in as_evaluate(name, w)]
+    if reuse:  # the predictions of an earlier `check` (they use only the fitting runs): re-read the measurements
+        res = json.loads((HERE / "check.json").read_text())["optimize"]
+    else:
+        res = optimize(runs, "camel", "--where", FIT, "--target-size", str(TARGET_SIZE), "--bootstrap",
+                       str(bootstrap), *ev)  # fmt: skip
+    rows = [{"name": "camel", "weights": res["weights"], "objective": res["objective"],
+             "objective_interval": res["bootstrap"]["objective"], "regret": 0.0}]  # fmt: skip
+    rows += res["candidates"]
+    print(f"CAMEL optimum now: {fmt_mix(res['weights'])} (chosen: {fmt_mix(chosen['camel']['weights'])})")
+    print(f"{'mixture':<9} {'predicted [95%]':<26} {'regret [paired 95%]':<28} {'measured':>9}  weights")
+    for r in rows:
+        runs_of = target[target["run_id"].str.endswith(f"-pt-{r['name']}")]
+        measured = runs_of[[f"loss_{d}" for d in DOMAINS]].mean(axis=1).tolist()
+        r["measured"] = measured
+        r["measured_losses"] = runs_of[[f"loss_{d}" for d in DOMAINS]].to_dict("records")
+        lo, hi = r["objective_interval"]
+        ri = r.get("regret_interval")
+        reg = f"{r['regret']:+.4f}" + (f" [{ri[0]:+.4f}, {ri[1]:+.4f}]" if ri else "")
+        m = " ".join(f"{x:.4f}" for x in measured) or "-"
+        print(f"{r['name']:<9} {r['objective']:.4f} [{lo:.4f}, {hi:.4f}]   {reg:<28} {m:>9}  {fmt_mix(r['weights'])}")
+    (HERE / "check.json").write_text(json.dumps({"optimize": res, "rows": rows}, indent=1) + "\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("step", choices=["choose", "check"])
+    ap.add_argument("--runs", type=Path, default=HERE / "runs.csv")
+    ap.add_argument("--spec", type=Path, default=HERE / "target_chosen.toml")
+    ap.add_argument("--bootstrap", type=int, default=20)
+    ap.add_argument("--reuse", action="store_true", help="check: keep check.json's predictions, re-read the runs")
+    a = ap.parse_args()
+    choose(a.runs, a.spec) if a.step == "choose" else check(a.runs, a.bootstrap, a.reuse)
+
+
+if __name__ == "__main__":
+    main()
