@@ -6,11 +6,13 @@ The fast path (``compile`` and/or ``bf16``) differs from the default eager fp32 
 - ``torch.compile`` of the model's forward *with* its loss (one graph: the head, softmax and cross-entropy fuse);
 - bf16 autocast with the attention kept in fp32 on CPU (:meth:`GPT.set_fp32_attention`: the CPU flash kernel's
   bf16 backward is the slower one at probe shapes);
-- gradient clipping with the multi-tensor (``foreach``) norm;
-- on CPU, glibc's allocator told to keep freed memory (:func:`tune_allocator`): the logits of one step
-  (tokens × vocabulary × 4 bytes = 32 MiB at 2048 tokens and vocab 4096) are above glibc's largest mmap
-  threshold, so each step otherwise maps and page-faults them afresh — measured at about two thirds of the time of
-  an elementwise pass over them here.
+- gradient clipping with the multi-tensor (``foreach``) norm.
+
+:func:`tune_allocator` (glibc told to keep freed memory: the logits of one step, 32 MiB at 2048 tokens and vocab
+4096, are above glibc's largest mmap threshold, so each step maps and page-faults them afresh) is *not* applied by
+the trainer: it changes the whole process's memory behaviour, and the whole-step ablation at 1M measured no gain
+(2,718 tok/s without it, 2,564 with it, on the loaded machine). ``benchmarks/probe_speed.py`` keeps it as the
+opt-in ablation knob ``alloc``.
 
 The default step (``compile=False, bf16=False``) is the one every shipped spec and stored run was trained with.
 """
@@ -70,8 +72,6 @@ def make_step(
     """
     device_type = "cuda" if device.startswith("cuda") else "cpu"
     fast = compile or bf16
-    if device_type == "cpu" and fast:
-        tune_allocator()
     model.set_fp32_attention(bf16 and device_type == "cpu")
     fwd: Callable[..., Any] = torch.compile(model, dynamic=False) if compile else model
     params = [p for p in model.parameters() if p.requires_grad]
