@@ -53,17 +53,18 @@ EXPECTED: dict[str, set[str]] = {
     | {"--random-state", "--json", "--bootstrap"}
     | TABLE,
     "mix optimize": {"RUNS", "--domains", "--law", "--target", "--weights", "--target-size", "--size-column"}
-    | {"--law-option", "--objective", "--report", "--holdout"}
+    | {"--law-option", "--objective", "--report", "--holdout", "--evaluate"}
     | {"--cap", "--floor", "--fix", "--max-epochs", "--unique-tokens", "--target-tokens", "--prior", "--kl-max"}
     | {"--kl-weight", "--bootstrap", "--sizes", "--where", "--map", "--random-state", "--json"}
     | TABLE,
     "mix nested": {"RUNS", "--domains", "--target-size", "--target-step", "--target", "--max-fit-step"}
     | {"--step-column", "--size-column", "--law", "--law-option", "--where", "--map", "--random-state", "--json"}
+    | {"--tie-size-exponent"}
     | TABLE,
     "plan": {"--sizes", "--target-size", "--budget", "--domains", "--strategy", "--compare", "--simulate", "--out"}
     | {"--tokens-per-param", "--flops-per-s", "--floor-runs", "--cap-runs", "--prior", "--mixture-floor"}
     | {"--mixtures", "--max-mixtures", "--k", "--noise", "--seed", "--name", "--data-dir", "--work-dir"}
-    | {"--block-size", "--batch-size", "--eval-tokens", "--json"},
+    | {"--block-size", "--batch-size", "--eval-tokens", "--cost-runs", "--cost-column", "--json"},
 }
 
 
