@@ -384,6 +384,30 @@ def test_a_dead_local_process_claim_is_taken_at_once(tmp_path: Path) -> None:
         assert s.claim("r", f"{socket.gethostname()}:{os.getpid()}:me") is not None  # B is no local process
 
 
+def test_a_killed_owners_claim_on_a_finished_run_is_reaped_live_ones_kept(tmp_path: Path) -> None:
+    """The window CI hit: a worker stored the run as finished and was killed before releasing its claim. The
+    next sweep skips the finished run without claiming it, so the claim must be dropped by the sweep itself."""
+    import socket
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    me = f"{socket.gethostname()}:{os.getpid()}:me"
+    with RunStore(tmp_path / "s.db") as s:
+        for rid in ("dead", "live", "open"):
+            s.put_run(RunMeta(rid))
+        assert s.claim("dead", f"{socket.gethostname()}:{gone.pid}:x", lease_s=3600) is None
+        assert s.claim("live", me, lease_s=3600) is None
+        assert s.claim("open", f"{socket.gethostname()}:{gone.pid}:y", lease_s=3600) is None
+        s.set_status("dead", "finished")
+        s.set_status("live", "finished")
+        assert s.reap() == ["dead"]  # a live owner releases its own; an unfinished run's claim is taken over
+        assert sorted(c["run_id"] for c in s.claims()) == ["live", "open"]
+        s.set_status("open", "finished")
+    assert run_sweep([], tmp_path / "s.db") == {}  # a sweep starting on the store reaps too
+    with RunStore(tmp_path / "s.db") as s:
+        assert [c["run_id"] for c in s.claims()] == ["live"]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_sweep_killed_at_a_random_point_resumes_to_the_uninterrupted_result(

@@ -153,6 +153,7 @@ class _Scheduler:
         self.results: dict[str, str] = {}
         self.waiting: dict[str, tuple[Job, float]] = {}  # run_id -> (job, since when)
         with RunStore(store_path) as store:
+            store.reap()  # a worker killed between storing "finished" and releasing leaves its claim behind
             finished = {j.run_id for j in jobs if store.run_status(j.run_id) == "finished"}
         self.results.update(dict.fromkeys(finished, "finished"))
         self.pending = [j for j in _order(jobs) if j.run_id not in finished]

@@ -5,7 +5,8 @@ transaction: it succeeds when no claim exists, when the existing one has expired
 heartbeats: killed, or its machine went away; on the same host a claim whose process is gone is taken at once),
 or when the caller already holds it. The owner renews it with
 :meth:`StoreClaims.heartbeat` (from a background thread, see :class:`mixlaw.probe.sweep.Lease`) and deletes it
-with :meth:`StoreClaims.release`. A finished run cannot be claimed.
+with :meth:`StoreClaims.release`. A finished run cannot be claimed; a claim its killed owner left on a
+finished run is dropped by :meth:`StoreClaims.reap` (every sweep calls it when it starts).
 
 The table is created on first use (``CREATE TABLE IF NOT EXISTS``): a store written by a mixlaw without claims
 opens unchanged, and such a mixlaw ignores the table.
@@ -120,6 +121,21 @@ class StoreClaims:
         with self._tx() as con:
             self._claims_table(con)
             con.execute("DELETE FROM claims WHERE run_id = ? AND owner = ?", (run_id, owner))
+
+    def reap(self) -> list[str]:
+        """Delete the claims left on finished runs by owners that are gone (killed after the run was stored as
+        finished but before they released it); the run ids whose claims were dropped. Live owners' claims stay:
+        they release their own."""
+        with self._tx() as con:
+            self._claims_table(con)
+            rows = con.execute(
+                "SELECT c.run_id, c.owner, c.expires FROM claims c JOIN status s ON s.run_id = c.run_id "
+                "WHERE s.status = 'finished'"
+            ).fetchall()
+            now = time.time()
+            stale = [(rid, owner) for rid, owner, expires in rows if expires <= now or owner_is_dead(owner)]
+            con.executemany("DELETE FROM claims WHERE run_id = ? AND owner = ?", stale)
+        return [rid for rid, _ in stale]
 
     def claims(self) -> list[dict[str, Any]]:
         """Every claim: run_id, owner, acquired, heartbeat, expires (Unix seconds), expired (bool)."""
