@@ -46,7 +46,7 @@ ResampleOpt = Annotated[
 LevelOpt = Annotated[float, typer.Option("--level", help="Interval level, e.g. 0.95.")]
 IntervalOpt = Annotated[str, typer.Option("--interval", help="confidence (the law) or prediction (a new point).")]
 MethodOpt = Annotated[
-    str, typer.Option("--method", help="Prediction-interval method: auto (= bootstrap) | bootstrap | calibrated.")
+    str, typer.Option("--method", help="Interval method: auto (calibrated if extrapolating) | bootstrap | calibrated.")
 ]
 
 
@@ -219,6 +219,8 @@ def _print_prediction(res: Any, result: dict[str, Any]) -> None:
             console().print(f"extrapolates: {result['extrapolation']['text']}")
         if "note" in result:
             console().print(result["note"])
+        if result.get("calibration"):
+            console().print(f"interval {result['calibration']}")
         for w in result.get("warnings", []):
             console().print(f"warning: {w}")
         return
@@ -233,6 +235,8 @@ def _print_prediction(res: Any, result: dict[str, Any]) -> None:
     console().print(t)
     if "note" in result:
         console().print(result["note"])
+    if result.get("calibration"):
+        console().print(f"{result.get('n_calibrated')} of {len(result['rows'])} intervals {result['calibration']}")
     if result.get("per_run"):
         t = Table(title=f"{res.law_name}: predicted vs observed {res.target}")
         for col in ("run_id", "mae", "mre"):

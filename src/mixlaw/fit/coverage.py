@@ -45,7 +45,12 @@ def point_intervals(
     x = inputs_of(result, held_rows)
     for level in levels:
         b = band(result, x, level=level, kind=cast(Interval, interval), method=cast(Method, method))
-        out["method"] = "none" if b is None else b.method
+        if b is None:
+            out["method"] = "none"
+        elif b.calibrated is not None:  # per row: ``auto`` calibrates the rows that extrapolate
+            out["method"] = np.where(b.calibrated, "calibrated", "bootstrap")
+        else:
+            out["method"] = b.method
         lo = np.full(len(out), np.nan) if b is None else b.lo
         hi = np.full(len(out), np.nan) if b is None else b.hi
         out[f"lo_{_tag(level)}"], out[f"hi_{_tag(level)}"] = lo, hi

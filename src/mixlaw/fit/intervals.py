@@ -16,18 +16,21 @@ For a fit with bootstrap draws :math:`\\hat\\theta_b` (:mod:`mixlaw.fit.bootstra
 Both are percentile intervals of a bootstrap distribution: they are as honest as the resampling scheme is for the
 question (resample model sizes, ``sizes``, when predicting a larger model; see ``docs/laws.md``).
 
-Prediction intervals have two methods (``method``): ``calibrated`` — the default wherever the fit carries its
-out-of-sample error model (every fit with a bootstrap, :mod:`mixlaw.fit.calibrate`): ``ŷ · exp(± q s(d))`` with the
-noise ``s`` estimated from refits on parts of the fitted data and grown with the extrapolation distance ``d`` —
-and ``bootstrap``, the percentile interval above. ``auto`` (the default) is ``bootstrap``: on the public held-out
-benchmarks neither method is calibrated on every case and the bootstrap one errs on the wide side
-(``benchmarks/coverage.py``, ``docs/laws.md``); ``calibrated`` is asked for explicitly (``--method calibrated``).
+Prediction intervals have two methods (``method``): ``calibrated`` — the *extrapolation-calibrated* interval of
+:mod:`mixlaw.fit.calibrate`, ``ŷ · exp(± t_ν(d) s(d))`` with the error scale ``s`` and its degrees of freedom
+estimated from nested refits on parts of the fitted data (K-fold over sizes, forward cuts along the size axis) and
+grown with the extrapolation distance ``d`` — and ``bootstrap``, the percentile interval above. ``auto`` (the
+default) gives the calibrated interval to every row that lies outside the fitted range of any law input (it
+extrapolates: the question a scaling law is asked), wherever the fit carries its calibration (every fit with a
+bootstrap), and the bootstrap interval to the rows inside; a fit without calibration gets ``bootstrap``
+everywhere. The measured coverage of each method on public held-out data is in ``docs/laws.md``
+(``benchmarks/coverage.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -40,7 +43,10 @@ if TYPE_CHECKING:
     from mixlaw.fit.data import FitData
     from mixlaw.fit.result import FitResult
 
-__all__ = ["INTERVALS", "METHODS", "Band", "band", "draw_predictions", "inputs_of", "quantiles", "residual_sd"]
+__all__ = [
+    "INTERVALS", "METHODS", "Band", "band", "draw_predictions", "extrapolates", "inputs_of", "quantiles",
+    "residual_sd",
+]  # fmt: skip
 
 Interval = Literal["confidence", "prediction"]
 INTERVALS: tuple[str, ...] = ("confidence", "prediction")
@@ -85,7 +91,12 @@ class Band:
     n_failed: int
     n_resamples: int
     method: str = "bootstrap"
-    """``bootstrap`` (percentile interval of the draws) or ``calibrated`` (:mod:`mixlaw.fit.calibrate`)."""
+    """``bootstrap`` (percentile interval of the draws), ``calibrated`` (:mod:`mixlaw.fit.calibrate`), or
+    ``bootstrap+calibrated`` (``auto`` with rows of both kinds: see ``calibrated``)."""
+    calibrated: np.ndarray | None = None
+    """``(m,)`` bool: the rows whose interval is extrapolation-calibrated (``None``: every row by ``method``)."""
+    calibration: str | None = None
+    """One line on the calibration behind the calibrated rows (nested fits, noise, growth)."""
 
 
 def quantiles(
@@ -129,8 +140,9 @@ def band(
 ) -> Band | None:
     """The ``level`` interval of ``kind`` at the input rows ``x`` (law input names), or ``None`` without draws.
 
-    ``method`` (prediction intervals only): ``auto`` (= ``bootstrap``), ``calibrated`` or ``bootstrap`` (module
-    docstring). Raises :class:`~mixlaw.errors.InputError`
+    ``method`` (prediction intervals only): ``auto`` (calibrated on the rows that extrapolate when the fit carries
+    its calibration, else ``bootstrap``), ``calibrated`` or ``bootstrap`` (module docstring). Raises
+    :class:`~mixlaw.errors.InputError`
     for a level outside (0, 1), an unknown kind or method, a calibrated interval from a fit without calibration,
     or a bootstrap prediction interval from a fit saved without its residual noise.
     """
@@ -145,7 +157,20 @@ def band(
     if kind == "prediction" and method == "calibrated":
         if result.calibration is None:
             raise InputError("expected a fit with its calibration for --method calibrated: refit with --bootstrap N")
-        return _calibrated(result, x, level)
+        return _calibrated(result, x, level, seed)
+    if kind == "prediction" and method == "auto" and result.calibration is not None:
+        far = extrapolates(result, x)
+        if far.all():
+            return _calibrated(result, x, level, seed)
+        if far.any():
+            boot = band(result, x, level=level, kind=kind, seed=seed, method="bootstrap")
+            cal = _calibrated(result, x, level, seed)
+            if boot is None:
+                return cal
+            return replace(
+                boot, lo=np.where(far, cal.lo, boot.lo), hi=np.where(far, cal.hi, boot.hi),
+                method="bootstrap+calibrated", calibrated=far, calibration=cal.calibration,
+            )  # fmt: skip
     if draws is None or len(draws) == 0:
         return None
     if kind == "prediction" and result.residual_sd is None:
@@ -167,23 +192,51 @@ def band(
     )
 
 
-def _calibrated(result: FitResult, x: Mapping[str, np.ndarray], level: float) -> Band:
-    """The calibrated prediction interval (:mod:`mixlaw.fit.calibrate`) at the rows ``x``."""
+def _calibrated(result: FitResult, x: Mapping[str, np.ndarray], level: float, seed: int = 0) -> Band:
+    """The extrapolation-calibrated prediction interval (:mod:`mixlaw.fit.calibrate`) at the rows ``x``: the base
+    interval widened about its centre (in fit space) by the calibration's factor at each row's distance."""
     from mixlaw.fit.calibrate import Calibration
 
     cal = Calibration.from_dict(result.calibration or {})
     law = result.law
     pred = np.asarray(law.evaluate(dict(x), result.params), dtype=np.float64).reshape(-1)
-    h = cal.halfwidth(x, len(pred), level)
-    if law.fit_space == "log":
-        lo, hi = pred * np.exp(-h), pred * np.exp(h)
-    else:
-        lo, hi = pred - h, pred + h
+    base = band(result, x, level=level, kind="prediction", seed=seed, method="bootstrap")
+    if base is not None:
+        lo, hi = base.lo, base.hi
+    else:  # no draws: the classical interval of the residual noise alone, ŷ ± t(n − p) σ̂ in fit space
+        from scipy.stats import t
+
+        dof = max(1, result.n_points - law.n_internal)
+        h = float(t.ppf((1 + level) / 2, dof)) * float(result.residual_sd or 0.0)
+        lo, hi = (pred * np.exp(-h), pred * np.exp(h)) if law.fit_space == "log" else (pred - h, pred + h)
+    f = cal.factor(cal.distance(x, len(pred)))
+    with np.errstate(all="ignore"):  # widened about the interval's centre in fit space (log for log-space laws)
+        if law.fit_space == "log":
+            c = np.sqrt(lo * hi)
+            lo, hi = c * (lo / c) ** f, c * (hi / c) ** f
+        else:
+            c = (lo + hi) / 2
+            lo, hi = c - f * (c - lo), c + f * (hi - c)
     n_draws = 0 if result.bootstrap_params is None else int(len(result.bootstrap_params))
     return Band(
         lo=lo, hi=hi, level=level, kind="prediction", n_draws=n_draws, n_failed=result.n_failed_resamples,
-        n_resamples=result.n_bootstrap, method="calibrated",
+        n_resamples=result.n_bootstrap, method="calibrated", calibrated=np.ones(len(pred), dtype=bool),
+        calibration=cal.summary(),
     )  # fmt: skip
+
+
+def extrapolates(result: FitResult, x: Mapping[str, np.ndarray]) -> np.ndarray:
+    """``(m,)`` bool: the rows of ``x`` outside the fitted range of any law input (or of the calibration axis)."""
+    from mixlaw.fit.calibrate import Calibration
+    from mixlaw.fit.extrapolation import extrapolation
+
+    m = len(next(iter(x.values()))) if x else 0
+    far = np.array([e is not None for e in extrapolation(result.input_ranges, x)], dtype=bool)
+    if far.size != m:
+        far = np.zeros(m, dtype=bool)
+    if result.calibration is not None:
+        far |= Calibration.from_dict(result.calibration).distance(x, m) > 0
+    return far
 
 
 def inputs_of(result: FitResult, data: Mapping[str, Any]) -> dict[str, np.ndarray]:

@@ -23,6 +23,9 @@ def _interval_info(result: FitResult, b: Any, level: float, interval: str) -> di
     info["n_resamples"], info["n_failed"] = result.n_bootstrap, result.n_failed_resamples
     info["scheme"] = result.settings.get("bootstrap_scheme")
     info["method"] = None if b is None else b.method
+    if b is not None and b.calibration is not None:  # say so when an interval is extrapolation-calibrated
+        info["calibration"] = b.calibration
+        info["n_calibrated"] = int(np.sum(b.calibrated)) if b.calibrated is not None else None
     info["warnings"] = list((result.calibration or {}).get("warnings", []))  # e.g. extrapolation is unreliable
     return info
 

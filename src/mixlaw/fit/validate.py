@@ -69,10 +69,19 @@ class ValidationResult:
         method = "+".join(sorted(set(self.points["method"].astype(str)))) if "method" in self.points else "bootstrap"
         nf = int(self.folds["n_failed"].sum()) if "n_failed" in self.folds else 0
         nr = int(self.folds["n_resamples"].sum()) if "n_resamples" in self.folds else 0
-        return (
+        note = (
             f"{100 * self.level:g}% {self.interval} intervals ({method}), resampling {self.resample}, "
             f"{nf}/{nr} resamples unusable"
         )
+        if "method" in self.points and (self.points["method"].astype(str) == "calibrated").any():
+            from mixlaw.fit.calibrate import Calibration
+
+            n_cal = int((self.points["method"].astype(str) == "calibrated").sum())
+            cals = [Calibration.from_dict(f.calibration) for f in self.fits if f.calibration is not None]
+            if cals:
+                note += f"; {n_cal} of {len(self.points)} held-out points {cals[0].summary()}"
+                note += f" (first of {len(cals)} folds)" if len(cals) > 1 else ""
+        return note
 
     @property
     def mre(self) -> float:
@@ -190,8 +199,9 @@ def validate_law(
         With ``bootstrap`` in ``fit_settings``: the ``level`` interval (``prediction`` or ``confidence``) of every
         held-out point (columns ``lo``, ``hi``); ``coverage`` also measures the 50/80/95 % intervals.
     method
-        Prediction-interval method (:func:`mixlaw.fit.intervals.band`): ``auto`` (= ``bootstrap``), ``calibrated`` or
-        ``bootstrap``; recorded per point (column ``method``) and in ``coverage``.
+        Prediction-interval method (:func:`mixlaw.fit.intervals.band`): ``auto`` (extrapolation-calibrated on the
+        held-out rows outside the fitted ranges, bootstrap inside), ``calibrated`` or ``bootstrap``; recorded per
+        point (column ``method``: ``calibrated`` or ``bootstrap``) and in ``coverage``.
     fit_settings
         Passed to :func:`mixlaw.fit.fit_law` (``n_polish``, ``random_state``, ``bootstrap``, ``loss``, ...).
     """
@@ -203,8 +213,8 @@ def validate_law(
     points, folds, fits = [], [], []
     if fit_settings.get("bootstrap_scheme") == "sizes":
         fit_settings.setdefault("size_column", size_column)  # the sizes bootstrap clusters by the same column
-    if method == "calibrated":
-        fit_settings.setdefault("calibrate", True)  # its out-of-sample error model is fitted only when asked for
+    if method in ("auto", "calibrated") and fit_settings.get("bootstrap"):
+        fit_settings.setdefault("calibrate", True)  # the held-out rows extrapolate: the default interval is calibrated
     if coverage and not fit_settings.get("bootstrap"):
         raise InputError("expected --bootstrap N (N > 0) with --coverage: intervals come from bootstrap draws")
     for label, held in _folds(table, scheme, size_column, order_column, group_column, quantile, holdout, largest):
