@@ -57,7 +57,7 @@ def _coverage(bend: float) -> dict[str, tuple[float, float]]:
             assert b is not None
             inside[method].append((b.lo <= obs) & (obs <= b.hi))
             width[method].append(np.log(b.hi / b.lo))
-            if method == "auto":  # every held-out size lies beyond the fitted range: all calibrated
+            if method == "auto":  # a calibrated fit's default prediction interval, saying how it was built
                 assert b.method == "calibrated" and b.calibration is not None and "nested fits" in b.calibration
     return {m: (float(np.concatenate(inside[m]).mean()), float(np.concatenate(width[m]).mean())) for m in inside}
 
@@ -76,7 +76,7 @@ def test_calibrated_interval_covers_a_misspecification_that_grows_with_size(bent
     boot, cal = bent["bootstrap"][0], bent["calibrated"][0]
     assert boot <= 0.25, bent  # the bootstrap describes interpolation: it misses the bend beyond the data
     assert cal >= 0.75 and cal >= boot + 0.5, bent
-    assert bent["auto"] == bent["calibrated"]  # the default for extrapolating predictions
+    assert bent["auto"] == bent["calibrated"]  # the default for prediction intervals of a calibrated fit
 
 
 def test_calibration_widens_well_specified_intervals_little(straight: dict) -> None:
@@ -96,5 +96,9 @@ def test_calibration_travels_with_the_fit_json_and_says_how_it_was_built() -> No
     cal = Calibration.from_dict(res.calibration or {})
     assert cal.n_forward >= 2 and cal.n_folds > cal.n_forward and cal.growth > 0
     assert cal.factor(0.0) >= 1.0 and cal.factor(2.0) > cal.factor(1.0)
-    inside = band(res, inputs_of(res, pd.DataFrame({"n_params": [1e9]})), kind="prediction", method="auto")
-    assert inside is not None and inside.method == "bootstrap"  # inside the fitted range: the bootstrap interval
+    xin = inputs_of(res, pd.DataFrame({"n_params": [1e9]}))  # inside the fitted range: widened by max(1, c) only
+    auto = band(res, xin, kind="prediction", method="auto")
+    boot = band(res, xin, kind="prediction", method="bootstrap")
+    assert auto is not None and boot is not None and auto.method == "calibrated"
+    ratio = np.log(auto.hi / auto.lo) / np.log(boot.hi / boot.lo)
+    np.testing.assert_allclose(ratio, max(1.0, cal.inflation), rtol=1e-9)

@@ -17,20 +17,21 @@ Both are percentile intervals of a bootstrap distribution: they are as honest as
 question (resample model sizes, ``sizes``, when predicting a larger model; see ``docs/laws.md``).
 
 Prediction intervals have two methods (``method``): ``calibrated`` — the *extrapolation-calibrated* interval of
-:mod:`mixlaw.fit.calibrate`, ``ŷ · exp(± t_ν(d) s(d))`` with the error scale ``s`` and its degrees of freedom
-estimated from nested refits on parts of the fitted data (K-fold over sizes, forward cuts along the size axis) and
-grown with the extrapolation distance ``d`` — and ``bootstrap``, the percentile interval above. ``auto`` (the
-default) gives the calibrated interval to every row that lies outside the fitted range of any law input (it
-extrapolates: the question a scaling law is asked), wherever the fit carries its calibration (every fit with a
-bootstrap), and the bootstrap interval to the rows inside; a fit without calibration gets ``bootstrap``
-everywhere. The measured coverage of each method on public held-out data is in ``docs/laws.md``
+:mod:`mixlaw.fit.calibrate`: the bootstrap prediction interval widened by a factor that nested refits on parts of
+the fitted data (K-fold over sizes, forward cuts along the size axis) measure, growing with the query's distance
+beyond the fitted range — and ``bootstrap``, the percentile interval above. ``auto`` (the
+default) is ``calibrated`` wherever the fit carries its calibration (every user fit with a bootstrap, and the fold
+fits of ``validate``): a prediction interval is about a *new* observation — a larger model, a later step, a new
+run — and the calibration measures how far such predictions miss (inside the fitted range it widens the bootstrap
+interval only by what a new size left out of the fit shows, ``max(1, c)``); a fit without calibration gets
+``bootstrap``. The measured coverage of each method on public held-out data is in ``docs/laws.md``
 (``benchmarks/coverage.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -44,8 +45,7 @@ if TYPE_CHECKING:
     from mixlaw.fit.result import FitResult
 
 __all__ = [
-    "INTERVALS", "METHODS", "Band", "band", "draw_predictions", "extrapolates", "inputs_of", "quantiles",
-    "residual_sd",
+    "INTERVALS", "METHODS", "Band", "band", "draw_predictions", "inputs_of", "quantiles", "residual_sd",
 ]  # fmt: skip
 
 Interval = Literal["confidence", "prediction"]
@@ -91,8 +91,7 @@ class Band:
     n_failed: int
     n_resamples: int
     method: str = "bootstrap"
-    """``bootstrap`` (percentile interval of the draws), ``calibrated`` (:mod:`mixlaw.fit.calibrate`), or
-    ``bootstrap+calibrated`` (``auto`` with rows of both kinds: see ``calibrated``)."""
+    """``bootstrap`` (percentile interval of the draws) or ``calibrated`` (:mod:`mixlaw.fit.calibrate`)."""
     calibrated: np.ndarray | None = None
     """``(m,)`` bool: the rows whose interval is extrapolation-calibrated (``None``: every row by ``method``)."""
     calibration: str | None = None
@@ -140,8 +139,8 @@ def band(
 ) -> Band | None:
     """The ``level`` interval of ``kind`` at the input rows ``x`` (law input names), or ``None`` without draws.
 
-    ``method`` (prediction intervals only): ``auto`` (calibrated on the rows that extrapolate when the fit carries
-    its calibration, else ``bootstrap``), ``calibrated`` or ``bootstrap`` (module docstring). Raises
+    ``method`` (prediction intervals only): ``auto`` (``calibrated`` when the fit carries its calibration, else
+    ``bootstrap``), ``calibrated`` or ``bootstrap`` (module docstring). Raises
     :class:`~mixlaw.errors.InputError`
     for a level outside (0, 1), an unknown kind or method, a calibrated interval from a fit without calibration,
     or a bootstrap prediction interval from a fit saved without its residual noise.
@@ -159,18 +158,7 @@ def band(
             raise InputError("expected a fit with its calibration for --method calibrated: refit with --bootstrap N")
         return _calibrated(result, x, level, seed)
     if kind == "prediction" and method == "auto" and result.calibration is not None:
-        far = extrapolates(result, x)
-        if far.all():
-            return _calibrated(result, x, level, seed)
-        if far.any():
-            boot = band(result, x, level=level, kind=kind, seed=seed, method="bootstrap")
-            cal = _calibrated(result, x, level, seed)
-            if boot is None:
-                return cal
-            return replace(
-                boot, lo=np.where(far, cal.lo, boot.lo), hi=np.where(far, cal.hi, boot.hi),
-                method="bootstrap+calibrated", calibrated=far, calibration=cal.calibration,
-            )  # fmt: skip
+        return _calibrated(result, x, level, seed)
     if draws is None or len(draws) == 0:
         return None
     if kind == "prediction" and result.residual_sd is None:
@@ -223,20 +211,6 @@ def _calibrated(result: FitResult, x: Mapping[str, np.ndarray], level: float, se
         n_resamples=result.n_bootstrap, method="calibrated", calibrated=np.ones(len(pred), dtype=bool),
         calibration=cal.summary(),
     )  # fmt: skip
-
-
-def extrapolates(result: FitResult, x: Mapping[str, np.ndarray]) -> np.ndarray:
-    """``(m,)`` bool: the rows of ``x`` outside the fitted range of any law input (or of the calibration axis)."""
-    from mixlaw.fit.calibrate import Calibration
-    from mixlaw.fit.extrapolation import extrapolation
-
-    m = len(next(iter(x.values()))) if x else 0
-    far = np.array([e is not None for e in extrapolation(result.input_ranges, x)], dtype=bool)
-    if far.size != m:
-        far = np.zeros(m, dtype=bool)
-    if result.calibration is not None:
-        far |= Calibration.from_dict(result.calibration).distance(x, m) > 0
-    return far
 
 
 def inputs_of(result: FitResult, data: Mapping[str, Any]) -> dict[str, np.ndarray]:
