@@ -26,7 +26,7 @@ EXPECTED: dict[str, set[str]] = {
     | {"--drop-highest", "--out", "--report", "--validate", "--json", "--max-iter", "--resample"}
     | TABLE,
     "predict": {"FIT_JSON", "--at", "--table", "--where", "--map", "--derive", "--law-file", "--json"}
-    | {"--level", "--interval"}
+    | {"--level", "--interval", "--method"}
     | TABLE,
     "validate": COMMON_FIT
     | {"TABLE", "--scheme", "--size-column", "--order-column", "--group-column", "--quantile", "--drop-highest"}

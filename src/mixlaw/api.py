@@ -227,19 +227,21 @@ def predict(
     table: pd.DataFrame | None = None,
     level: float = 0.95,
     interval: str = "confidence",
+    method: str = "auto",
 ) -> dict[str, Any]:
     """Predict at one point (``at``) or at every row of a table (with per-run MAE and MRE when observed), each with
-    its ``level`` interval (``lo``/``hi``) from the fit's bootstrap draws (:mod:`mixlaw.fit.predict`)."""
+    its ``level`` interval (``lo``/``hi``) from the fit's bootstrap draws (:mod:`mixlaw.fit.predict`; ``method``
+    of prediction intervals: auto, calibrated, bootstrap)."""
     from mixlaw.fit.predict import predict_point, predict_rows
 
     if (at is None) == (table is None):
         raise InputError("expected exactly one of --at or --table")
     if at is not None:
-        return predict_point(result, at, level=level, interval=interval)
+        return predict_point(result, at, level=level, interval=interval, method=method)
     if table is None:  # unreachable: exactly one of at/table was checked above
         raise InputError("expected exactly one of --at or --table")
     table = add_features(table, result.law, input_map=result.input_map)
-    return predict_rows(result, table, level=level, interval=interval)
+    return predict_rows(result, table, level=level, interval=interval, method=method)
 
 
 def validate(

@@ -184,6 +184,7 @@ def predict_cmd(
     law_file: LawFileOpt = None,
     level: LevelOpt = 0.95,
     interval: IntervalOpt = "confidence",
+    method: MethodOpt = "auto",
     as_json: JsonOpt = False,
 ) -> None:
     """Predict with a saved fit at one point or at every row of a table (with per-run MAE / MRE).
@@ -196,10 +197,10 @@ def predict_cmd(
     res = api.load_fit(fit_json)
     if at is not None:
         point = {k: float(v) for k, v in api.parse_assignments(at.split(","), "--at name=value").items()}
-        result = api.predict(res, at=point, level=level, interval=interval)
+        result = api.predict(res, at=point, level=level, interval=interval, method=method)
     elif table is not None:
         df = _table(table, table, table_kw(locals()))
-        result = api.predict(res, table=df, level=level, interval=interval)
+        result = api.predict(res, table=df, level=level, interval=interval, method=method)
     else:
         raise api.InputError("expected --at name=value[,...] or --table TABLE")
     if as_json:

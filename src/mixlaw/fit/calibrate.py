@@ -399,7 +399,8 @@ def calibrate(
     if np.isfinite(ratio) and ratio > RELIABLE_RATIO:
         notes.append(
             f"the out-of-sample error at the largest fitted {axis} (refit without it) is {ratio:.1f}x the in-sample "
-            f"residual: intervals for extrapolation in {axis} are unreliable"
+            f"residual: bootstrap intervals for extrapolation in {axis} are unreliable (the calibrated interval widens "
+            f"them by what the nested fits show)"
         )
     v = data.x_np[axis] if axis is not None else None
     lo = float(v.min()) if v is not None else float("nan")
