@@ -18,17 +18,17 @@ Cases (data under ``../shared/data/external``):
 
 For every case and scheme: ``mixlaw validate --holdout … --coverage`` in Python (:func:`mixlaw.api.validate`), 95 %
 prediction intervals (``--interval prediction``) of the default method, ``auto``: the *extrapolation-calibrated*
-interval (:mod:`mixlaw.fit.calibrate`: the bootstrap interval widened by the factor that nested validation inside
-the fitted rows measures at the query's distance beyond the fitted range) on every held-out row that lies outside
-the fitted range of an input, the bootstrap interval (percentile interval of the draws plus Student-t noise of
-``n − p`` degrees of freedom) on the others. For the default scheme the same fits also give the ``bootstrap`` and
-``calibrated`` rows. The other schemes are measured with ``bootstrap`` only, with ``--bootstrap-other`` resamples
-(default 20, half the default scheme's 40, so the whole table finishes in about 20 minutes on the shared 2-core
-machine); ``sizes`` is skipped where the fitted rows hold one model size (the MultiPowerLaw and Data Mixing Laws
-cases: there is nothing to resample). Every fit has a hard cap of ``MAX_ITER`` = 500 iterations (see there; the
-calibration's nested fits get at least :data:`mixlaw.fit.calibrate.FOLD_MIN_ITER`). Calibration warnings (the
-extrapolation check) are printed per case. Prints one table, then ``seconds=`` and
-``coverage95_worst=<lowest 95 % coverage over the cases for the default scheme and method>``.
+interval (:mod:`mixlaw.fit.calibrate`: the bootstrap interval — percentile interval of the draws plus Student-t
+noise of ``n − p`` degrees of freedom — widened by the factor that nested validation inside the fitted rows
+measures at the query's distance beyond the fitted range). For the default scheme the same fits also give the
+``bootstrap`` and ``calibrated`` rows. The other schemes are measured with ``bootstrap`` only, with
+``--bootstrap-other`` resamples (default 20, half the default scheme's 40, so that the whole table finishes in
+about 20 minutes on the shared 2-core machine); ``sizes`` is skipped where the fitted rows hold one model size
+(the MultiPowerLaw and Data Mixing Laws cases: nothing to resample). Every fit has a hard cap of ``MAX_ITER`` =
+500 iterations (see there; the calibration's nested fits get at least
+:data:`mixlaw.fit.calibrate.FOLD_MIN_ITER`). Calibration warnings (the extrapolation check) are printed per case.
+Prints one table, then ``seconds=`` and ``coverage95_worst=<lowest 95 % coverage over the cases for the default
+scheme and method>``.
 
 Run: ``PYTHONPATH=src python benchmarks/coverage.py [--bootstrap 40] [--bootstrap-other 20]
 [--schemes runs,sizes,...] [--cases ...] [--save fits.pkl]``.
