@@ -46,7 +46,7 @@ ResampleOpt = Annotated[
 LevelOpt = Annotated[float, typer.Option("--level", help="Interval level, e.g. 0.95.")]
 IntervalOpt = Annotated[str, typer.Option("--interval", help="confidence (the law) or prediction (a new point).")]
 MethodOpt = Annotated[
-    str, typer.Option("--method", help="Interval method: auto (calibrated if extrapolating) | bootstrap | calibrated.")
+    str, typer.Option("--method", help="Interval method: auto (calibrated if the fit has it) | bootstrap | calibrated.")
 ]
 
 
