@@ -207,7 +207,7 @@ def _predict_model(
             continue
         if len(tr) <= law.n_internal:  # fewer training mixtures than parameters at this size: no prediction
             for i in rows:
-                notes[i] = f"no prediction: {len(tr)} training rows at {size_column} = {s:g}, {n_par} parameters"
+                notes[i] = f"no prediction: {len(tr)} training rows at {size_column} = {s:g} for {n_par} parameters"
             continue
         res = _fit(law, tr, target, random_state, bootstrap)
         out[0, sel] = res.predict(test[sel])
