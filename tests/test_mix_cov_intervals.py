@@ -119,6 +119,15 @@ def test_every_row_without_an_interval_says_why_and_the_cli_counts_them(tmp_path
         assert sum(g["n"] for g in m["no_interval"]) == len(missing)
     dml = out["targets"][0]["models"][0]
     assert dml["n_interval"] < 20 and any("no prediction" in g["reason"] for g in dml["no_interval"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=UserWarning)
+        off = compare(df, domains=DOMS, targets=["loss"], holdout="mixtures:2", models="dml,blind", bootstrap=0)
+    dml0, blind0 = off["targets"][0]["models"]
+    assert dml0["n_interval"] == 0 and dml0["no_interval"][0]["reason"] == "intervals off (--bootstrap 0)"
+    assert dml0["no_interval"][0]["n"] == 16  # the other 4: no prediction at 3e8, said so
+    assert blind0["n_interval"] >= 16  # the blind interval needs no resamples (every 1e8 row has one)
+    for m in (dml0, blind0):
+        assert m["n_interval"] + sum(g["n"] for g in m["no_interval"]) == m["n_test"] == 20
     path = tmp_path / "runs.csv"
     df.to_csv(path, index=False)
     argv = ["mix", "compare", str(path), "--domains", ",".join(DOMS), "--target", "loss", "--holdout"]

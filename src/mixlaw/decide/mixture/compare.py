@@ -317,8 +317,8 @@ def compare(
             idx = np.flatnonzero(tested)
             has = np.isfinite(lo[idx]) & np.isfinite(hi[idx]) & np.isfinite(pred[idx])
             inside = (lo[idx] <= obs[idx]) & (obs[idx] <= hi[idx])
-            for i in idx[~has]:  # no silent gaps: every row without an interval says why
-                notes[i] = notes[i] or "no interval (prediction or interval not finite)"
+            for i, ok in zip(idx, has, strict=True):  # no silent gaps: every row without an interval says why
+                notes[i] = None if ok else notes[i] or "no interval (prediction or interval not finite)"
             rows.append(
                 {
                     "model": label,
