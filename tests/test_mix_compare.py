@@ -53,11 +53,12 @@ def test_compare_json_shape_is_pinned(tmp_path: Path) -> None:
     (t,) = out["targets"]
     assert set(t) == {"target", "n_missing", "models"} and t["target"] == "loss" and t["n_missing"] == 0
     for m in t["models"]:
-        # The keys, plus n_parameters and n_predicted; nothing else.
+        # The keys, plus n_parameters, n_predicted and the interval count and reasons; nothing else.
         assert set(m) == {
             "model", "n_parameters", "n_train", "n_test", "n_predicted", "mae", "mre", "bias", "spearman",
-            "coverage", "predictions",
+            "coverage", "n_interval", "no_interval", "predictions",
         }  # fmt: skip
+        assert isinstance(m["n_interval"], int) and isinstance(m["no_interval"], list)
         assert isinstance(m["model"], str) and isinstance(m["n_train"], int) and isinstance(m["n_test"], int)
         for k in ("mae", "mre", "bias", "spearman", "coverage"):
             assert isinstance(m[k], float), (m["model"], k, m[k])

@@ -151,6 +151,12 @@ def compare_cmd(
                 "—" if cov != cov else f"{100 * cov:.0f} %",
             )
         con.print(tab)
+        if out["bootstrap"]:  # every row has an interval or its reason: counted, never a silent gap
+            for m in t["models"]:
+                why = "; ".join(f"{g['n']}: {g['reason']}" for g in m["no_interval"])
+                con.print(
+                    f"{m['model']}: interval on {m['n_interval']} of {m['n_test']} rows" + (f" ({why})" if why else "")
+                )
         if t["n_missing"]:
             con.print(f"{t['target']}: {t['n_missing']} row(s) without a value left out for this target")
 

@@ -62,7 +62,8 @@ def surrogate_interval(
     k = min(int(folds), n_groups)
     nan = np.full(len(pred), np.nan)
     if k < 2:
-        return pred, nan, nan.copy(), {"method": "cross-conformal", "folds": k, "q": math.nan}
+        why = f"cross-conformal interval needs 2 training mixtures, got {n_groups}"
+        return pred, nan, nan.copy(), {"method": "cross-conformal", "folds": k, "q": math.nan, "reason": why}
     fold_of = np.random.default_rng(seed).permutation(n_groups) % k
     fold = fold_of[groups]
     y = np.asarray(train[target], dtype=np.float64)
@@ -74,5 +75,7 @@ def surrogate_interval(
         oof[fold == f] = np.asarray(spec.fit(inner, target).predict(outer), dtype=np.float64)
     q = _conformal_quantile(oof - y, level)
     if not math.isfinite(q):
-        return pred, nan, nan.copy(), {"method": "cross-conformal", "folds": k, "q": q}
+        n_res = int(np.isfinite(oof - y).sum())
+        why = f"cross-conformal quantile infinite: {n_res} out-of-fold residuals for level {level:g}"
+        return pred, nan, nan.copy(), {"method": "cross-conformal", "folds": k, "q": q, "reason": why}
     return pred, pred - q, pred + q, {"method": "cross-conformal", "folds": k, "q": q}

@@ -8,18 +8,23 @@ once per model size (no prediction at a size without training rows).
 
 Prediction intervals
 --------------------
-Each parametric fit is bootstrapped with the engine's one bootstrap (:func:`mixlaw.fit.bootstrap.bootstrap_law`,
-through :func:`mixlaw.fit.fit_law`): ``B`` resamples of the training **runs** (every evaluation of a run enters or
-leaves together), refitted in one batched solve from the point estimate. (Resampling whole mixtures instead, every
+Each parametric fit is bootstrapped with the engine's one bootstrap (:func:`mixlaw.fit.bootstrap.bootstrap_law`):
+``B`` resamples of the training **runs** (every evaluation of a run enters or leaves together), refitted in one
+batched solve from the point estimate under the adaptive iteration limit — they stop when their objective stops
+falling measurably — while the point fit keeps the decisions' cap (:func:`_resample`). (Resampling whole mixtures
+instead, every
 size of a mixture together, left camel — 11 parameters from 12 mixtures — without an estimate in 40 % of the
 resamples of the simulated test set: too few distinct mixtures remain to fix the loadings.) The 95 % prediction
-interval of a held-out row is the percentile interval of the resampled predictions plus Gaussian residual noise of
-the fit's residual size (:func:`mixlaw.fit.intervals.band`, ``kind="prediction"``: Davison & Hinkley 1997, §6.3).
+interval of a held-out row is the bias-corrected percentile interval of the resampled predictions plus Student-t
+residual noise of the fit's residual size, around the point prediction (:mod:`mixlaw.decide.mixture.intervals`:
+Davison & Hinkley 1997, §6.3; Efron 1987): it always contains its point prediction, which the plain percentile
+interval did not (``mixture_joint``).
 The ``regmix`` surrogate has no parameters to resample: the Gaussian process gives its predictive interval,
 LightGBM and OLS a cross-conformal one from K-fold-by-mixture residuals of the training rows
 (:mod:`mixlaw.surrogates.intervals`); ``bootstrap = 0`` turns these off too. The blind baseline gets the classical
 normal prediction interval ``ȳ ± t_{n−1} s √(1 + 1/n)``. ``coverage`` is the share of held-out rows with an
-interval whose observed value lies inside it.
+interval whose observed value lies inside it; ``n_interval`` counts those rows, and every row without one is named
+in ``no_interval`` with its one-line reason (no prediction at that size, every resample of its fold failed, …).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ import pandas as pd
 from mixlaw.decide.mixture.checks import check_mixture, holdout_folds, metrics, target_rows
 from mixlaw.errors import InputError
 
-__all__ = ["BASELINES", "build_model", "compare", "mixture_law_names", "parse_models"]
+__all__ = ["BASELINES", "build_model", "compare", "interval_notes", "mixture_law_names", "parse_models"]
 
 BASELINES = ("blind",)
 SURROGATES = ("regmix",)  # nonparametric (mixlaw.surrogates): fitted per size, GP or conformal intervals
@@ -101,28 +106,59 @@ def build_model(name: str, opts: Mapping[str, Any], domains: Sequence[str], size
 
 
 def _fit(law: Any, rows: pd.DataFrame, target: str, random_state: int, bootstrap: int) -> Any:
+    """The point fit under the decisions' iteration cap, then its bootstrap over runs (:func:`_resample`)."""
     from mixlaw.fit import fit_law
     from mixlaw.fit.refine import DECISION_MAX_ITER
 
-    kw: dict[str, Any] = {}
-    if bootstrap and rows["run_id"].nunique() >= 3:
-        kw = {"bootstrap": int(bootstrap), "bootstrap_scheme": "runs", "group_column": "run_id"}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        res = fit_law(law, rows, target=target, random_state=random_state, max_iter=DECISION_MAX_ITER, **kw)
+        res = fit_law(law, rows, target=target, random_state=random_state, max_iter=DECISION_MAX_ITER)
+        if bootstrap and rows["run_id"].nunique() >= 3:
+            res = _resample(res, rows, target, int(bootstrap), random_state)
     for w in caught:  # re-emit once, naming the model (boundary notes are expected on small fits)
         warnings.warn(f"{law.name} on {target}: {w.message}", w.category, stacklevel=3)
     return res
 
 
-def _interval(res: Any, test: pd.DataFrame, level: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    from mixlaw.fit.intervals import band, inputs_of
+def _resample(res: Any, rows: pd.DataFrame, target: str, n: int, random_state: int) -> Any:
+    """``res`` with ``n`` bootstrap resamples of the training runs, refitted from the point under the adaptive limit.
 
-    nan = np.full(len(test), np.nan)
-    if res.bootstrap_params is None or res.residual_sd is None:
-        return nan, nan.copy()
-    b = band(res, inputs_of(res, test), level=level, kind="prediction", seed=seed)
-    return (nan, nan.copy()) if b is None else (np.asarray(b.lo), np.asarray(b.hi))
+    The resamples stop on convergence or on the noise-scaled stall test (:mod:`mixlaw.fit.refine`), not at the
+    decisions' 300-iteration cap: at that cap camel's resamples on SlimPajama 310M (leave-mixtures-out, 48 runs)
+    ended ``max_iter`` — unusable — in 18-20 of 20 per fold, leaving 2 of 5 folds without an interval and the others
+    with intervals from 1-2 resamples; under the adaptive limit 20 of 20 stall, in about the same time.
+    """
+    from dataclasses import replace
+
+    from mixlaw.fit.bootstrap import bootstrap_law
+    from mixlaw.fit.data import FitData
+
+    data = FitData(res.law, rows, target=target, input_map=res.input_map, group_column="run_id")
+    seeds = np.asarray(res.law.to_internal(res.params), dtype=np.float64)[None, :]
+    rng = np.random.default_rng([random_state, 1])
+    boot = bootstrap_law(
+        res.law, data, seeds, n=n, rng=rng, scheme="runs", params=res.params, loss=res.loss, delta=res.delta,
+        max_iter=None,
+    )  # fmt: skip
+    if boot.n_failed:
+        warnings.warn(f"{boot.n_failed} of {n} bootstrap resamples failed to finish", UserWarning, stacklevel=2)
+    return replace(
+        res, bootstrap_params=boot.params, n_bootstrap=n, n_failed_resamples=boot.n_failed, bootstrap_unit=boot.unit,
+        n_rescued_resamples=boot.n_rescued,
+    )  # fmt: skip
+
+
+def _interval(res: Any, test: pd.DataFrame, level: float, seed: int) -> tuple[np.ndarray, np.ndarray, list[Any]]:
+    """``(lo, hi, notes)``: the BC prediction interval (:mod:`.intervals`) and, per row without one, its reason."""
+    from mixlaw.decide.mixture.intervals import no_draws_reason, prediction_interval
+    from mixlaw.fit.intervals import inputs_of
+
+    lo, hi, _, reason = prediction_interval(res, inputs_of(res, test), level, seed)
+    if reason is None:
+        n = 0 if res.bootstrap_params is None else len(res.bootstrap_params)
+        reason = no_draws_reason(n)
+    ok = np.isfinite(lo) & np.isfinite(hi)
+    return lo, hi, [None if o else reason for o in ok]
 
 
 def _blind(train_y: np.ndarray, n_test: int, level: float) -> tuple[float, float, float]:
@@ -147,9 +183,11 @@ def _predict_model(
     random_state: int,
     bootstrap: int,
     level: float,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """``(predicted, lo, hi, n_parameters)`` for the test rows (NaN where the model makes no prediction)."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, list[Any]]:
+    """``(predicted, lo, hi, n_parameters, notes)`` for the test rows (NaN where the model makes no prediction or
+    no interval; ``notes[i]`` is the one-line reason row ``i`` has no interval, ``None`` where it has one)."""
     out = np.full((3, len(test)), np.nan)
+    notes: list[Any] = ["intervals off (--bootstrap 0)" if not bootstrap else None] * len(test)
     law = None if name in BASELINES or name in SURROGATES else build_model(name, opts, domains, size_column)
     n_par = 1 if law is None else int(law.n_internal)
     if law is not None:
@@ -159,15 +197,21 @@ def _predict_model(
             raise InputError(f"--models {name}: the table has no column '{missing[0]}' (an input of {name})")
         if others:  # size-aware: one fit over every training row
             res = _fit(law, train, target, random_state, bootstrap)
-            lo, hi = _interval(res, test, level, random_state)
-            return np.asarray(res.predict(test), dtype=np.float64), lo, hi, n_par
+            pred = np.asarray(res.predict(test), dtype=np.float64)
+            if not bootstrap:
+                return pred, out[1], out[2], n_par, notes
+            lo, hi, notes = _interval(res, test, level, random_state)
+            return pred, lo, hi, n_par, notes
     # Laws of the mixture alone and the blind baseline work per size (NaN at a size with no training rows).
     sizes_tr = train[size_column].to_numpy() if size_column in train else np.zeros(len(train))
     sizes_te = test[size_column].to_numpy() if size_column in test else np.zeros(len(test))
     for s in np.unique(sizes_te):
         tr = train[sizes_tr == s]
         sel = sizes_te == s
+        rows = np.flatnonzero(sel)
         if len(tr) == 0:
+            for i in rows:
+                notes[i] = f"no prediction: no training rows at {size_column} = {s:g}"
             continue
         if name in SURROGATES:
             from mixlaw.surrogates import RegMix
@@ -177,19 +221,42 @@ def _predict_model(
             if not bootstrap:
                 out[0, sel] = spec.fit(tr, target).predict(test[sel])
                 continue
-            out[0, sel], out[1, sel], out[2, sel], _ = surrogate_interval(
+            out[0, sel], out[1, sel], out[2, sel], info = surrogate_interval(
                 spec, tr, test[sel], target, domains, level=level, seed=random_state
             )
+            if not np.isfinite(out[1, sel]).all():
+                why = info.get("reason") or f"{info.get('method', 'interval')} interval not finite"
+                for i in rows[~np.isfinite(out[1, sel])]:
+                    notes[i] = why
             continue
         if law is None:
             out[:, sel] = np.array(_blind(tr[target].to_numpy(dtype=np.float64), int(sel.sum()), level))[:, None]
+            if bootstrap and len(tr) < 2:
+                for i in rows:
+                    notes[i] = "fewer than 2 training rows at this size for the blind interval"
             continue
-        if len(tr) <= law.n_internal:
-            continue  # fewer training mixtures than parameters at this size: no prediction
+        if len(tr) <= law.n_internal:  # fewer training mixtures than parameters at this size: no prediction
+            for i in rows:
+                notes[i] = f"no prediction: {len(tr)} training rows at {size_column} = {s:g} for {n_par} parameters"
+            continue
         res = _fit(law, tr, target, random_state, bootstrap)
         out[0, sel] = res.predict(test[sel])
-        out[1, sel], out[2, sel] = _interval(res, test[sel], level, random_state)
-    return out[0], out[1], out[2], n_par
+        if bootstrap:
+            out[1, sel], out[2, sel], part = _interval(res, test[sel], level, random_state)
+            for i, note in zip(rows, part, strict=True):
+                notes[i] = note
+    return out[0], out[1], out[2], n_par, notes
+
+
+def interval_notes(notes: Sequence[Any], run_ids: Sequence[str]) -> list[dict[str, Any]]:
+    """``[{"reason", "n", "run_ids"}]``: the rows without an interval grouped by their reason, most frequent first."""
+    groups: dict[str, list[str]] = {}
+    for note, rid in zip(notes, run_ids, strict=True):
+        if note is not None:
+            groups.setdefault(str(note), []).append(str(rid))
+    return [
+        {"reason": r, "n": len(ids), "run_ids": ids} for r, ids in sorted(groups.items(), key=lambda kv: -len(kv[1]))
+    ]
 
 
 def compare(
@@ -208,10 +275,10 @@ def compare(
     """Fit each model on the rows outside the holdout, predict the holdout; one result per target.
 
     Returns ``{"holdout", "domains", "bootstrap", "level", "targets": [{"target", "n_missing", "models": [{"model",
-    "n_parameters", "n_train", "n_test", "n_predicted", "mae", "mre", "bias", "spearman", "coverage",
-    "predictions": [{"run_id", "predicted", "lo", "hi", "observed"}]}]}]}``. Rows without a value of a target are
-    left out for that target only (``n_missing``). ``bootstrap = 0`` gives no intervals (``lo``/``hi``/
-    ``coverage`` NaN, ``null`` in JSON).
+    "n_parameters", "n_train", "n_test", "n_predicted", "mae", "mre", "bias", "spearman", "coverage", "n_interval",
+    "no_interval": [{"reason", "n", "run_ids"}], "predictions": [{"run_id", "predicted", "lo", "hi",
+    "observed"}]}]}]}``. Rows without a value of a target are left out for that target only (``n_missing``).
+    ``bootstrap = 0`` gives no intervals (``lo``/``hi``/``coverage`` NaN, ``null`` in JSON).
     """
     doms = list(domains)
     check_mixture(table, doms, source)
@@ -234,19 +301,24 @@ def compare(
         rows = []
         for label, name, opts in parsed:
             pred, lo, hi = (np.full(len(sub), np.nan) for _ in range(3))
+            notes: list[Any] = [None] * len(sub)
             tested = np.zeros(len(sub), dtype=bool)
             n_train, n_par = [], 0
             for m in masks:
                 train, test = sub[~m], sub[m]
-                p, a, b, n_par = _predict_model(
+                p, a, b, n_par, why = _predict_model(
                     name, opts, train, test, doms, target, size_column, random_state, bootstrap, level
                 )
                 pred[m], lo[m], hi[m] = p, a, b
+                for i, note in zip(np.flatnonzero(m), why, strict=True):
+                    notes[i] = note
                 tested |= m
                 n_train.append(len(train))
             idx = np.flatnonzero(tested)
             has = np.isfinite(lo[idx]) & np.isfinite(hi[idx]) & np.isfinite(pred[idx])
             inside = (lo[idx] <= obs[idx]) & (obs[idx] <= hi[idx])
+            for i, ok in zip(idx, has, strict=True):  # no silent gaps: every row without an interval says why
+                notes[i] = None if ok else notes[i] or "no interval (prediction or interval not finite)"
             rows.append(
                 {
                     "model": label,
@@ -256,6 +328,8 @@ def compare(
                     "n_predicted": int(np.isfinite(pred[idx]).sum()),
                     **metrics(pred[idx], obs[idx]),
                     "coverage": float(inside[has].mean()) if has.any() else math.nan,
+                    "n_interval": int(has.sum()),
+                    "no_interval": interval_notes([notes[i] for i in idx], [str(sub["run_id"].iloc[i]) for i in idx]),
                     "predictions": [
                         {
                             "run_id": str(sub["run_id"].iloc[i]),

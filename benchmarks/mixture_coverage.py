@@ -1,0 +1,147 @@
+"""Coverage of ``mix compare``'s 95 % prediction intervals for every mixture law on the SlimPajama table.
+
+Data: the 7-domain SlimPajama table (``Explaining-Data-Mixing-Scaling-Laws``, 60 mixtures at 122M and 310M, 40 at
+680M and 937M, 20 at 1.235B, 4 at 2.718B; 11 checkpoints per run), target ``openhermes_loss``. A run is one mixture
+at one size (``run_id``); the bootstrap resamples runs, every checkpoint of a run together.
+
+Cases (``--cases``, comma-separated):
+
+- ``lmo310``: leave-mixtures-out at 310M, the final checkpoint (20B tokens) of each of the 60 mixtures, 5 folds of
+  12 mixtures (``--holdout mixtures:5``, seed 0) — the protocol of ``tests/test_mix_slimpajama.py`` and of the
+  coverage figures of the other models (dml, bimix, regmix, camel). ``mixture_additive`` and ``mixture_joint`` see
+  one (N, D) here, so their size and token terms are one constant.
+- ``lmo310_ckpt``: the same folds over every checkpoint of the 310M runs (2B-20B tokens, 651 rows): the laws with
+  a token term (``mixture_additive``, ``mixture_joint``) fitted on 11 token counts; every checkpoint of a held-out
+  mixture is predicted.
+- ``size``: across sizes, the final checkpoint of every run: fitted on 122M-937M (200 runs), predicting the 24 runs at
+  1.235B and 2.718B (``--holdout "n_params > 9.4e8"``); the laws that model size (camel, mixture_additive,
+  mixture_joint). Coverage is also given per predicted size.
+- ``size_ckpt``: the same with every checkpoint of the training runs (the laws with a token term see how the loss
+  falls with D), predicting the final checkpoints at 1.235B and 2.718B.
+
+Prints one row per case and model: held-out rows, rows with an interval, coverage of the 95 % interval, median
+relative half-width, MRE, bias, wall time; then each model's reasons for rows without an interval, and last
+``mixture_coverage95_worst=<lowest coverage> (<case>/<model>)``.
+
+Run: ``PYTHONPATH=src nice -n 5 python benchmarks/mixture_coverage.py [--cases lmo310,size] [--bootstrap 50]
+[--models camel,mixture_additive]``. Measured figures: ``docs/mix.md`` ("Interval coverage on SlimPajama").
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+DOMAINS = ("arxiv", "book", "c4", "github", "commoncrawl", "stackexchange", "wikipedia")
+DATA = Path(__file__).resolve().parents[2] / "shared/data/external/Explaining-Data-Mixing-Scaling-Laws/data"
+TARGET = "openhermes_loss"
+LMO_MODELS = "dml,bimix,camel,mixture_additive,mixture_joint"
+SIZE_MODELS = "camel,mixture_additive,mixture_joint"
+CASES: dict[str, tuple[str, str]] = {  # case: (holdout, default models)
+    "lmo310": ("mixtures:5", LMO_MODELS),
+    "lmo310_ckpt": ("mixtures:5", "mixture_additive,mixture_joint"),
+    "size": ("n_params > 9.4e8", SIZE_MODELS),
+    "size_ckpt": ("n_params > 9.4e8", "mixture_additive,mixture_joint"),
+}
+
+
+def load() -> pd.DataFrame:
+    """Every row with an OpenHermes loss; ``w_<domain>``, ``n_params``, ``tokens``, ``final``, ``run_id``."""
+    d = pd.read_csv(DATA / "dmsl_llm_slimpajama.csv")
+    d = d.rename(columns={f"weight_{x}": f"w_{x}" for x in DOMAINS} | {"model_size": "n_params", "n_tokens": "tokens"})
+    d = d.dropna(subset=[TARGET]).reset_index(drop=True)
+    d["final"] = d["tokens"] == d.groupby("n_params")["tokens"].transform("max")
+    mix = d[[f"w_{x}" for x in DOMAINS]].round(6).astype(str).agg("|".join, axis=1)
+    run = pd.factorize(mix + "@" + d["n_params"].astype(str))[0]
+    return d.assign(run_id=[f"r{i}" for i in run])
+
+
+def case_table(d: pd.DataFrame, case: str) -> pd.DataFrame:
+    if case == "lmo310":
+        return d[(d["n_params"] == 3.1e8) & d["final"]].reset_index(drop=True)
+    if case == "lmo310_ckpt":
+        return d[d["n_params"] == 3.1e8].reset_index(drop=True)
+    if case == "size":
+        return d[d["final"]].reset_index(drop=True)
+    if case == "size_ckpt":
+        return d[(d["n_params"] <= 9.4e8) | d["final"]].reset_index(drop=True)
+    raise SystemExit(f"unknown case {case!r}; known: {', '.join(CASES)}")
+
+
+def run_case(d: pd.DataFrame, case: str, models: str, bootstrap: int, seed: int) -> list[dict[str, Any]]:
+    from mixlaw.decide.mixture.api import compare
+
+    table = case_table(d, case)
+    holdout = CASES[case][0]
+    rows = []
+    for model in models.split(","):
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", category=UserWarning)  # boundary and convergence notes of the folds
+            out = compare(
+                table, domains=DOMAINS, targets=[TARGET], holdout=holdout, models=model, bootstrap=bootstrap,
+                random_state=seed,
+            )  # fmt: skip
+        wall = time.perf_counter() - t0
+        (m,) = out["targets"][0]["models"]
+        size_of = dict(zip(table["run_id"], table["n_params"], strict=False))
+        preds = pd.DataFrame(m["predictions"]).astype({"predicted": float, "lo": float, "hi": float})
+        preds["n_params"] = preds["run_id"].map(size_of)
+        ok = np.isfinite(preds["lo"]) & np.isfinite(preds["hi"])
+        inside = (preds["lo"] <= preds["observed"]) & (preds["observed"] <= preds["hi"])
+        half = ((preds["hi"] - preds["lo"]) / 2 / preds["predicted"])[ok]
+        point_in = ((preds["lo"] <= preds["predicted"]) & (preds["predicted"] <= preds["hi"]))[ok]
+        per_size = {
+            f"{s / 1e9:g}B": float(inside[ok & (preds["n_params"] == s)].mean())
+            for s in sorted(preds["n_params"].unique())
+            if (ok & (preds["n_params"] == s)).any()
+        }
+        rows.append(
+            {
+                "case": case, "model": model, "n_train": m["n_train"], "n_test": m["n_test"],
+                "n_interval": m["n_interval"], "coverage": m["coverage"], "half": float(np.median(half)) if ok.any()
+                else float("nan"), "mre": m["mre"], "bias": m["bias"], "point_inside": float(point_in.mean())
+                if ok.any() else float("nan"), "per_size": per_size, "no_interval": m["no_interval"], "wall": wall,
+            }
+        )  # fmt: skip
+        r = rows[-1]
+        print(
+            f"{case:12s} {model:17s} train {r['n_train']:5d} test {r['n_test']:4d} interval {r['n_interval']:4d} "
+            f"cover95 {100 * r['coverage']:5.1f} %  half {100 * r['half']:.2f} %  MRE {100 * r['mre']:.2f} %  "
+            f"bias {100 * r['bias']:+.2f} %  point-in {100 * r['point_inside']:.0f} %  {wall:6.0f} s",
+            flush=True,
+        )
+        if len(per_size) > 1 or case.startswith("size"):
+            print("    coverage per size: " + ", ".join(f"{k} {100 * v:.0f} %" for k, v in per_size.items()))
+        for g in r["no_interval"]:
+            print(f"    no interval on {g['n']} rows: {g['reason']}")
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cases", default="lmo310,size", help=f"comma-separated, of {', '.join(CASES)}")
+    ap.add_argument("--models", default=None, help="override each case's models (comma-separated)")
+    ap.add_argument("--bootstrap", type=int, default=50)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    d = load()
+    rows: list[dict[str, Any]] = []
+    for case in args.cases.split(","):
+        rows += run_case(d, case, args.models or CASES[case][1], args.bootstrap, args.seed)
+    covered = [r for r in rows if r["coverage"] == r["coverage"]]
+    worst = min(covered, key=lambda r: r["coverage"]) if covered else None
+    if worst is None:
+        print("mixture_coverage95_worst=nan")
+    else:
+        print(f"mixture_coverage95_worst={worst['coverage']:.3f} ({worst['case']}/{worst['model']})")
+
+
+if __name__ == "__main__":
+    main()
