@@ -47,7 +47,7 @@ def point_intervals(
         b = band(result, x, level=level, kind=cast(Interval, interval), method=cast(Method, method))
         if b is None:
             out["method"] = "none"
-        elif b.calibrated is not None:  # per row: ``auto`` calibrates the rows that extrapolate
+        elif b.calibrated is not None:  # per row, as the band says
             out["method"] = np.where(b.calibrated, "calibrated", "bootstrap")
         else:
             out["method"] = b.method

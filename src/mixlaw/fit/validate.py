@@ -64,13 +64,14 @@ class ValidationResult:
 
     def interval_note(self) -> str:
         """One line: level, kind, method, scheme and the unusable resamples behind the held-out intervals."""
-        if self.resample is None or "lo" not in self.points:
+        has = "lo" in self.points and bool(np.isfinite(self.points["lo"].to_numpy(dtype=np.float64)).any())
+        if not has:
             return "no intervals: validate with --bootstrap N for an interval on every held-out prediction"
         method = "+".join(sorted(set(self.points["method"].astype(str)))) if "method" in self.points else "bootstrap"
         nf = int(self.folds["n_failed"].sum()) if "n_failed" in self.folds else 0
         nr = int(self.folds["n_resamples"].sum()) if "n_resamples" in self.folds else 0
         note = (
-            f"{100 * self.level:g}% {self.interval} intervals ({method}), resampling {self.resample}, "
+            f"{100 * self.level:g}% {self.interval} intervals ({method}), resampling {self.resample or 'none'}, "
             f"{nf}/{nr} resamples unusable"
         )
         if "method" in self.points and (self.points["method"].astype(str) == "calibrated").any():
@@ -199,9 +200,9 @@ def validate_law(
         With ``bootstrap`` in ``fit_settings``: the ``level`` interval (``prediction`` or ``confidence``) of every
         held-out point (columns ``lo``, ``hi``); ``coverage`` also measures the 50/80/95 % intervals.
     method
-        Prediction-interval method (:func:`mixlaw.fit.intervals.band`): ``auto`` (extrapolation-calibrated on the
-        held-out rows outside the fitted ranges, bootstrap inside), ``calibrated`` or ``bootstrap``; recorded per
-        point (column ``method``: ``calibrated`` or ``bootstrap``) and in ``coverage``.
+        Prediction-interval method (:func:`mixlaw.fit.intervals.band`): ``auto`` (the extrapolation-calibrated
+        interval: with ``bootstrap`` the fold fits carry their calibration), ``calibrated`` or ``bootstrap``;
+        recorded per point (column ``method``) and in ``coverage``.
     fit_settings
         Passed to :func:`mixlaw.fit.fit_law` (``n_polish``, ``random_state``, ``bootstrap``, ``loss``, ...).
     """
@@ -213,7 +214,7 @@ def validate_law(
     points, folds, fits = [], [], []
     if fit_settings.get("bootstrap_scheme") == "sizes":
         fit_settings.setdefault("size_column", size_column)  # the sizes bootstrap clusters by the same column
-    if method in ("auto", "calibrated") and fit_settings.get("bootstrap"):
+    if method == "calibrated" or (method == "auto" and fit_settings.get("bootstrap")):
         fit_settings.setdefault("calibrate", True)  # the held-out rows extrapolate: the default interval is calibrated
     if coverage and not fit_settings.get("bootstrap"):
         raise InputError("expected --bootstrap N (N > 0) with --coverage: intervals come from bootstrap draws")
