@@ -92,7 +92,8 @@ def test_calibration_travels_with_the_fit_json_and_says_how_it_was_built() -> No
     a = band(res, x, level=0.9, kind="prediction", method="calibrated")
     b = band(again, x, level=0.9, kind="prediction", method="calibrated")
     assert a is not None and b is not None
-    np.testing.assert_allclose(a.lo, b.lo) and np.testing.assert_allclose(a.hi, b.hi)
+    np.testing.assert_allclose(a.lo, b.lo)
+    np.testing.assert_allclose(a.hi, b.hi)
     cal = Calibration.from_dict(res.calibration or {})
     assert cal.n_forward >= 2 and cal.n_folds > cal.n_forward and cal.growth > 0
     assert cal.factor(0.0) >= 1.0 and cal.factor(2.0) > cal.factor(1.0)
