@@ -8,8 +8,9 @@ case runs the same top-level call under each rule, with one torch thread (the Fi
 - ``camel``: the CAMEL k = 3 point fit on the SlimPajama runs <= 937M (``benchmarks/mixture_fit.py``'s loader),
   ``fit_law(..., max_iter=--camel-cap)`` — a cap for both rules, since the old one does not finish in 10,000;
 - ``olmo``: the Chinchilla law on the OLMo ladder's 20 final checkpoints <= 1.3B, c4 and books, adaptive limit;
-- ``cmr``: ``mixlaw cmr examples/cmr_probe/runs.csv --general-eval general --domain-eval legal --domain-eval code
-  --law cpt_replay --bootstrap 50`` (in-process);
+- ``cmr``: ``mixlaw cmr examples/cmr_probe/runs.csv --general-eval general --domain-eval D --law cpt_replay
+  --schedule "constant:peak=3e-4,steps=97,warmup=5,start=3e-4" --bootstrap 50 --no-paper-decision`` for D = legal
+  and code (in-process; ``cpt_replay`` takes one domain; the schedule of ``examples/cmr_probe/README.md``);
 - ``epoch``: the Epoch Chinchilla replication (Hoffmann's 4,500-start grid, ``tests/test_fit_engine.py``).
 
 Per case and rule it prints the wall time, the solver iterations (row-iterations summed over every solve call, and
@@ -113,18 +114,22 @@ def case_olmo() -> Callable[[], None]:
     return run
 
 
+SCHEDULE = "constant:peak=3e-4,steps=97,warmup=5,start=3e-4"  # examples/cmr_probe/README.md
+
+
 def case_cmr() -> Callable[[], None]:
     from typer.testing import CliRunner
 
     from mixlaw.cli import app
 
-    args = ["cmr", str(ROOT / "examples/cmr_probe/runs.csv"), "--general-eval", "general", "--domain-eval", "legal",
-            "--domain-eval", "code", "--law", "cpt_replay", "--bootstrap", "50", "--json"]  # fmt: skip
-
     def run() -> None:
-        r = CliRunner().invoke(app, args)
-        assert r.exit_code == 0, r.output
-        json.loads(r.stdout)
+        for dom in ("legal", "code"):  # cpt_replay takes one --domain-eval
+            args = ["cmr", str(ROOT / "examples/cmr_probe/runs.csv"), "--general-eval", "general",
+                    "--domain-eval", dom, "--law", "cpt_replay", "--schedule", SCHEDULE, "--bootstrap", "50",
+                    "--no-paper-decision", "--json"]  # fmt: skip
+            r = CliRunner().invoke(app, args)
+            assert r.exit_code == 0, r.output
+            json.loads(r.stdout)
 
     return run
 
