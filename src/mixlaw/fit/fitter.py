@@ -217,6 +217,7 @@ class Fitter:
             xtol=self.xtol,
             stall_tol=stall_tol_for(cap),
             stall_units=point_stall_units_for(cap),
+            spare_best=True,
             callback=self._callback("fit", polish.size),
         )
         kw: dict[str, Any] = dict(loss=self.loss, delta=delta, max_iter=cap, ftol=self.ftol, xtol=self.xtol)

@@ -129,6 +129,7 @@ def solve(
     stall_window: int = 30,
     stall_tol: float = 1e-9,
     stall_units: float | None = None,
+    spare_best: bool = False,
     callback: Callable[[int, int], None] | None = None,
     history: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None,
     trace: list[dict[str, np.ndarray]] | None = None,
@@ -167,6 +168,10 @@ def solve(
         point: the scale on which the data can tell two parameter sets apart). This is the test of the adaptive
         iteration limit (:mod:`mixlaw.fit.refine`): a row crawling along a valley by less than that is stopped,
         since what it still gains is negligible against the noise of the objective.
+    spare_best
+        With ``stall_units``: the row with the lowest objective of its problem (the estimate, for a point fit) is
+        exempt from the noise-scaled test and runs on to convergence, the relative test or the cap; only the other
+        starts, which cannot become the estimate at the pace they still gain, are stopped early.
     mu0
         Initial Levenberg–Marquardt damping, relative to the diagonal of ``Jᵀ Ω J``.
     callback
@@ -180,7 +185,8 @@ def solve(
     # broadcast of one shared start list over every problem.
     U = torch.from_numpy(np.array(U0, dtype=np.float64, copy=True))
     K, P = U.shape
-    pid_t = torch.from_numpy(np.array(pid, dtype=np.int64, copy=True))
+    pid_np = np.array(pid, dtype=np.int64, copy=True)
+    pid_t = torch.from_numpy(pid_np)
     f_out = objective_values(residuals, U, pid_t, W, loss=loss, delta=delta)
     g_out = np.full(K, np.inf)
     n_iter = np.zeros(K, dtype=np.int64)
@@ -285,7 +291,13 @@ def solve(
         old = f_ring[active, slot]
         tol_f = stall_tol * np.maximum(np.abs(f_np), 1e-300)
         if stall_units is not None:
-            tol_f = np.maximum(tol_f, stall_units * np.abs(f_np) / np.maximum(Wa.sum(-1).numpy(), 1e-300))
+            tol_u = stall_units * np.abs(f_np) / np.maximum(Wa.sum(-1).numpy(), 1e-300)
+            if spare_best:  # the lowest row of each problem is the estimate: it stops on the relative test only
+                best = np.full(W.shape[0], np.inf)
+                live = status != STATUS_FAILED
+                np.minimum.at(best, pid_np[live], f_out[live])
+                tol_u = np.where(f_np <= best[pid_np[active]], 0.0, tol_u)
+            tol_f = np.maximum(tol_f, tol_u)
         stalled = (n_iter[active] > stall_window) & (old - f_np <= tol_f)
         stalled = (stalled | edge) & ~done & ~failed
         f_ring[active, slot] = f_np
