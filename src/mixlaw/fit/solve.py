@@ -202,6 +202,8 @@ def solve(
     history
         When a list, one ``(rows, f, grad_norm)`` tuple is appended per iteration: the rows active in it, their
         objective after it and their max-abs gradient before it (the per-row objective trace, for diagnosis).
+    trace
+        When a list, one dict per iteration: ``rows``, ``f``, ``accept``, ``mu``, ``winner``, ``step``, ``x``.
     """
     _rule = _rule or _RULE
     # A private, writable copy: torch warns about (and must never write through) a read-only view such as the
@@ -278,8 +280,6 @@ def solve(
             step = steps.gather(1, winner[:, None, None].expand(-1, 1, P)).squeeze(1)
             mu_win = mu_c.gather(1, winner[:, None]).squeeze(1)
             f_new = best_f
-            if trace is not None:
-                capped = torch.stack([_cap_binds(A_, g, mua, max_step) for A_ in mats])
         accept = finite & (f_new <= f)
         U[ia] = torch.where(accept[:, None], Ua + step, Ua)
         f_cur = torch.where(accept, f_new, f)
@@ -302,8 +302,7 @@ def solve(
         if trace is not None:
             trace.append(
                 dict(rows=active.copy(), f=f_np.copy(), accept=acc.copy(), mu=mua.numpy().copy(),
-                     capped=capped.numpy().T.copy(), winner=winner.numpy().copy(), step=step.numpy().copy(),
-                     x=U[ia].numpy().copy())
+                     winner=winner.numpy().copy(), step=step.numpy().copy(), x=U[ia].numpy().copy())
             )  # fmt: skip
         dec = (f - f_cur).numpy()
         small_dec = dec <= ftol * np.maximum(np.abs(f_np), 1e-300)
@@ -475,11 +474,6 @@ def _trial_objectives(
     r = residuals((Ua[:, None, :] + steps).reshape(-1, P), pa.repeat_interleave(C))
     f = (Wa.repeat_interleave(C, 0) * rho(r, loss, delta)).sum(-1)
     return torch.where(torch.isfinite(f), f, torch.full_like(f, np.inf)).reshape(k, C)
-
-
-def _cap_binds(A: torch.Tensor, g: torch.Tensor, mu: torch.Tensor, max_step: float) -> torch.Tensor:
-    """``(K,)`` bool: the damped step's ``‖p‖∞`` exceeds ``max_step`` before the cap (diagnosis only)."""
-    return _damped_step(A, g, mu, float("inf")).abs().amax(-1) > max_step
 
 
 def _merge(
