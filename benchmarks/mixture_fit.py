@@ -26,13 +26,15 @@ Measured on the shared 2-core machine, 2026-12-01, ``--bootstrap 200 --quick 10`
   resamples usable; scipy 1610 s (268 s for the 32 starts, 6.7 s per resample measured on 10, extrapolated to
   200), objective 0.0012831642; ``ratio=1.00``. The CAMEL rows crawled: the ∞-norm step cap was hijacked by
   coordinates whose Jacobian column had died (see :mod:`mixlaw.fit.solve`).
-- with the geodesic step rule (Moré-scaled damping ladder, geodesic acceleration; commit "Decisions fit without
-  the 300 cap", load 5-7): mixlaw **287 s**, point objective **0.0012831127** (4.0e-5 below scipy's, every row
-  finished; status ``unidentifiable``: the fit's identifiability check flags it, a component's K runs to 0), 200
-  of 200 resamples usable (all 200 through the rescue refit: the seeds sit where a component's derivatives
-  underflow); scipy 4822 s (206 s for 10 resamples, extrapolated; the machine was loaded), 7 of 10 resamples
-  converged; ``ratio=16.82``. The ratio moves with the load on the scipy side (1610 s at the earlier run); the
-  goal of 20 is not met on this measurement.
+- with the geodesic step rule (Moré-scaled damping ladder, geodesic acceleration, the old steps as candidates;
+  commit "Solver: the old rule's two steps stay candidates", load 5-7): mixlaw **182 s**, point objective
+  **0.0012831126** (4.0e-5 below scipy's; every row finished; status ``unidentifiable``: the identifiability
+  check flags it, a component's K runs to 0), 200 of 200 resamples usable (all 200 through the rescue refit: the
+  seeds sit where a component's derivatives underflow, so every resample's first solve fails at once); scipy
+  2302 s (89 s for 10 resamples, extrapolated), 7 of 10 resamples converged; ``ratio=12.65``. An earlier commit
+  of the same rule (without the old steps) measured mixlaw 287 s against scipy 4822 s at a heavier load,
+  ``ratio=16.82``: the scipy side's time moves with the load (1610 s in the first run). The goal of 20 is not
+  met.
 """
 
 from __future__ import annotations
