@@ -78,13 +78,14 @@ def stall_units_for(cap: int) -> float | None:
     return ADAPTIVE_STALL_UNITS if cap >= AUTO_MAX_ITER else None
 
 
-#: The noise-scaled stall test of a *point* fit under the adaptive limit (the resamples' fraction). With the
+#: The noise-scaled stall test of a *point* fit under the adaptive limit (the resamples' fraction), for every start
+#: but the lowest of its problem (``spare_best``), which runs on to convergence or the relative test. With the
 #: geodesic step rule (:mod:`mixlaw.fit.solve`) genuine valleys are followed in hundreds of iterations, so what
-#: still runs into the thousands is a row whose parameters run off to infinity with vanishing gain. Measured: on
-#: the ``cmr_law`` recovery test, rows with two parameters diverging to ∓3e4 at 1.5e-3 (best row 5.6e-10) ran
-#: 10,000 iterations under both step rules and now stop within 1,000; the README's ``mix optimize`` (1b) without
-#: the decision cap takes 22.6 s CPU at 1e-2 against 42.4 s at 1e-3 (19.7 s capped at 300 on the old rule) with
-#: the same mixture to 0.001 in every weight; the OLMo-ladder folds of ``tests/test_logs_olmo.py`` still converge.
+#: still runs into the thousands is a start whose parameters run off to infinity with vanishing gain: on the
+#: ``cmr_law`` recovery test, rows with two parameters diverging to ∓3e4 at 1.5e-3 (best row 5.6e-10) ran 10,000
+#: iterations under both step rules and now stop within 1,000. The README's ``mix optimize`` (1b) without the
+#: decision cap: 25.7 s CPU (19.7 s on main, capped at 300 with 4 of 5 fits at ``max_iter``); the OLMo-ladder
+#: folds of ``tests/test_logs_olmo.py`` still converge.
 POINT_STALL_UNITS = 1e-2
 
 
