@@ -20,13 +20,21 @@ ratio to mean anything), the usable-resample count of both, the optima, and last
 its bootstrap time linearly to ``--bootstrap`` (said so in the output).
 Run: ``PYTHONPATH=src nice -n 5 python benchmarks/mixture_fit.py [--bootstrap 200] [--quick 20]``.
 
-Measured on the shared 2-core machine at load 12-16, 2026-12-01, ``--bootstrap 200 --quick 10``, with the point
-fit under the noise-scaled stall test (a later commit takes the point fit off that test, which makes the mixlaw
-point fit slower still): mixlaw 1608 s, point objective 0.0012863288 (stalled), 200 of 200 resamples usable;
-scipy 1610 s (268 s for the 32 starts, 6.7 s per resample measured on 10 and extrapolated to 200), objective
-0.0012831642 (0.25 % lower, about half a noise unit), 7 of 10 resamples converged; ``ratio=1.00``. The goal of
-20 is not met: the CAMEL rows crawl (thousands of Levenberg-Marquardt iterations each, Hessian condition ~1e11),
-and the batched solver's per-iteration cost grows with rows x points x parameters.
+Measured on the shared 2-core machine, 2026-12-01, ``--bootstrap 200 --quick 10``:
+
+- before the geodesic step rule (load 12-16): mixlaw 1608 s, point objective 0.0012863288 (stalled), 200 of 200
+  resamples usable; scipy 1610 s (268 s for the 32 starts, 6.7 s per resample measured on 10, extrapolated to
+  200), objective 0.0012831642; ``ratio=1.00``. The CAMEL rows crawled: the ∞-norm step cap was hijacked by
+  coordinates whose Jacobian column had died (see :mod:`mixlaw.fit.solve`).
+- with the geodesic step rule (Moré-scaled damping ladder, geodesic acceleration, the old steps as candidates;
+  commit "Solver: the old rule's two steps stay candidates", load 5-7): mixlaw **182 s**, point objective
+  **0.0012831126** (4.0e-5 below scipy's; every row finished; status ``unidentifiable``: the identifiability
+  check flags it, a component's K runs to 0), 200 of 200 resamples usable (all 200 through the rescue refit: the
+  seeds sit where a component's derivatives underflow, so every resample's first solve fails at once); scipy
+  2302 s (89 s for 10 resamples, extrapolated), 7 of 10 resamples converged; ``ratio=12.65``. An earlier commit
+  of the same rule (without the old steps) measured mixlaw 287 s against scipy 4822 s at a heavier load,
+  ``ratio=16.82``: the scipy side's time moves with the load (1610 s in the first run). The goal of 20 is not
+  met.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from mixlaw.fit.data import FitData, make_residuals, prepare_data, project_inter
 from mixlaw.fit.diagnostics import fingerprint, metrics, predict_numpy, status_message, warn_about
 from mixlaw.fit.identify import assess_fit
 from mixlaw.fit.intervals import residual_sd
-from mixlaw.fit.refine import iteration_cap, repolish, stall_tol_for
+from mixlaw.fit.refine import iteration_cap, point_stall_units_for, repolish, stall_tol_for
 from mixlaw.fit.result import FitResult, FitStatus
 from mixlaw.fit.solve import STATUS_CONVERGED, STATUS_STALLED, objective_values, solve
 from mixlaw.fit.starts import build_starts, choose_polish, distinct
@@ -216,6 +216,8 @@ class Fitter:
             ftol=self.ftol,
             xtol=self.xtol,
             stall_tol=stall_tol_for(cap),
+            stall_units=point_stall_units_for(cap),
+            spare_best=True,
             callback=self._callback("fit", polish.size),
         )
         kw: dict[str, Any] = dict(loss=self.loss, delta=delta, max_iter=cap, ftol=self.ftol, xtol=self.xtol)

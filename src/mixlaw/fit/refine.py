@@ -23,9 +23,12 @@ from mixlaw.fit.solve import STATUS_MAX_ITER, ResidualFn, SolveResult, solve
 __all__ = [
     "ADAPTIVE_STALL_TOL",
     "ADAPTIVE_STALL_UNITS",
+    "POINT_STALL_UNITS",
     "AUTO_MAX_ITER",
     "DECISION_MAX_ITER",
+    "DECISION_REFIT_MAX_ITER",
     "iteration_cap",
+    "point_stall_units_for",
     "repolish",
     "stall_tol_for",
     "stall_units_for",
@@ -34,10 +37,17 @@ __all__ = [
 AUTO_MAX_ITER = 10_000
 """The generous cap behind ``max_iter=None``: rows stop on convergence or stall long before it."""
 
-#: The hard cap decisions pass for their many internal fits (the schedule-aware CMR, the mixture comparison,
-#: optimum and nested pipeline). Their *point* fits at the adaptive limit are what made them slow; their resamples
-#: would finish cheaply under :data:`ADAPTIVE_STALL_UNITS`, but the Fitter gives both one cap (issue 9 item 1 open).
-DECISION_MAX_ITER = 300
+#: The iteration limit decisions pass for their many internal fits (the schedule-aware CMR, the mixture comparison,
+#: optimum and nested pipeline): the adaptive limit (``None``). It was a hard 300 while the old step rule crawled
+#: (the CAMEL fits of ``examples/mixture_probe`` stopped at it, 4 of 5); with the geodesic rule of
+#: :mod:`mixlaw.fit.solve` and the point fit's noise-scaled stall test those fits finish (issue 9 item 1).
+DECISION_MAX_ITER: int | None = None
+
+#: The hard cap of the decisions' one-start refits (each bootstrap resample of ``mix optimize``, the nested
+#: pipeline's last-resort fit): a one-start fit has no other row to stop early, so under the adaptive limit it runs
+#: to convergence — measured 5-10x slower on ``tests/test_mix_cli.py``'s bootstrap tests (88 s and 148 s against
+#: 17 s and 15 s capped). They keep the 300 cap of before.
+DECISION_REFIT_MAX_ITER = 300
 
 
 #: The relative stall test: a row whose objective fell by less than this (relative) over the solver's
@@ -66,6 +76,22 @@ ADAPTIVE_STALL_UNITS = 1e-2
 def stall_units_for(cap: int) -> float | None:
     """The noise-scaled stall test for an iteration cap: :data:`ADAPTIVE_STALL_UNITS` at the adaptive cap, else off."""
     return ADAPTIVE_STALL_UNITS if cap >= AUTO_MAX_ITER else None
+
+
+#: The noise-scaled stall test of a *point* fit under the adaptive limit (the resamples' fraction), for every start
+#: but the lowest of its problem (``spare_best``), which runs on to convergence or the relative test. With the
+#: geodesic step rule (:mod:`mixlaw.fit.solve`) genuine valleys are followed in hundreds of iterations, so what
+#: still runs into the thousands is a start whose parameters run off to infinity with vanishing gain: on the
+#: ``cmr_law`` recovery test, rows with two parameters diverging to ∓3e4 at 1.5e-3 (best row 5.6e-10) ran 10,000
+#: iterations under both step rules and now stop within 1,000. The README's ``mix optimize`` (1b) without the
+#: decision cap: 25.7 s CPU (19.7 s on main, capped at 300 with 4 of 5 fits at ``max_iter``); the OLMo-ladder
+#: folds of ``tests/test_logs_olmo.py`` still converge.
+POINT_STALL_UNITS = 1e-2
+
+
+def point_stall_units_for(cap: int) -> float | None:
+    """The point fit's noise-scaled stall test: :data:`POINT_STALL_UNITS` at the adaptive cap, else off."""
+    return POINT_STALL_UNITS if cap >= AUTO_MAX_ITER else None
 
 
 def iteration_cap(max_iter: int | None) -> int:
@@ -114,6 +140,8 @@ def repolish(
         xtol=xtol,
         merge_tol=None,
         stall_tol=stall_tol_for(max_iter),
+        stall_units=point_stall_units_for(max_iter),
+        spare_best=True,
     )
     x, f, g, n_iter, status = sol.x.copy(), sol.f.copy(), sol.grad_norm.copy(), sol.n_iter.copy(), st.copy()
     x[capped], f[capped], g[capped], status[capped] = again.x, again.f, again.grad_norm, again.status

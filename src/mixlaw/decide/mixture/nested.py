@@ -85,12 +85,12 @@ def _fit_one(law: Any, rows: pd.DataFrame, target: str, at: Mapping[str, float],
     """The last resort of :func:`_curves`: one robust fit from the mean curve's estimate (its status is whatever
     the valley allows; the prediction is used as the multi-start fit's would be, which also ends at its cap)."""
     from mixlaw.fit import fit_law
-    from mixlaw.fit.refine import DECISION_MAX_ITER
+    from mixlaw.fit.refine import DECISION_REFIT_MAX_ITER
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = fit_law(law, rows, target=target, random_state=seed, starts=[start], use_grid=False, n_polish=1,
-                      max_iter=DECISION_MAX_ITER)  # fmt: skip
+                      max_iter=DECISION_REFIT_MAX_ITER)  # fmt: skip
     return float(res.predict(pd.DataFrame({k: [float(v)] for k, v in at.items()}))[0])
 
 

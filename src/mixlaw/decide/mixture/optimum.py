@@ -102,7 +102,7 @@ def _fit(law: Any, rows: pd.DataFrame, target: str, random_state: int) -> Any:
 def _draws(res: Any, resamples: Sequence[pd.DataFrame], random_state: int) -> list[FittedLaw | None]:
     """One refit of ``res``'s law per resampled table, warm-started at the point estimate (``None`` when it fails)."""
     from mixlaw.fit import fit_law
-    from mixlaw.fit.refine import DECISION_MAX_ITER
+    from mixlaw.fit.refine import DECISION_REFIT_MAX_ITER
 
     out: list[FittedLaw | None] = []
     for rows in resamples:
@@ -111,7 +111,7 @@ def _draws(res: Any, resamples: Sequence[pd.DataFrame], random_state: int) -> li
                 warnings.simplefilter("ignore")  # resample fits: boundary notes are not the point
                 r = fit_law(
                     res.law, rows, target=res.target, random_state=random_state, starts=[res.params],
-                    use_grid=False, use_guess=False, n_polish=1, max_iter=DECISION_MAX_ITER,
+                    use_grid=False, use_guess=False, n_polish=1, max_iter=DECISION_REFIT_MAX_ITER,
                 )  # fmt: skip
         except (InputError, ValueError, RuntimeError):
             out.append(None)
