@@ -171,9 +171,11 @@ def test_optimize_bootstrap_interval_and_optimum_vs_size(runs_csv: Path) -> None
     assert boot["n"] + boot["n_failed"] == 8 and boot["n"] >= 6
     for d, (lo, hi) in boot["weights"].items():
         assert 0.0 <= lo <= hi <= 1.0
-        assert lo - 0.05 <= out["weights"][d] <= hi + 0.05, (d, lo, out["weights"][d], hi)
+        assert lo <= out["weights"][d] <= hi, (d, lo, out["weights"][d], hi)  # every interval holds its point
     lo, hi = boot["objective"]
-    assert lo <= hi and lo - 0.05 <= out["objective"] <= hi + 0.05
+    assert lo <= out["objective"] <= hi
+    for row in out["vs_size"]:
+        assert all(row["band"][d][0] <= w <= row["band"][d][1] for d, w in row["weights"].items()), row
 
 
 def test_optimize_weighted_sum_of_two_losses_with_dml(runs_csv: Path, tmp_path: Path) -> None:
@@ -206,8 +208,8 @@ def test_optimize_evaluates_candidate_mixtures_with_paired_regret(runs_csv: Path
     for c in cands.values():
         assert c["regret"] >= -1e-9 and c["regret"] == pytest.approx(c["objective"] - out["objective"], abs=1e-12)
         lo, hi = c["regret_interval"]
-        assert lo <= hi and 0.0 <= c["p_better_than_chosen"] <= 1.0
-        assert c["objective_interval"][0] <= c["objective_interval"][1]
+        assert lo <= c["regret"] <= hi and 0.0 <= c["p_better_than_chosen"] <= 1.0  # intervals hold their points
+        assert c["objective_interval"][0] <= c["objective"] <= c["objective_interval"][1]
     # the far-off mixture is predicted worse than the optimum in every resample, and its prediction is the law's
     assert cands["webby"]["regret_interval"][0] > 0 and cands["webby"]["p_better_than_chosen"] == 0.0
     x = {"n_params": np.array([7e9])} | {f"w_{d}": np.array([w]) for d, w in vertexish.items()}

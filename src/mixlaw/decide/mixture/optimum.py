@@ -15,8 +15,11 @@ Intervals
 With ``bootstrap = B`` the mixtures are resampled ``B`` times (every run of a mixture, at every size, enters or
 leaves together; the same resamples for every law), every law (each loss law and each benchmark law) is refitted
 on each resample from its point estimate (the engine's fit, without a start design), and the mixture is
-re-optimised for each resample from the point optimum and the uniform mixture. The result carries percentile
-intervals per domain weight, for the objective and for each predicted loss and accuracy at the optimum; with
+re-optimised for each resample from the point optimum and the uniform mixture. The result carries
+bias-corrected percentile intervals around the point estimates (:func:`mixlaw.decide.mixture.intervals.bc_ends`,
+the rule of ``mix compare`` and the CMR decisions: the point fits run to convergence while one-start resample
+refits keep a cap, so the resamples can sit off-centre and a plain percentile interval can exclude its own point)
+per domain weight, for the objective and for each predicted loss and accuracy at the optimum; with
 ``sizes``, the optimum and its band at every target size. (The engine's batched bootstrap was tried first: with its
 usable-row rule, camel on 12 simulated mixtures had no converged estimate in 4–6 of 8 resamples within the
 decisions' 300-iteration cap, so resamples are refitted one by one here, as before.)
@@ -128,9 +131,12 @@ def _resamples(rows: pd.DataFrame, picks: np.ndarray, tag: int) -> pd.DataFrame:
     return sub.assign(run_id=[f"b{tag}_{i}" for i in range(len(sub))])
 
 
-def _q(values: np.ndarray, level: float) -> list[float]:
-    a = (1 - level) / 2
-    return [float(np.quantile(values, a)), float(np.quantile(values, 1 - a))]
+def _q(values: np.ndarray, level: float, point: float) -> list[float]:
+    """The BC percentile interval of bootstrap ``values`` around ``point`` (it always contains the point)."""
+    from mixlaw.decide.mixture.intervals import bc_ends
+
+    lo, hi, _ = bc_ends(np.asarray(values, dtype=np.float64)[:, None], np.array([float(point)]), level)
+    return [float(lo[0]), float(hi[0])]
 
 
 def optimize(
@@ -349,22 +355,23 @@ def _bootstrap(
     if not W:
         return {"n": 0, "n_failed": n_failed, "level": level}
     Wa = np.array(W)
+    at_point = {**out["predicted_losses"], **out["predicted_accuracies"]}
     res: dict[str, Any] = {
         "n": len(W),
         "n_failed": n_failed,
         "level": level,
         "unit": "mixtures",
-        "weights": {d: _q(Wa[:, j], level) for j, d in enumerate(doms)},
-        "objective": _q(np.array(J), level),
-        "score": _q(np.array(S), level),
-        "predicted_at_optimum": {k: _q(np.array([p[k] for p in P]), level) for k in P[0]},
+        "weights": {d: _q(Wa[:, j], level, opt.w[j]) for j, d in enumerate(doms)},
+        "objective": _q(np.array(J), level, opt.objective),
+        "score": _q(np.array(S), level, sign * opt.objective),
+        "predicted_at_optimum": {k: _q(np.array([p[k] for p in P]), level, at_point[k]) for k in P[0]},
     }
     for c in out.get("candidates", []):
-        c["objective_interval"] = _q(np.array(CJ[c["name"]]), level)
-        c["regret_interval"] = _q(np.array(CR[c["name"]]), level)
+        c["objective_interval"] = _q(np.array(CJ[c["name"]]), level, c["objective"])
+        c["regret_interval"] = _q(np.array(CR[c["name"]]), level, c["regret"])
         c["p_better_than_chosen"] = float(np.mean(np.array(CR[c["name"]]) < 0))
     if grid:
         for j, row in enumerate(out["vs_size"]):
             arr = np.array(band[j])
-            row["band"] = {d: _q(arr[:, i], level) for i, d in enumerate(doms)}
+            row["band"] = {d: _q(arr[:, i], level, curve[j].w[i]) for i, d in enumerate(doms)}
     return res
