@@ -122,14 +122,14 @@ def main() -> None:
     uniform = np.full(len(DOMAINS), 1 / len(DOMAINS))
     print(f"{len(df)} runs (sizes {sorted(df['n_params'].unique())}), camel k={K}: {law.n_internal} parameters")
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     with warnings.catch_warnings():  # boundary and identifiability notes of a 28-parameter fit: the status says it
         warnings.simplefilter("ignore")
         res = fit_law(law, df, target="openhermes_loss", random_state=0, max_iter=None, bootstrap=args.bootstrap)
     opt = optimum(law, res.params, cons, None)
     draws = res.bootstrap_params.to_numpy(dtype=np.float64) if res.bootstrap_params is not None else np.zeros((0,))
     w_boot = [optimum(law, law.unflatten(row), cons, np.stack([opt.w, uniform])).w for row in draws]
-    t_mix = time.perf_counter() - t0
+    t_mix, c_mix = time.perf_counter() - t0, time.process_time() - c0
     print(f"mixlaw: {t_mix:.2f} s; objective {res.objective:.8g} ({res.status.value}); "
           f"{len(draws)} of {args.bootstrap} resamples usable ({res.n_rescued_resamples} after the rescue refit)",
           flush=True)  # fmt: skip
@@ -139,19 +139,19 @@ def main() -> None:
     w = df[[f"w_{d}" for d in DOMAINS]].to_numpy(dtype=np.float64)
     m = df["n_params"].to_numpy(dtype=np.float64)
     y = df["openhermes_loss"].to_numpy(dtype=np.float64)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     best, best_cost = None, np.inf
     for s in starts:
         th, cost, _ = scipy_fit(pack(law.canonical(s)), w, m, y, np.ones(len(y)))
         if cost < best_cost:
             best, best_cost = th, cost
     assert best is not None
-    t_point = time.perf_counter() - t0
+    t_point, c_point = time.perf_counter() - t0, time.process_time() - c0
     n_sp = min(args.quick, args.bootstrap) if args.quick > 0 else args.bootstrap
     mult = resample_weights(None, len(y), args.bootstrap, np.random.default_rng(1))
     sp_boot = []
     usable_sp = 0  # least_squares status >= 1: a convergence test met (0: max_nfev reached)
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     for b in range(n_sp):
         th, _, code = scipy_fit(best, w, m, y, mult[b])
         usable_sp += code >= 1
@@ -159,9 +159,9 @@ def main() -> None:
         p = {"C": c} | {f"{n}_{i}": v[i] for i in range(K) for n, v in (("K", kk), ("alpha", a), ("beta", bb))}
         p |= {f"t_{i}": list(t[i]) for i in range(K)}
         sp_boot.append(optimum(law, law.canonical(p), cons, np.stack([opt.w, uniform])).w)
-    t_boot = time.perf_counter() - t1
+    t_boot, c_boot = time.perf_counter() - t1, time.process_time() - c1
     scale = args.bootstrap / max(n_sp, 1)
-    t_sp = t_point + t_boot * scale
+    t_sp, c_sp = t_point + t_boot * scale, c_point + c_boot * scale
     extra = f" (bootstrap measured on {n_sp} resamples, {t_boot:.1f} s, extrapolated x{scale:.1f})"
     print(f"scipy: {t_sp:.2f} s over {len(starts)} starts and {args.bootstrap} resamples"
           f"{extra if n_sp < args.bootstrap else ''}; Huber cost {best_cost:.8g} (mixlaw's objective "
@@ -173,6 +173,8 @@ def main() -> None:
             band = ", ".join(f"{d} [{lo:.3f}, {hi:.3f}]" for d, lo, hi in zip(DOMAINS, q[0], q[1], strict=True))
             print(f"{name} optimum at 7B: 95% band {band}")
     print("point optimum at 7B: " + ", ".join(f"{d} {v:.3f}" for d, v in opt.weights.items()))
+    print(f"CPU time (process_time, all threads): mixlaw {c_mix:.1f} s, scipy {c_sp:.1f} s")
+    print(f"cpu_ratio={c_sp / c_mix:.2f}")
     print(f"ratio={t_sp / t_mix:.2f}")
 
 

@@ -46,7 +46,7 @@ import torch
 from mixlaw.errors import InputError
 from mixlaw.fit.data import FitData, make_residuals, project_internal
 from mixlaw.fit.refine import iteration_cap, stall_tol_for, stall_units_for
-from mixlaw.fit.solve import STATUS_CONVERGED, STATUS_FAILED, STATUS_STALLED, SolveResult, solve
+from mixlaw.fit.solve import STATUS_CONVERGED, STATUS_FAILED, STATUS_STALLED, SolveResult, objective_values, solve
 from mixlaw.laws import Law, get_law
 
 __all__ = [
@@ -347,7 +347,7 @@ def bootstrap_law(
     seeds = np.asarray(seeds, dtype=np.float64)
     kw: dict[str, Any] = dict(loss=loss, delta=delta, max_iter=max_iter, ftol=ftol, xtol=xtol)
     out, ok, status, objective, ends = _refit(law_obj, data.x, Y, W, seeds, progress=progress, **kw)
-    centre = law_obj.to_internal(params) if params is not None else seeds[0]
+    centre = _centre(law_obj, data, params, seeds, loss=loss, delta=delta)
     state = (out, ok, status, objective)  # failed resamples: refitted, never dropped silently (see rescue)
     n_rescued = rescue(law_obj, data.x, Y, W, np.broadcast_to(centre, ends.shape), ends, state, **kw)
     return BootstrapDraws(
@@ -359,6 +359,30 @@ def bootstrap_law(
         unit=unit,
         n_rescued=n_rescued,
     )
+
+
+def _centre(
+    law: Law, data: FitData, params: Mapping[str, Any] | None, seeds: np.ndarray, *, loss: Loss, delta: float | None
+) -> np.ndarray:
+    """The point estimate in internal coordinates, as the rescue's first start: ``seeds[0]`` or ``to_internal(params)``,
+    whichever has the lower objective on the data.
+
+    ``to_internal`` is not always the inverse of the fit's own coordinates: a log-mapped parameter run below
+    ``exp(−690)`` is floored at 1e-300 (the CAMEL k = 3 SlimPajama point fit has ``K_0 = exp(−716.6)``, carried by
+    ``α_0`` = 366, and ``to_internal`` moved its objective from 1.28e-3 to 4.3); the fitter's seeds are its exact
+    internal end point.
+    """
+    if params is None:
+        return seeds[0]
+    mapped = law.to_internal(params)
+    if seeds.shape[0] == 0:
+        return mapped
+    d = float(delta if delta is not None else law.default_delta)
+    W = torch.ones(1, data.n, dtype=torch.float64)
+    both = np.stack([seeds[0], mapped])
+    pid = np.zeros(2, dtype=np.int64)
+    f = objective_values(make_residuals(law, data.x, data.y_t), both, pid, W, loss=loss, delta=d)
+    return seeds[0] if f[0] <= f[1] else mapped
 
 
 def internal_starts(law: Law, starts: Sequence[Mapping[str, Any]]) -> np.ndarray:

@@ -52,9 +52,18 @@ from typing import Literal
 import numpy as np
 import torch
 
-ResidualFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-"""``residuals(U, pid) -> R`` with ``U`` internal parameters of shape (K, P) — or (K, n, P), one copy per point,
-when the solver asks for the Jacobian — ``pid`` (K,) problem ids, and ``R`` (K, n)."""
+from mixlaw.fit.steps import (
+    LADDER,
+    ResidualFn,
+    _damped_step,
+    _geodesic,
+    _ladder_steps,
+    _trial_objectives,
+    repair_jacobian,
+    rho,
+)
+
+__all__ = ["LADDER", "ResidualFn", "SolveResult", "objective_values", "rho", "solve"]
 
 STATUS_CONVERGED = "converged"
 STATUS_MAX_ITER = "max_iter"
@@ -66,14 +75,6 @@ STATUS_STALLED = "stalled"
 #: scaling and geodesic acceleration; ``"ladder"`` — the ladder without the acceleration; ``"old"`` — the rule of
 #: before (two candidate steps at one μ, Marquardt scaling from the current diagonal, μ ÷5 / ×10).
 _RULE: Literal["new", "old", "ladder"] = "new"
-
-
-def rho(r: torch.Tensor, loss: str, delta: float) -> torch.Tensor:
-    """Pointwise loss: Huber_δ(r) = r²/2 if |r| ≤ δ else δ(|r| − δ/2); or r²/2 for ``loss="l2"``."""
-    if loss == "l2":
-        return 0.5 * r * r
-    a = r.abs()
-    return torch.where(a <= delta, 0.5 * r * r, delta * (a - 0.5 * delta))
 
 
 def _psi_and_weight(r: torch.Tensor, loss: str, delta: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -124,7 +125,8 @@ def _residuals_and_jacobian(
     Every point gets its own copy of its row's parameters (``U`` expanded to ``(K, n, P)``); residual ``(k, i)``
     then depends on copy ``(k, i)`` only, so the gradient of ``Σ r`` with respect to the copies *is* the Jacobian.
     This is much cheaper than ``P`` forward-mode passes (forward AD of scalar–tensor ops takes slow
-    decomposition paths in PyTorch) or ``n`` reverse passes.
+    decomposition paths in PyTorch) or ``n`` reverse passes. Entries that reverse mode overflowed where the
+    residuals are finite are finite differences instead (:func:`~mixlaw.fit.steps.repair_jacobian`).
     """
     Ue = U.detach().unsqueeze(1).expand(-1, n, -1).clone().requires_grad_(True)
     with torch.enable_grad():
@@ -132,7 +134,8 @@ def _residuals_and_jacobian(
         (J,) = torch.autograd.grad(r.sum(), Ue, allow_unused=True)
     if J is None:  # residuals do not depend on the parameters at all
         J = torch.zeros_like(Ue)
-    return r.detach(), J
+    r = r.detach()
+    return r, repair_jacobian(residuals, U.detach(), pid, r, J)  # reverse mode's overflows where r is finite
 
 
 def solve(
@@ -360,120 +363,6 @@ def solve(
         merged_into=merged_into,
         total_iter=it,
     )
-
-
-def _damped_step(A: torch.Tensor, g: torch.Tensor, mu: torch.Tensor, max_step: float) -> torch.Tensor:
-    """Solve ``(A + μ·diag(A)) p = −g`` per row (Marquardt scaling, floored), then cap ``‖p‖∞`` at ``max_step``."""
-    diag = A.diagonal(dim1=-2, dim2=-1)
-    scale = torch.clamp(diag, min=1e-12 * torch.clamp(diag.amax(-1, keepdim=True), min=1e-300))
-    step, info = torch.linalg.solve_ex(A + mu[:, None, None] * torch.diag_embed(scale), -g.unsqueeze(-1))
-    step = step.squeeze(-1)
-    bad = (info != 0) | ~torch.isfinite(step).all(-1)
-    step = torch.where(bad[:, None], -g / (scale * (1.0 + mu[:, None])), step)
-    big = step.abs().amax(-1, keepdim=True)
-    return step * torch.clamp(max_step / torch.clamp(big, min=1e-300), max=1.0)
-
-
-#: The damping ladder of the new step rule: every iteration tries the current μ times each factor (for each of the
-#: two curvature models, with Moré's scaling) and keeps the best trial point. Forward residual evaluations cost
-#: about 1 % of the Jacobian on the CAMEL fit, so five trial points per model are nearly free.
-LADDER = (1e-1, 1.0, 1e1, 1e3, 1e6)
-
-
-def _ladder_steps(
-    mats: list[torch.Tensor],
-    g: torch.Tensor,
-    mu: torch.Tensor,
-    scalings: list[tuple[torch.Tensor, tuple[float, ...]]],
-    max_step: float,
-) -> tuple[torch.Tensor, torch.Tensor, list[tuple[torch.Tensor, torch.Tensor, int]]]:
-    """Damped steps ``(A + μ_c·D) p = −g`` for every model ``A``, scaling ``D`` and rung ``μ_c = μ·factor``, capped.
-
-    The scaling used is Moré's (the running max of diag(Jᵀ Ω J), floored at 1e-12 of its largest entry): a
-    coordinate whose Jacobian column has died (a mixture logit or a log-amplitude run towards −∞, an infimum at
-    infinity) keeps the damping of the scale it once had, so its near-singular Gauss–Newton component — about
-    1e10 on the CAMEL fit — no longer dominates ``‖p‖∞`` and makes the cap shrink every other coordinate's step
-    to nothing (the crawl measured on main). Returns steps ``(k, C, P)``, their damping ``(k, C)`` and per
-    block the LU factors of the damped matrices and the block's model (for the geodesic acceleration).
-    """
-    out, mus, blocks = [], [], []
-    for m, M in enumerate(mats):
-        for D, factors in scalings:
-            lad = torch.tensor(factors, dtype=torch.float64)
-            scale = torch.clamp(D, min=1e-12 * torch.clamp(D.amax(-1, keepdim=True), min=1e-300))
-            mu_c = mu[:, None] * lad[None, :]  # (k, L)
-            lhs = M[:, None] + mu_c[:, :, None, None] * torch.diag_embed(scale)[:, None]  # (k, L, P, P)
-            LU, piv, info = torch.linalg.lu_factor_ex(lhs)
-            st = torch.linalg.lu_solve(LU, piv, -g[:, None, :, None].expand(-1, lad.numel(), -1, -1)).squeeze(-1)
-            bad = (info != 0) | ~torch.isfinite(st).all(-1)
-            st = torch.where(bad[..., None], -g[:, None, :] / (scale[:, None, :] * (1.0 + mu_c[..., None])), st)
-            out.append(_cap(st, max_step))
-            mus.append(mu_c)
-            blocks.append((LU, piv, m))
-    return torch.cat(out, 1), torch.cat(mus, 1), blocks
-
-
-def _cap(st: torch.Tensor, max_step: float) -> torch.Tensor:
-    big = st.abs().amax(-1, keepdim=True)
-    return st * torch.clamp(max_step / torch.clamp(big, min=1e-300), max=1.0)
-
-
-#: Geodesic acceleration (Transtrum & Sethna 2012, arXiv:1201.5885): finite-difference step ``h`` for the second
-#: directional derivative of the residuals, and the largest accepted ``2‖a‖/‖v‖``.
-GEODESIC_H = 0.1
-GEODESIC_ALPHA = 0.75
-
-
-def _geodesic(
-    residuals: ResidualFn,
-    Ua: torch.Tensor,
-    pa: torch.Tensor,
-    r: torch.Tensor,
-    J: torch.Tensor,
-    v: torch.Tensor,
-    blocks: list[tuple[torch.Tensor, torch.Tensor, int]],
-    weights: list[torch.Tensor],
-    max_step: float,
-) -> torch.Tensor:
-    """Geodesically accelerated steps ``v + a/2`` for every candidate velocity ``v`` ``(k, C, P)``.
-
-    ``r_vv ≈ (2/h)·((r(u + h v) − r(u))/h − J v)`` (one extra forward residual evaluation per candidate), and
-    ``a = −(Jᵀ Ω J + μ D)⁻¹ Jᵀ Ω r_vv`` with the candidate's own model and damping; where ``2‖a‖/‖v‖`` exceeds
-    :data:`GEODESIC_ALPHA` (the second-order correction is not small) the candidate stays ``v``. Following the
-    curvature of the model manifold is what lets a step go along a narrow curved valley instead of across it.
-    Accelerating every rung, not only the best velocity, matters: on the flat power-law valley of
-    ``tests/test_solve_steps.py`` the best-rung-only variant took 208 iterations where this one takes 67.
-    """
-    k, C, P = v.shape
-    h = GEODESIC_H
-    rh = residuals((Ua[:, None, :] + h * v).reshape(-1, P), pa.repeat_interleave(C)).reshape(k, C, -1)
-    rvv = (2.0 / h) * ((rh - r[:, None, :]) / h - torch.einsum("knp,kcp->kcn", J, v))
-    acc, at = [], 0
-    for LU, piv, m in blocks:
-        L = LU.shape[1]
-        rhs = torch.einsum("kn,kcn,knp->kcp", weights[m], rvv[:, at : at + L], J)
-        acc.append(torch.linalg.lu_solve(LU, piv, -rhs.unsqueeze(-1)).squeeze(-1))
-        at += L
-    a = torch.cat(acc, 1)
-    ratio = 2.0 * a.norm(dim=-1) / torch.clamp(v.norm(dim=-1), min=1e-300)
-    ok = torch.isfinite(a).all(-1) & (ratio <= GEODESIC_ALPHA)
-    return torch.where(ok[..., None], _cap(v + 0.5 * a, max_step), v)
-
-
-def _trial_objectives(
-    residuals: ResidualFn,
-    Ua: torch.Tensor,
-    pa: torch.Tensor,
-    Wa: torch.Tensor,
-    steps: torch.Tensor,
-    loss: str,
-    delta: float,
-) -> torch.Tensor:
-    """Objective ``(k, C)`` at every trial point ``Ua + steps`` (``inf`` where not finite), in one call."""
-    k, C, P = steps.shape
-    r = residuals((Ua[:, None, :] + steps).reshape(-1, P), pa.repeat_interleave(C))
-    f = (Wa.repeat_interleave(C, 0) * rho(r, loss, delta)).sum(-1)
-    return torch.where(torch.isfinite(f), f, torch.full_like(f, np.inf)).reshape(k, C)
 
 
 def _merge(
