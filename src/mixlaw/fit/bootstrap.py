@@ -57,6 +57,7 @@ __all__ = [
     "best_rows",
     "bootstrap_law",
     "refit",
+    "refit_resamples",
     "resample_targets",
     "resample_weights",
     "rescue",
@@ -344,14 +345,43 @@ def bootstrap_law(
         W = resample_weights(groups, data.n, n, rng)
         Y = data.y
         unit = data.group_unit if scheme == "runs" else "row"
+    return refit_resamples(
+        law_obj, data, Y, W, seeds, params=params, scheme=scheme, unit=unit, loss=loss, delta=delta,
+        max_iter=max_iter, ftol=ftol, xtol=xtol, progress=progress,
+    )  # fmt: skip
+
+
+def refit_resamples(
+    law: Law,
+    data: FitData,
+    targets: np.ndarray,
+    weights: np.ndarray | None,
+    seeds: np.ndarray,
+    *,
+    params: Mapping[str, Any] | None = None,
+    scheme: str = "runs",
+    unit: str = "run",
+    loss: Loss = "huber",
+    delta: float | None = None,
+    max_iter: int | None = None,
+    ftol: float = 1e-11,
+    xtol: float = 1e-9,
+    progress: Callable[[int, int], None] | None = None,
+) -> BootstrapDraws:
+    """Refit resamples the caller drew (``targets`` ``(n,)`` or ``(B, n)``, ``weights`` ``(B, n)`` multiplicities)
+    in one batched solve from ``seeds``, rescue the failed ones from the point estimate, and judge them by the
+    usable-row rule: the tail of :func:`bootstrap_law`, for decisions that draw their own resamples (the same
+    mixtures for every law of ``mix optimize``). ``params`` is the point estimate (natural units; the rescue starts
+    from it or from ``seeds[0]``, whichever fits the data better).
+    """
     seeds = np.asarray(seeds, dtype=np.float64)
     kw: dict[str, Any] = dict(loss=loss, delta=delta, max_iter=max_iter, ftol=ftol, xtol=xtol)
-    out, ok, status, objective, ends = _refit(law_obj, data.x, Y, W, seeds, progress=progress, **kw)
-    centre = _centre(law_obj, data, params, seeds, loss=loss, delta=delta)
+    out, ok, status, objective, ends = _refit(law, data.x, targets, weights, seeds, progress=progress, **kw)
+    centre = _centre(law, data, params, seeds, loss=loss, delta=delta)
     state = (out, ok, status, objective)  # failed resamples: refitted, never dropped silently (see rescue)
-    n_rescued = rescue(law_obj, data.x, Y, W, np.broadcast_to(centre, ends.shape), ends, state, **kw)
+    n_rescued = rescue(law, data.x, targets, weights, np.broadcast_to(centre, ends.shape), ends, state, **kw)
     return BootstrapDraws(
-        params=pd.DataFrame(out[ok], columns=list(law_obj.flat_names)),
+        params=pd.DataFrame(out[ok], columns=list(law.flat_names)),
         ok=ok,
         status=status,
         objective=objective,

@@ -155,9 +155,9 @@ class ParamSpec:
         if kind == "identity":
             return v
         if kind == "log":
-            return np.log(np.maximum(v - self.lower, 1e-300))
+            return np.log(np.where(v - self.lower > 0, v - self.lower, 1e-300))  # subnormals stay exact
         if kind == "neglog":
-            return np.log(np.maximum(self.upper - v, 1e-300))
+            return np.log(np.where(self.upper - v > 0, self.upper - v, 1e-300))
         span = self.upper - self.lower
         q = np.clip((v - self.lower) / span, 1e-12, 1 - 1e-12)
         return np.log(q) - np.log1p(-q)
