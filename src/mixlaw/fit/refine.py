@@ -26,7 +26,6 @@ __all__ = [
     "POINT_STALL_UNITS",
     "AUTO_MAX_ITER",
     "DECISION_MAX_ITER",
-    "DECISION_REFIT_MAX_ITER",
     "iteration_cap",
     "point_stall_units_for",
     "repolish",
@@ -38,16 +37,12 @@ AUTO_MAX_ITER = 10_000
 """The generous cap behind ``max_iter=None``: rows stop on convergence or stall long before it."""
 
 #: The iteration limit decisions pass for their many internal fits (the schedule-aware CMR, the mixture comparison,
-#: optimum and nested pipeline): the adaptive limit (``None``). It was a hard 300 while the old step rule crawled
-#: (the CAMEL fits of ``examples/mixture_probe`` stopped at it, 4 of 5); with the geodesic rule of
-#: :mod:`mixlaw.fit.solve` and the point fit's noise-scaled stall test those fits finish (issue 9 item 1).
+#: optimum and nested pipeline, their bootstrap resamples and last-resort refits): the adaptive limit (``None``). It
+#: was a hard 300 while the old step rule crawled (the CAMEL fits of ``examples/mixture_probe`` stopped at it, 4 of
+#: 5); with the geodesic rule of :mod:`mixlaw.fit.solve` and the point fit's noise-scaled stall test those fits
+#: finish (issue 9 item 1). The one-start resample refits of ``mix optimize`` and the nested pipeline's last resort
+#: kept a 300 cap (``DECISION_REFIT_MAX_ITER``, removed) until the resamples were refitted in one batched solve.
 DECISION_MAX_ITER: int | None = None
-
-#: The hard cap of the decisions' one-start refits (each bootstrap resample of ``mix optimize``, the nested
-#: pipeline's last-resort fit): a one-start fit has no other row to stop early, so under the adaptive limit it runs
-#: to convergence — measured 5-10x slower on ``tests/test_mix_cli.py``'s bootstrap tests (88 s and 148 s against
-#: 17 s and 15 s capped). They keep the 300 cap of before.
-DECISION_REFIT_MAX_ITER = 300
 
 
 #: The relative stall test: a row whose objective fell by less than this (relative) over the solver's

@@ -50,12 +50,14 @@ def _fit_predict(law: Any, rows: pd.DataFrame, target: str, at: Mapping[str, flo
 
 
 def _curves(
-    law: Any, x_col: str, curves: Mapping[Any, pd.Series], target: str, at: float, seed: int
+    law: Any, x_col: str, curves: Mapping[Any, pd.Series], target: str, at: float, seed: int, unfinished: list[Any]
 ) -> dict[Any, float]:
     """Fit ``law`` (one input ``x_col``) to each curve ``{key: Series(y, index=x)}`` and predict each at ``at``.
 
     Curves that share their x values are fitted in one batched solve (:func:`mixlaw.fit.fit_batch`), started from
-    the fit of their mean curve; a resulting problem without a usable estimate is refitted on its own."""
+    the fit of their mean curve; a resulting problem without a usable estimate is refitted on its own under the
+    adaptive limit, and if that fit does not finish either (converged or stalled) its key is appended to
+    ``unfinished`` (its prediction is still used, and counted)."""
     from mixlaw.fit import fit_batch
 
     out: dict[Any, float] = {}
@@ -75,23 +77,28 @@ def _curves(
                 params[b] = again.row(i)
         for b, key in enumerate(keys):
             if params[b] is None:
-                out[key] = _fit_one(law, x.assign(**{target: Y[b]}), target, {x_col: at}, mean_fit.params, seed)
+                out[key], done = _fit_one(law, x.assign(**{target: Y[b]}), target, {x_col: at}, mean_fit.params, seed)
+                if not done:
+                    unfinished.append(key)
             else:
                 out[key] = float(law.evaluate({x_col: np.array([float(at)])}, params[b])[0])
     return out
 
 
-def _fit_one(law: Any, rows: pd.DataFrame, target: str, at: Mapping[str, float], start: Any, seed: int) -> float:
-    """The last resort of :func:`_curves`: one robust fit from the mean curve's estimate (its status is whatever
-    the valley allows; the prediction is used as the multi-start fit's would be, which also ends at its cap)."""
+def _fit_one(
+    law: Any, rows: pd.DataFrame, target: str, at: Mapping[str, float], start: Any, seed: int
+) -> tuple[float, bool]:
+    """The last resort of :func:`_curves`: one robust fit from the mean curve's estimate under the adaptive limit.
+    Returns its prediction and whether it finished (converged or stalled)."""
     from mixlaw.fit import fit_law
-    from mixlaw.fit.refine import DECISION_REFIT_MAX_ITER
+    from mixlaw.fit.refine import DECISION_MAX_ITER
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = fit_law(law, rows, target=target, random_state=seed, starts=[start], use_grid=False, n_polish=1,
-                      max_iter=DECISION_REFIT_MAX_ITER)  # fmt: skip
-    return float(res.predict(pd.DataFrame({k: [float(v)] for k, v in at.items()}))[0])
+                      max_iter=DECISION_MAX_ITER)  # fmt: skip
+    done = res.starts["status"].isin(["converged", "stalled"]).any()
+    return float(res.predict(pd.DataFrame({k: [float(v)] for k, v in at.items()}))[0]), bool(done)
 
 
 def tied_size_law(sizes: np.ndarray, Y: np.ndarray, at: float) -> tuple[np.ndarray, float, float]:
@@ -141,7 +148,8 @@ def nested(
 
     Rows at sizes ``>= target_size`` and steps ``> max_fit_step`` (default: below ``target_step``) are not fitted.
     Returns ``{"target", "target_size", "target_step", "max_fit_step", "n_step_fits", "n_skipped_curves",
-    "n_size_fits", "mixtures": [{"weights", "predicted", "sizes"}], "mixture_law": {"law", "params", "status"},
+    "n_unfinished_curves", "n_size_fits", "mixtures": [{"weights", "predicted", "sizes"}],
+    "mixture_law": {"law", "params", "status"},
     "size_law": {"tied": bool, "alpha": float | None, "rms": float | None},
     "validation": {"n", "mae", "mre", "bias", "spearman", "predictions"} | None}``.
     """
@@ -173,7 +181,8 @@ def nested(
             n_skip += 1
             continue
         steps[(int(g), float(n))] = curve
-    at_step = _curves(step_law, step_column, steps, target, target_step, random_state)
+    unfinished: list[Any] = []  # curves whose fits did not finish (counted in the result)
+    at_step = _curves(step_law, step_column, steps, target, target_step, random_state, unfinished)
     per_mix: dict[int, dict[float, float]] = {}
     for (g, n), v in at_step.items():
         per_mix.setdefault(g, {})[n] = v
@@ -197,7 +206,7 @@ def nested(
         at_size = {g: float(v) for g, v in zip(keep, preds, strict=True)}
         size_info |= {"alpha": alpha, "rms": rms}
     else:
-        at_size = _curves(size_law, size_column, sizes_of, target, target_size, random_state)
+        at_size = _curves(size_law, size_column, sizes_of, target, target_size, random_state, unfinished)
     mixtures: list[dict[str, Any]] = []
     for g, pred in sorted(at_size.items()):
         first = table[table["_mixture"] == g].iloc[0]
@@ -223,6 +232,7 @@ def nested(
         "n_step_fits": n_step,
         "n_size_fits": n_size,
         "n_skipped_curves": n_skip,
+        "n_unfinished_curves": len(unfinished),
         "mixtures": mixtures,
         "mixture_law": {"law": mixture_law, "params": mres.params, "status": str(mres.status)},
         "size_law": size_info,
