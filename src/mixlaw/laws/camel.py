@@ -107,7 +107,7 @@ class Camel(Law):
         log_m = torch.log(x[self.size_col] / self.size_unit)
         terms = [torch.log(p["C"])]
         for i in range(self.k):
-            share = (w * p[f"t_{i}"]).sum(-1)
+            share = torch.einsum("...d,...d->...", w, p[f"t_{i}"])  # <t_i, r>; no (rows, n, D) product
             terms.append(torch.log(p[f"K_{i}"]) - p[f"alpha_{i}"] * torch.log(share) - p[f"beta_{i}"] * log_m)
         return torch.logsumexp(torch.stack(torch.broadcast_tensors(*terms)), dim=0)
 
