@@ -120,6 +120,13 @@ class Calibration:
     """RMS error at the largest fitted axis value when a refit leaves it out, over the in-sample residual sd."""
     warnings: list[str] = field(default_factory=list)
     """Notes for the user (e.g. ``forward_ratio`` above :data:`RELIABLE_RATIO`: extrapolation is unreliable)."""
+    run_sd: float = 0.0
+    """Between-run error ``τ`` (fit space) of a *new run*: the excess of the leave-runs-out errors over their folds'
+    own standard errors (:mod:`mixlaw.fit.calib_runs`); 0 when the folds are over sizes or runs are single rows."""
+    run_dof: int = 0
+    """Held-out runs behind ``run_sd`` (the Student-t degrees of freedom of its term)."""
+    unit: str = "sizes"
+    """What the K-fold leaves out: ``sizes`` (clusters of the size column), ``runs`` or ``rows``."""
 
     def distance(self, x: Mapping[str, np.ndarray], m: int) -> np.ndarray:
         """``(m,)`` e-folds of each row's axis value outside ``[lo, hi]`` (0 inside)."""
@@ -134,13 +141,27 @@ class Calibration:
         f = np.sqrt(self.inflation**2 + (self.growth * np.asarray(d, dtype=np.float64)) ** 2)
         return np.maximum(f, 1.0)
 
+    def run_half(self, level: float) -> float:
+        """Half-width (fit space) of the new-run term at ``level``: ``t_ν((1 + level) / 2) · τ`` (0 without one)."""
+        if self.run_sd <= 0 or self.run_dof < 1:
+            return 0.0
+        from scipy.stats import t
+
+        return float(t.ppf((1 + level) / 2, self.run_dof)) * self.run_sd
+
     def summary(self) -> str:
         """One line for the output: what the interval is calibrated on."""
-        return (
+        line = (
             f"extrapolation-calibrated on {self.n_folds} nested fits ({self.n_forward} forward cuts along "
             f"{self.axis}): the bootstrap interval widened x{max(1.0, self.inflation):.2f} inside the range, the "
             f"out-of-sample/predicted error ratio growing {self.growth:.2f} per e-fold beyond it"
         )
+        if self.run_sd > 0:
+            line += (
+                f", plus a new-run error {self.run_sd:.3g} (fit space, Student-t with {self.run_dof} dof) from "
+                f"leave-runs-out fits over {self.run_dof} runs"
+            )
+        return line
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -164,6 +185,9 @@ class Calibration:
             method=str(d.get("method", "calibrated")),
             forward_ratio=float(d.get("forward_ratio", float("nan"))),
             warnings=notes,
+            run_sd=float(d.get("run_sd", 0.0)),
+            run_dof=int(d.get("run_dof", 0)),
+            unit=str(d.get("unit", "sizes")),
         )
 
 
@@ -202,8 +226,7 @@ def _masks(
 
     Forward cuts fall between clusters (sizes): a cluster's axis value is its largest, so a cut never splits the
     points of one model size. The forward masks are in increasing cut order (the last leaves out the largest)."""
-    n = data.n
-    groups = clusters if clusters is not None else (data.groups if data.groups is not None else np.arange(n))
+    groups = _unit(data, clusters)[1]
     uniq = np.unique(groups)
     kfold: list[np.ndarray] = []
     if uniq.size >= 3:
@@ -254,6 +277,19 @@ class FoldErrors:
     """The fold fit's own standard error of a new observation at the row (delta method, :func:`_delta_sd`)."""
     axis: str | None
     n_folds: int
+    unit: str = "sizes"
+    """What the K-fold leaves out: ``sizes``, ``runs`` or ``rows``."""
+    groups: np.ndarray | None = None
+    """The K-fold group (size cluster, run or row) of each error's row."""
+
+
+def _unit(data: FitData, clusters: np.ndarray | None) -> tuple[str, np.ndarray]:
+    """What the K-fold leaves out, and the group of every row."""
+    if clusters is not None:
+        return "sizes", np.asarray(clusters)
+    if data.groups is not None:
+        return "runs", np.asarray(data.groups)
+    return "rows", np.arange(data.n)
 
 
 def fold_errors(
@@ -316,10 +352,11 @@ def fold_errors(
     out = {k: np.concatenate(vs) for k, vs in parts.items()}
     if out["e"].size == 0:
         return None
+    unit, groups = _unit(data, clusters)
     return FoldErrors(
         e=out["e"], d=out["d"], split=out["split"].astype(np.int64), forward=out["forward"].astype(bool),
         rows=out["rows"].astype(np.int64), last=out["last"].astype(bool), span=out["span"], sd=out["sd"],
-        axis=axis, n_folds=int(ok.sum()),
+        axis=axis, n_folds=int(ok.sum()), unit=unit, groups=groups[out["rows"].astype(np.int64)],
     )  # fmt: skip
 
 
@@ -352,14 +389,17 @@ def _delta_sd(law: Law, data: FitData, flat: np.ndarray, fit: np.ndarray, y: np.
     return np.sqrt(s2 * (1.0 + np.maximum(lever, 0.0)))
 
 
-def error_model(fe: FoldErrors) -> tuple[float, float, int]:
-    """``(inflation, growth, n_growth)`` of the standardised fold errors ``z = e / sd`` (module docstring)."""
+def error_model(fe: FoldErrors, forward_only: bool = False) -> tuple[float, float, int]:
+    """``(inflation, growth, n_growth)`` of the standardised fold errors ``z = e / sd`` (module docstring).
+
+    ``forward_only``: the growth from the forward cuts alone (when the K-fold leaves out whole runs, their excess
+    is the new-run term of :mod:`mixlaw.fit.calib_runs`, not a growth with distance)."""
     z2 = (fe.e / fe.sd) ** 2
     ok = np.isfinite(z2)
     dist = fe.d * fe.span  # e-folds beyond the fold's fitted range
     inside = ok & ~fe.forward & (fe.d == 0)
     c2 = float(np.mean(z2[inside])) if inside.any() else 1.0
-    js = np.unique(fe.split[ok & (fe.d > 0)])
+    js = np.unique(fe.split[ok & (fe.d > 0) & (fe.forward | (not forward_only))])
     g2 = 0.0
     if js.size:
         M = np.array([np.mean(z2[ok & (fe.split == j)]) for j in js])
@@ -393,7 +433,12 @@ def calibrate(
         return None
     axis = fe.axis
     sd = residual_sd(law, data, params)
-    inflation, growth, n_growth = error_model(fe)
+    from mixlaw.fit.calib_runs import run_excess
+
+    run_sd, run_dof = run_excess(fe)
+    inflation, growth, n_growth = error_model(fe, forward_only=run_dof > 0)
+    if run_dof > 0:  # a new run's excess is carried by the additive new-run term, not by a ratio on the bootstrap
+        inflation = 1.0
     last = float(np.sqrt(np.mean(fe.e[fe.last] ** 2))) if fe.last.any() else None
     ratio = float("nan") if last is None or not sd else last / sd
     notes = []
@@ -418,4 +463,7 @@ def calibrate(
         n_scores=int(np.isfinite(fe.e / fe.sd).sum()),
         forward_ratio=ratio,
         warnings=notes,
+        run_sd=run_sd,
+        run_dof=run_dof,
+        unit=fe.unit,
     )

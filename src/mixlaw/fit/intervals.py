@@ -198,13 +198,18 @@ def _calibrated(result: FitResult, x: Mapping[str, np.ndarray], level: float, se
         h = float(t.ppf((1 + level) / 2, dof)) * float(result.residual_sd or 0.0)
         lo, hi = (pred * np.exp(-h), pred * np.exp(h)) if law.fit_space == "log" else (pred - h, pred + h)
     f = cal.factor(cal.distance(x, len(pred)))
+    r = cal.run_half(level)  # the new-run term (mixlaw.fit.calib_runs), added in quadrature to each side
+
+    def side(h: np.ndarray) -> np.ndarray:
+        return np.sqrt((f * h) ** 2 + r * r)
+
     with np.errstate(all="ignore"):  # widened about the interval's centre in fit space (log for log-space laws)
         if law.fit_space == "log":
             c = np.sqrt(lo * hi)
-            lo, hi = c * (lo / c) ** f, c * (hi / c) ** f
+            lo, hi = c * np.exp(-side(np.log(c / lo))), c * np.exp(side(np.log(hi / c)))
         else:
             c = (lo + hi) / 2
-            lo, hi = c - f * (c - lo), c + f * (hi - c)
+            lo, hi = c - side(c - lo), c + side(hi - c)
     n_draws = 0 if result.bootstrap_params is None else int(len(result.bootstrap_params))
     return Band(
         lo=lo, hi=hi, level=level, kind="prediction", n_draws=n_draws, n_failed=result.n_failed_resamples,
