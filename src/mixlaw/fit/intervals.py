@@ -197,19 +197,23 @@ def _calibrated(result: FitResult, x: Mapping[str, np.ndarray], level: float, se
         dof = max(1, result.n_points - law.n_internal)
         h = float(t.ppf((1 + level) / 2, dof)) * float(result.residual_sd or 0.0)
         lo, hi = (pred * np.exp(-h), pred * np.exp(h)) if law.fit_space == "log" else (pred - h, pred + h)
-    f = cal.factor(cal.distance(x, len(pred)))
-    r = cal.run_half(level)  # the new-run term (mixlaw.fit.calib_runs), added in quadrature to each side
+    dist = cal.distance(x, len(pred))
+    f = cal.factor(dist)
+    r = cal.run_half(level, cal.run_distance(x, len(pred)))  # new-run term (fit.calib_runs), in quadrature
 
-    def side(h: np.ndarray) -> np.ndarray:
-        return np.sqrt((f * h) ** 2 + r * r)
+    def side(h: np.ndarray) -> np.ndarray:  # the new run's deviation, about the point: never inside the base
+        return np.sqrt(np.maximum(h, 0.0) ** 2 + r * r)
 
     with np.errstate(all="ignore"):  # widened about the interval's centre in fit space (log for log-space laws)
         if law.fit_space == "log":
             c = np.sqrt(lo * hi)
-            lo, hi = c * np.exp(-side(np.log(c / lo))), c * np.exp(side(np.log(hi / c)))
+            lo, hi = c * (lo / c) ** f, c * (hi / c) ** f
+            lo = np.minimum(lo, pred * np.exp(-side(np.log(pred / lo))))
+            hi = np.maximum(hi, pred * np.exp(side(np.log(hi / pred))))
         else:
             c = (lo + hi) / 2
-            lo, hi = c - side(c - lo), c + side(hi - c)
+            lo, hi = c - f * (c - lo), c + f * (hi - c)
+            lo, hi = np.minimum(lo, pred - side(pred - lo)), np.maximum(hi, pred + side(hi - pred))
     n_draws = 0 if result.bootstrap_params is None else int(len(result.bootstrap_params))
     return Band(
         lo=lo, hi=hi, level=level, kind="prediction", n_draws=n_draws, n_failed=result.n_failed_resamples,
