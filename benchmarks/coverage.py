@@ -98,6 +98,8 @@ def olmo() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 MPL = EXTERNAL / "MultiPowerLaw" / "loss_curve_repo"
 MPL_FIT = ("cosine_24000", "constant_24000", "wsdcon_9")
+#: Another split, for the checks outside the table (``mplalt/<size>``): three other schedules fitted, six held out.
+MPL_ALT = ("constant_24000", "wsdld_20000_24000", "wsdcon_18")
 DML = EXTERNAL / "mixinglaws"
 
 
@@ -118,8 +120,8 @@ def _mpl_schedule(name: str) -> Any:
     return Schedule.parse(f"multistep:peak=3e-4,steps=16000,warmup={w},milestones=8000,gamma={k * 1e-5 / 3e-4}")
 
 
-def mpl(size: str, every: int = 4) -> pd.DataFrame:
-    """Every schedule of one size with its multi-power history columns; ``split`` = fit | test."""
+def mpl(size: str, every: int = 4, fitted: tuple[str, ...] = MPL_FIT) -> pd.DataFrame:
+    """Every schedule of one size with its multi-power history columns; ``split`` = fit (``fitted``) | test."""
     from mixlaw.schedules.multi_power import multi_power_features
 
     parts = []
@@ -129,7 +131,7 @@ def mpl(size: str, every: int = 4) -> pd.DataFrame:
         x = multi_power_features(s.lrs(), d["step"].to_numpy(), eta0=s.eta0, longest=72000)
         parts.append(pd.DataFrame(x).assign(run_id=f.stem, step=d["step"].to_numpy(), loss=d["loss"].to_numpy()))
     out = pd.concat(parts, ignore_index=True)
-    return out.assign(split=np.where(out["run_id"].isin(MPL_FIT), "fit", "test"))
+    return out.assign(split=np.where(out["run_id"].isin(fitted), "fit", "test"))
 
 
 def dml_cpt() -> list[pd.DataFrame]:
@@ -232,6 +234,20 @@ def _case(case: str, scheme: str, methods: tuple[str, ...], bootstrap: int) -> l
         e = epoch().assign(size=lambda d: np.round(np.log10(d["n_params"]), 1))  # sizes: 0.1-decade bins
         add(_validate(e, "n_params > 5e9", "size", scheme, bootstrap, methods))
         label = "epoch N>5e9"
+    elif case.startswith("epoch@"):  # a check outside the table: another cut
+        cut = float(case.split("@")[1])
+        e = epoch().assign(size=lambda d: np.round(np.log10(d["n_params"]), 1))
+        add(_validate(e, f"n_params > {cut:g}", "size", scheme, bootstrap, methods))
+        label = f"epoch N>{cut:g}"
+    elif case.startswith("olmo@"):  # a check outside the table: fit the sizes <= cut, predict the larger ones
+        cut = float(case.split("@")[1])
+        fit, held = olmo()
+        both = pd.concat([fit, held], ignore_index=True)
+        both = both[~both["rerun"]].drop(columns="rerun")
+        for dom in sorted(both["domain"].unique()):
+            table = both[both["domain"] == dom].reset_index(drop=True)
+            add(_validate(table, f"n_params > {cut:g}", "n_params", scheme, bootstrap, methods))
+        label = f"olmo <={cut:g}->larger"
     elif case == "olmo":
         fit, held = olmo()
         for dom in sorted(fit["domain"].unique()):
@@ -242,8 +258,10 @@ def _case(case: str, scheme: str, methods: tuple[str, ...], bootstrap: int) -> l
         return []  # one model size: the sizes bootstrap has nothing to resample
     elif case.startswith("mpl"):
         size = case.split("/")[1]
-        add(_validate(mpl(size), "split == 'test'", "n_params", scheme, bootstrap, methods, law="multi_power"))
-        label = f"mpl {size}M 3->6 schedules"
+        alt = case.startswith("mplalt")
+        table = mpl(size, fitted=MPL_ALT if alt else MPL_FIT)
+        add(_validate(table, "split == 'test'", "n_params", scheme, bootstrap, methods, law="multi_power"))
+        label = f"mpl {size}M 3->6 schedules" + (" (other split)" if alt else "")
     elif case == "dml-cpt":
         opts = {"domains": "pile,python", "fit_space": "raw"}
         for table in dml_cpt():

@@ -182,8 +182,8 @@ class Calibration:
             )
             if self.n_within:
                 line += (
-                    f", growing {self.step_growth:.3g} per e-fold of {self.axis} beyond the fitted range "
-                    f"({self.n_within} forward cuts within every run)"
+                    f", growing {self.step_growth:.3g} per e-fold of {self.axis} beyond a typical run's end "
+                    f"({self.run_top:.3g}; {self.n_within} forward cuts within every run)"
                 )
         return line
 

@@ -218,8 +218,21 @@ def _calibrated(result: FitResult, x: Mapping[str, np.ndarray], level: float, se
     return Band(
         lo=lo, hi=hi, level=level, kind="prediction", n_draws=n_draws, n_failed=result.n_failed_resamples,
         n_resamples=result.n_bootstrap, method="calibrated", calibrated=np.ones(len(pred), dtype=bool),
-        calibration=cal.summary(),
+        calibration=f"{cal.summary()}; {_applied(cal, dist)}",
     )  # fmt: skip
+
+
+def _applied(cal: Any, dist: np.ndarray) -> str:
+    """Which terms of the calibration these rows use: what the prediction extrapolates (``dist``: e-folds beyond the
+    fitted range of the calibration axis)."""
+    beyond = int((dist > 0).sum())
+    far = float(dist.max(initial=0.0))
+    inside = f"all {dist.size} rows inside the fitted {cal.axis} range"
+    outside = f"{beyond} of {dist.size} rows beyond the fitted {cal.axis} range (up to {far:.2f} e-folds)"
+    parts = [outside if beyond else inside]
+    if cal.run_dof > 0:
+        parts.append("every row as a new run (new-run term)")
+    return ", ".join(parts)
 
 
 def inputs_of(result: FitResult, data: Mapping[str, Any]) -> dict[str, np.ndarray]:
