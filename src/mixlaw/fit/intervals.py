@@ -19,7 +19,8 @@ question (resample model sizes, ``sizes``, when predicting a larger model; see `
 Prediction intervals have two methods (``method``): ``calibrated`` — the *extrapolation-calibrated* interval of
 :mod:`mixlaw.fit.calibrate`: the bootstrap prediction interval widened by a factor that nested refits on parts of
 the fitted data (K-fold over sizes, forward cuts along the size axis) measure, growing with the query's distance
-beyond the fitted range — and ``bootstrap``, the percentile interval above. ``auto`` (the
+beyond the fitted range, plus, for runs that are curves, a new-run term (:mod:`mixlaw.fit.calib_runs`: leave-runs-out
+and within-run forward cuts) — and ``bootstrap``, the percentile interval above. ``auto`` (the
 default) is ``calibrated`` wherever the fit carries its calibration (every user fit with a bootstrap, and the fold
 fits of ``validate``): a prediction interval is about a *new* observation — a larger model, a later step, a new
 run — and the calibration measures how far such predictions miss (inside the fitted range it widens the bootstrap
