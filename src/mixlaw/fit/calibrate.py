@@ -49,6 +49,11 @@ widened about its centre in fit space (the geometric mean of its ends for log-sp
 base interval: the calibration adds the extrapolation error that the nested fits show and the base interval does
 not carry. ``mixlaw.fit.intervals`` makes it the default (``method="auto"``) for predictions that extrapolate.
 
+Where the K-fold leaves out *runs that are curves* (many evaluations per run, no size clusters: schedules,
+mixtures), a new run's own deviation from the law is not a ratio on the fit's standard error: the ratio ``c`` is
+then 1 and :mod:`mixlaw.fit.calib_runs` adds a new-run term in quadrature (leave-runs-out excess ``τ``, growing by
+``κ`` per e-fold beyond a typical run's end as forward cuts *within* every run show), Student-t with ``k`` runs.
+
 The distance is in e-folds, not in fitted log-spans, because the standardisation has already divided out the lever
 arm (a fit on a narrower span has a proportionally larger ``se``); what remains — the law bending away from the
 data — grows with how far the prediction reaches. On the saved fits of ``benchmarks/coverage.py`` (Epoch,
@@ -67,6 +72,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from mixlaw.fit.calib_delta import delta_sd as _delta_sd
 from mixlaw.fit.data import FitData
 from mixlaw.laws import Law
 
@@ -120,6 +126,21 @@ class Calibration:
     """RMS error at the largest fitted axis value when a refit leaves it out, over the in-sample residual sd."""
     warnings: list[str] = field(default_factory=list)
     """Notes for the user (e.g. ``forward_ratio`` above :data:`RELIABLE_RATIO`: extrapolation is unreliable)."""
+    run_sd: float = 0.0
+    """Between-run error ``τ`` (fit space) of a *new run*: the excess of the leave-runs-out errors over their folds'
+    own standard errors (:mod:`mixlaw.fit.calib_runs`); 0 when the folds are over sizes or runs are single rows."""
+    run_dof: int = 0
+    """Held-out runs behind ``run_sd`` (the Student-t degrees of freedom of its term)."""
+    unit: str = "sizes"
+    """What the K-fold leaves out: ``sizes`` (clusters of the size column), ``runs`` or ``rows``."""
+    step_growth: float = 0.0
+    """Growth ``κ`` (fit space, per e-fold of the axis) of the new-run term beyond the fitted range, from the
+    forward cuts within every run (:mod:`mixlaw.fit.calib_runs`)."""
+    n_within: int = 0
+    """Within-run forward cuts behind ``step_growth``."""
+    run_top: float = float("nan")
+    """Median over the fitted runs of each run's largest ``axis`` value: the step term's distance is measured
+    beyond it (a new run has no fitted part of its own; it is compared with a typical fitted run)."""
 
     def distance(self, x: Mapping[str, np.ndarray], m: int) -> np.ndarray:
         """``(m,)`` e-folds of each row's axis value outside ``[lo, hi]`` (0 inside)."""
@@ -128,19 +149,48 @@ class Calibration:
         v = np.asarray(x[self.axis], dtype=np.float64).reshape(-1)
         return _log_distance(v, self.lo, self.hi)
 
+    def run_distance(self, x: Mapping[str, np.ndarray], m: int) -> np.ndarray:
+        """``(m,)`` e-folds of each row's axis value beyond :attr:`run_top` (0 below; the step term's distance)."""
+        if self.axis is None or self.axis not in x or not np.isfinite(self.run_top):
+            return self.distance(x, m)
+        v = np.asarray(x[self.axis], dtype=np.float64).reshape(-1)
+        return _log_distance(v, 0.0, self.run_top)
+
     def factor(self, d: np.ndarray | float) -> np.ndarray:
         """``max(1, sqrt(inflation² + (growth · d)²))``: how much wider than the base interval at distance ``d``
         (the calibration only widens: the base interval already carries the full fit's parameter spread)."""
         f = np.sqrt(self.inflation**2 + (self.growth * np.asarray(d, dtype=np.float64)) ** 2)
         return np.maximum(f, 1.0)
 
+    def run_half(self, level: float, d: np.ndarray | float = 0.0) -> np.ndarray:
+        """Half-width (fit space) of the new-run term at ``level`` and distance ``d``:
+        ``t_k((1 + level) / 2) · sqrt(τ² + κ² d²)`` (0 without one; :mod:`mixlaw.fit.calib_runs`)."""
+        dd = np.asarray(d, dtype=np.float64)
+        if self.run_dof < 1 or (self.run_sd <= 0 and self.step_growth <= 0):
+            return np.zeros_like(dd)
+        from scipy.stats import t
+
+        q = float(t.ppf((1 + level) / 2, self.run_dof))
+        return q * np.sqrt(self.run_sd**2 + (self.step_growth * dd) ** 2)
+
     def summary(self) -> str:
         """One line for the output: what the interval is calibrated on."""
-        return (
+        line = (
             f"extrapolation-calibrated on {self.n_folds} nested fits ({self.n_forward} forward cuts along "
             f"{self.axis}): the bootstrap interval widened x{max(1.0, self.inflation):.2f} inside the range, the "
             f"out-of-sample/predicted error ratio growing {self.growth:.2f} per e-fold beyond it"
         )
+        if self.run_dof > 0:
+            line += (
+                f", plus a new-run error {self.run_sd:.3g} (fit space; Student-t, {self.run_dof} dof) from "
+                f"leave-runs-out fits over {self.run_dof} runs"
+            )
+            if self.n_within:
+                line += (
+                    f", growing {self.step_growth:.3g} per e-fold of {self.axis} beyond a typical run's end "
+                    f"({self.run_top:.3g}; {self.n_within} forward cuts within every run)"
+                )
+        return line
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -164,6 +214,12 @@ class Calibration:
             method=str(d.get("method", "calibrated")),
             forward_ratio=float(d.get("forward_ratio", float("nan"))),
             warnings=notes,
+            run_sd=float(d.get("run_sd", 0.0)),
+            run_dof=int(d.get("run_dof", 0)),
+            unit=str(d.get("unit", "sizes")),
+            step_growth=float(d.get("step_growth", 0.0)),
+            n_within=int(d.get("n_within", 0)),
+            run_top=float(d.get("run_top", float("nan"))),
         )
 
 
@@ -196,14 +252,16 @@ def _cluster_top(v: np.ndarray, clusters: np.ndarray | None) -> np.ndarray:
 
 def _masks(
     data: FitData, axis: str | None, clusters: np.ndarray | None, min_rows: int, rng: np.random.Generator
-) -> tuple[list[np.ndarray], int]:
-    """Boolean *fit* masks: grouped K-fold, then forward cuts along ``axis`` (see the module docstring), and the
-    number of K-fold masks (they come first).
+) -> tuple[list[np.ndarray], list[str]]:
+    """Boolean *fit* masks: grouped K-fold, then forward cuts along ``axis`` (see the module docstring), then the
+    forward cuts within every run (:func:`mixlaw.fit.calib_runs.within_run_masks`, where the K-fold is over runs
+    that are curves), and each mask's kind (``kfold``, ``forward``, ``within``).
 
     Forward cuts fall between clusters (sizes): a cluster's axis value is its largest, so a cut never splits the
     points of one model size. The forward masks are in increasing cut order (the last leaves out the largest)."""
-    n = data.n
-    groups = clusters if clusters is not None else (data.groups if data.groups is not None else np.arange(n))
+    from mixlaw.fit.calib_runs import within_run_masks
+
+    unit, groups = _unit(data, clusters)
     uniq = np.unique(groups)
     kfold: list[np.ndarray] = []
     if uniq.size >= 3:
@@ -222,14 +280,16 @@ def _masks(
             cand = distinct[first:-1]
             idx = np.unique(np.round(np.linspace(0, cand.size - 1, min(N_CUTS, cand.size))).astype(int))
             forward = [top <= c for c in cand[idx]]
+    within = within_run_masks(data.x_np[axis], groups) if axis is not None and unit == "runs" else []
+    kinds = ["kfold"] * len(kfold) + ["forward"] * len(forward) + ["within"] * len(within)
     masks: list[np.ndarray] = []
-    n_kfold = 0
-    for i, m in enumerate(kfold + forward):
+    kept: list[str] = []
+    for kind, m in zip(kinds, kfold + forward + within, strict=True):
         if m.sum() < min_rows or not (~m).any() or any(np.array_equal(m, o) for o in masks):
             continue  # too few rows to fit, nothing to predict, or a cut that repeats a fold (the largest size)
         masks.append(m)
-        n_kfold += int(i < len(kfold))
-    return masks, n_kfold
+        kept.append(kind)
+    return masks, kept
 
 
 @dataclass(frozen=True)
@@ -254,6 +314,25 @@ class FoldErrors:
     """The fold fit's own standard error of a new observation at the row (delta method, :func:`_delta_sd`)."""
     axis: str | None
     n_folds: int
+    unit: str = "sizes"
+    """What the K-fold leaves out: ``sizes``, ``runs`` or ``rows``."""
+    groups: np.ndarray | None = None
+    """The K-fold group (size cluster, run or row) of each error's row."""
+    within: np.ndarray | None = None
+    """Whether the fold is a forward cut within every run (fit each run's early part, predict its later part)."""
+    d_run: np.ndarray | None = None
+    """E-folds of the axis beyond the row's own run's fitted part (within-run cuts; 0 elsewhere)."""
+    s2: np.ndarray | None = None
+    """The fold fit's residual variance ``Σ r² / (n_fit − p)`` (fit space; NaN without residual dof)."""
+
+
+def _unit(data: FitData, clusters: np.ndarray | None) -> tuple[str, np.ndarray]:
+    """What the K-fold leaves out, and the group of every row."""
+    if clusters is not None:
+        return "sizes", np.asarray(clusters)
+    if data.groups is not None:
+        return "runs", np.asarray(data.groups)
+    return "rows", np.arange(data.n)
 
 
 def fold_errors(
@@ -270,10 +349,11 @@ def fold_errors(
 
     ``None`` when no fold can be formed or none is usable."""
     from mixlaw.fit.bootstrap import refit, rescue
+    from mixlaw.fit.calib_runs import run_distance
     from mixlaw.fit.intervals import draw_predictions
 
     axis = calibration_axis(law, data, size_input)
-    masks, n_kfold = _masks(data, axis, clusters, min_rows=max(law.n_internal, 2), rng=rng)
+    masks, kinds = _masks(data, axis, clusters, min_rows=max(law.n_internal, 2), rng=rng)
     if not masks:
         return None
     W = np.stack(masks).astype(np.float64)
@@ -293,7 +373,8 @@ def fold_errors(
     v = data.x_np[axis] if axis is not None else None
     ctop = None if v is None else _cluster_top(v, clusters)
     top = None if ctop is None else float(ctop.max())
-    keys = ("e", "d", "split", "forward", "rows", "last", "span", "sd")
+    unit, groups = _unit(data, clusters)
+    keys = ("e", "d", "split", "forward", "rows", "last", "span", "sd", "within", "d_run", "s2")
     parts: dict[str, list[np.ndarray]] = {k: [] for k in keys}
     for j, (i, p) in enumerate(zip(np.flatnonzero(ok), pred, strict=True)):
         m = W[i].astype(bool)
@@ -301,13 +382,20 @@ def fold_errors(
         e = p[held] - y[held]
         d = np.zeros(held.size) if v is None else _rel_distance(v[held], float(v[m].min()), float(v[m].max()))
         good = np.isfinite(e)
-        fwd = i >= n_kfold
+        fwd = kinds[i] != "kfold"
+        inside_runs = kinds[i] == "within"
+        d_run = run_distance(v, groups, m, held) if inside_runs and v is not None else np.zeros(held.size)
         is_last = bool(ctop is not None and np.all(ctop[held] == top) and np.all(ctop[m] < top))
         k = int(good.sum())
         parts["e"].append(e[good])
         parts["d"].append(d[good])
         parts["split"].append(np.full(k, j))
         parts["forward"].append(np.full(k, fwd))
+        parts["within"].append(np.full(k, inside_runs))
+        parts["d_run"].append(d_run[good])
+        dof = int(m.sum()) - law.n_internal
+        s2 = float(np.sum((p[m] - y[m]) ** 2) / dof) if dof > 0 else float("nan")
+        parts["s2"].append(np.full(k, s2))
         parts["rows"].append(held[good])
         parts["last"].append(np.full(k, is_last))
         span = 0.0 if v is None else float(np.log(v[m].max() / v[m].min()))
@@ -319,47 +407,23 @@ def fold_errors(
     return FoldErrors(
         e=out["e"], d=out["d"], split=out["split"].astype(np.int64), forward=out["forward"].astype(bool),
         rows=out["rows"].astype(np.int64), last=out["last"].astype(bool), span=out["span"], sd=out["sd"],
-        axis=axis, n_folds=int(ok.sum()),
+        axis=axis, n_folds=int(ok.sum()), unit=unit, groups=groups[out["rows"].astype(np.int64)],
+        within=out["within"].astype(bool), d_run=out["d_run"], s2=out["s2"],
     )  # fmt: skip
 
 
-def _delta_sd(law: Law, data: FitData, flat: np.ndarray, fit: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """``(n,)`` standard error of a new observation at every row under the fit ``flat`` (natural, flattened) on the
-    rows ``fit``, in fit space: ``sqrt(σ̂² (1 + g(x)ᵀ (JᵀJ)⁺ g(x)))`` with ``J`` the Jacobian of the fit-space
-    predictions of the fitted rows in the law's internal parameters, ``g(x)`` that of the row, and ``σ̂²`` the fold's
-    residual variance ``Σ r² / (n_fit − p)`` (the classical regression prediction error, linearised). NaN where
-    undefined (no residual degrees of freedom, non-finite derivatives)."""
-    u0 = torch.as_tensor(law.to_internal(law.unflatten(flat)), dtype=torch.float64)
-    xt = {k: torch.tensor(np.array(v, dtype=np.float64)) for k, v in data.x_np.items()}
-    fn = law.log_predict if law.fit_space == "log" else law.predict
+def error_model(fe: FoldErrors, forward_only: bool = False) -> tuple[float, float, int]:
+    """``(inflation, growth, n_growth)`` of the standardised fold errors ``z = e / sd`` (module docstring).
 
-    def f(u: torch.Tensor) -> torch.Tensor:
-        return fn(xt, law.to_natural(u[None, :])).reshape(-1)
-
-    n = data.n
-    nan = np.full(n, np.nan)
-    dof = int(fit.sum()) - u0.numel()
-    if dof <= 0:
-        return nan
-    J = np.asarray(torch.autograd.functional.jacobian(f, u0, vectorize=True), dtype=np.float64).reshape(n, -1)
-    with torch.no_grad():
-        r = np.asarray(f(u0), dtype=np.float64)[fit] - y[fit]
-    if not (np.isfinite(J).all() and np.isfinite(r).all()):
-        return nan
-    s2 = float(np.sum(r * r) / dof)
-    cov = np.linalg.pinv(J[fit].T @ J[fit], rcond=1e-12, hermitian=True)
-    lever = np.einsum("ip,pq,iq->i", J, cov, J)
-    return np.sqrt(s2 * (1.0 + np.maximum(lever, 0.0)))
-
-
-def error_model(fe: FoldErrors) -> tuple[float, float, int]:
-    """``(inflation, growth, n_growth)`` of the standardised fold errors ``z = e / sd`` (module docstring)."""
+    ``forward_only``: the growth from the forward cuts alone (when the K-fold leaves out whole runs, their excess
+    is the new-run term of :mod:`mixlaw.fit.calib_runs`, not a growth with distance)."""
     z2 = (fe.e / fe.sd) ** 2
     ok = np.isfinite(z2)
     dist = fe.d * fe.span  # e-folds beyond the fold's fitted range
     inside = ok & ~fe.forward & (fe.d == 0)
     c2 = float(np.mean(z2[inside])) if inside.any() else 1.0
-    js = np.unique(fe.split[ok & (fe.d > 0)])
+    pooled = ~fe.within if fe.within is not None else np.ones(fe.e.size, dtype=bool)
+    js = np.unique(fe.split[ok & pooled & (fe.d > 0) & (fe.forward | (not forward_only))])
     g2 = 0.0
     if js.size:
         M = np.array([np.mean(z2[ok & (fe.split == j)]) for j in js])
@@ -393,7 +457,13 @@ def calibrate(
         return None
     axis = fe.axis
     sd = residual_sd(law, data, params)
-    inflation, growth, n_growth = error_model(fe)
+    from mixlaw.fit.calib_runs import run_excess, run_top, step_growth
+
+    run_sd, run_dof = run_excess(fe)
+    kappa, n_within = step_growth(fe) if run_dof > 0 else (0.0, 0)
+    inflation, growth, n_growth = error_model(fe, forward_only=run_dof > 0)
+    if run_dof > 0:  # a new run's excess is carried by the additive new-run term, not by a ratio on the bootstrap
+        inflation = 1.0
     last = float(np.sqrt(np.mean(fe.e[fe.last] ** 2))) if fe.last.any() else None
     ratio = float("nan") if last is None or not sd else last / sd
     notes = []
@@ -413,9 +483,15 @@ def calibrate(
         inflation=inflation,
         growth=growth,
         n_folds=fe.n_folds,
-        n_forward=int(np.unique(fe.split[fe.forward]).size),
+        n_forward=int(np.unique(fe.split[fe.forward & ~(fe.within if fe.within is not None else False)]).size),
         n_growth=n_growth,
         n_scores=int(np.isfinite(fe.e / fe.sd).sum()),
         forward_ratio=ratio,
         warnings=notes,
+        run_sd=run_sd,
+        run_dof=run_dof,
+        unit=fe.unit,
+        step_growth=kappa,
+        n_within=n_within,
+        run_top=run_top(v, data.groups) if n_within else float("nan"),
     )

@@ -19,7 +19,8 @@ question (resample model sizes, ``sizes``, when predicting a larger model; see `
 Prediction intervals have two methods (``method``): ``calibrated`` — the *extrapolation-calibrated* interval of
 :mod:`mixlaw.fit.calibrate`: the bootstrap prediction interval widened by a factor that nested refits on parts of
 the fitted data (K-fold over sizes, forward cuts along the size axis) measure, growing with the query's distance
-beyond the fitted range — and ``bootstrap``, the percentile interval above. ``auto`` (the
+beyond the fitted range, plus, for runs that are curves, a new-run term (:mod:`mixlaw.fit.calib_runs`: leave-runs-out
+and within-run forward cuts) — and ``bootstrap``, the percentile interval above. ``auto`` (the
 default) is ``calibrated`` wherever the fit carries its calibration (every user fit with a bootstrap, and the fold
 fits of ``validate``): a prediction interval is about a *new* observation — a larger model, a later step, a new
 run — and the calibration measures how far such predictions miss (inside the fitted range it widens the bootstrap
@@ -197,20 +198,42 @@ def _calibrated(result: FitResult, x: Mapping[str, np.ndarray], level: float, se
         dof = max(1, result.n_points - law.n_internal)
         h = float(t.ppf((1 + level) / 2, dof)) * float(result.residual_sd or 0.0)
         lo, hi = (pred * np.exp(-h), pred * np.exp(h)) if law.fit_space == "log" else (pred - h, pred + h)
-    f = cal.factor(cal.distance(x, len(pred)))
+    dist = cal.distance(x, len(pred))
+    f = cal.factor(dist)
+    r = cal.run_half(level, cal.run_distance(x, len(pred)))  # new-run term (fit.calib_runs), in quadrature
+
+    def side(h: np.ndarray) -> np.ndarray:  # the new run's deviation, about the point: never inside the base
+        return np.sqrt(np.maximum(h, 0.0) ** 2 + r * r)
+
     with np.errstate(all="ignore"):  # widened about the interval's centre in fit space (log for log-space laws)
         if law.fit_space == "log":
             c = np.sqrt(lo * hi)
             lo, hi = c * (lo / c) ** f, c * (hi / c) ** f
+            lo = np.minimum(lo, pred * np.exp(-side(np.log(pred / lo))))
+            hi = np.maximum(hi, pred * np.exp(side(np.log(hi / pred))))
         else:
             c = (lo + hi) / 2
             lo, hi = c - f * (c - lo), c + f * (hi - c)
+            lo, hi = np.minimum(lo, pred - side(pred - lo)), np.maximum(hi, pred + side(hi - pred))
     n_draws = 0 if result.bootstrap_params is None else int(len(result.bootstrap_params))
     return Band(
         lo=lo, hi=hi, level=level, kind="prediction", n_draws=n_draws, n_failed=result.n_failed_resamples,
         n_resamples=result.n_bootstrap, method="calibrated", calibrated=np.ones(len(pred), dtype=bool),
-        calibration=cal.summary(),
+        calibration=f"{cal.summary()}; {_applied(cal, dist)}",
     )  # fmt: skip
+
+
+def _applied(cal: Any, dist: np.ndarray) -> str:
+    """Which terms of the calibration these rows use: what the prediction extrapolates (``dist``: e-folds beyond the
+    fitted range of the calibration axis)."""
+    beyond = int((dist > 0).sum())
+    far = float(dist.max(initial=0.0))
+    inside = f"all {dist.size} rows inside the fitted {cal.axis} range"
+    outside = f"{beyond} of {dist.size} rows beyond the fitted {cal.axis} range (up to {far:.2f} e-folds)"
+    parts = [outside if beyond else inside]
+    if cal.run_dof > 0:
+        parts.append("every row as a new run (new-run term)")
+    return ", ".join(parts)
 
 
 def inputs_of(result: FitResult, data: Mapping[str, Any]) -> dict[str, np.ndarray]:

@@ -1,0 +1,40 @@
+"""The delta-method standard error of a new observation under a nested fit (:mod:`mixlaw.fit.calibrate`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from mixlaw.fit.data import FitData
+from mixlaw.laws import Law
+
+__all__ = ["delta_sd"]
+
+
+def delta_sd(law: Law, data: FitData, flat: np.ndarray, fit: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``(n,)`` standard error of a new observation at every row under the fit ``flat`` (natural, flattened) on the
+    rows ``fit``, in fit space: ``sqrt(σ̂² (1 + g(x)ᵀ (JᵀJ)⁺ g(x)))`` with ``J`` the Jacobian of the fit-space
+    predictions of the fitted rows in the law's internal parameters, ``g(x)`` that of the row, and ``σ̂²`` the fold's
+    residual variance ``Σ r² / (n_fit − p)`` (the classical regression prediction error, linearised). NaN where
+    undefined (no residual degrees of freedom, non-finite derivatives)."""
+    u0 = torch.as_tensor(law.to_internal(law.unflatten(flat)), dtype=torch.float64)
+    xt = {k: torch.tensor(np.array(v, dtype=np.float64)) for k, v in data.x_np.items()}
+    fn = law.log_predict if law.fit_space == "log" else law.predict
+
+    def f(u: torch.Tensor) -> torch.Tensor:
+        return fn(xt, law.to_natural(u[None, :])).reshape(-1)
+
+    n = data.n
+    nan = np.full(n, np.nan)
+    dof = int(fit.sum()) - u0.numel()
+    if dof <= 0:
+        return nan
+    J = np.asarray(torch.autograd.functional.jacobian(f, u0, vectorize=True), dtype=np.float64).reshape(n, -1)
+    with torch.no_grad():
+        r = np.asarray(f(u0), dtype=np.float64)[fit] - y[fit]
+    if not (np.isfinite(J).all() and np.isfinite(r).all()):
+        return nan
+    s2 = float(np.sum(r * r) / dof)
+    cov = np.linalg.pinv(J[fit].T @ J[fit], rcond=1e-12, hermitian=True)
+    lever = np.einsum("ip,pq,iq->i", J, cov, J)
+    return np.sqrt(s2 * (1.0 + np.maximum(lever, 0.0)))
