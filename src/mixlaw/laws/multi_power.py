@@ -144,9 +144,11 @@ class MultiPower(Law):
             return v.unsqueeze(-1) if v.dim() > 0 else v
 
         C, beta, gamma = expand(p["C"]), expand(p["beta"]), expand(p["gamma"])
-        # 1 − (C·η^(−γ)·S + 1)^(−β), with η^(−γ)·S computed as exp(log S − γ log η) for stability
-        z = C * torch.exp(torch.log(area) - gamma * torch.log(lr))
-        bracket = -torch.expm1(-beta * torch.log1p(z))
+        # 1 − (C·η^(−γ)·S + 1)^(−β), with log(1 + C·η^(−γ)·S) = softplus(log C + log S − γ log η): the value and
+        # its derivatives stay finite where C·η^(−γ)·S overflows (γ ≈ 50 at η ≈ 3e-5: a bracket of 1, whose
+        # derivatives were inf·0 = NaN, so the solver discarded such rows as failed)
+        w = torch.log(C) + torch.log(area) - gamma * torch.log(lr)
+        bracket = -torch.expm1(-beta * torch.nn.functional.softplus(w, threshold=36.0))
         drop = (dlr * bracket).sum(dim=-1)  # (S, n) or (n,)
         return p["L0"] + p["A"] * x["mpl_s1"] ** (-p["alpha"]) - p["B"] * drop
 
