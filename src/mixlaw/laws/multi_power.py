@@ -93,6 +93,9 @@ PUBLISHED_MPL: dict[str, dict[str, float]] = {
 }
 
 
+_TINY = float(np.finfo(np.float64).tiny)
+
+
 def _bins(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 2:
         raise InputError(f"multi_power n_bins must be an integer >= 2, got {value!r}")
@@ -144,9 +147,13 @@ class MultiPower(Law):
             return v.unsqueeze(-1) if v.dim() > 0 else v
 
         C, beta, gamma = expand(p["C"]), expand(p["beta"]), expand(p["gamma"])
-        # 1 − (C·η^(−γ)·S + 1)^(−β), with η^(−γ)·S computed as exp(log S − γ log η) for stability
-        z = C * torch.exp(torch.log(area) - gamma * torch.log(lr))
-        bracket = -torch.expm1(-beta * torch.log1p(z))
+        # 1 − (C·η^(−γ)·S + 1)^(−β), with log(1 + C·η^(−γ)·S) = softplus(log C + log S − γ log η): the value and
+        # its derivatives stay finite where C·η^(−γ)·S overflows (γ ≈ 50 at η ≈ 3e-5: a bracket of 1, whose
+        # derivatives were inf·0 = NaN, so the solver discarded such rows as failed); C is floored at the smallest
+        # normal float so that a C underflowed to 0 (the linear regime, where only B·β·C is fitted) keeps a zero
+        # derivative, as in C·η^(−γ)·S, instead of 1/C·0 = NaN
+        w = torch.log(torch.clamp(C, min=_TINY)) + torch.log(area) - gamma * torch.log(lr)
+        bracket = -torch.expm1(-beta * torch.nn.functional.softplus(w, threshold=36.0))
         drop = (dlr * bracket).sum(dim=-1)  # (S, n) or (n,)
         return p["L0"] + p["A"] * x["mpl_s1"] ** (-p["alpha"]) - p["B"] * drop
 
