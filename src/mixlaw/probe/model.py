@@ -131,11 +131,11 @@ class _CrossEntropy(torch.autograd.Function):
     """Mean next-token cross-entropy ``mean(logsumexp(z) − z_y)`` with its gradient written out,
     ``(softmax(z) − onehot(y)) / n``: the same function and gradient as ``F.cross_entropy`` (no ignore index, no
     weights), which inductor compiles to one pass over the logits instead of two (decomposed ``nll_loss``
-    backward: a reduction and an int64 compare per logit). Computed in fp32 whatever the logits' dtype."""
+    backward: a reduction and an int64 compare per logit). Computed in at least fp32 (bf16 logits are upcast)."""
 
     @staticmethod
     def forward(ctx: Any, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:  # (n, V), (n,)
-        z = logits.float()
+        z = logits.to(torch.promote_types(logits.dtype, torch.float32))  # bf16 -> fp32; fp64 stays
         lse = torch.logsumexp(z, dim=-1)  # (n,)
         ctx.save_for_backward(logits, y, lse)
         return (lse - z.gather(1, y[:, None]).squeeze(1)).mean()
@@ -145,7 +145,8 @@ class _CrossEntropy(torch.autograd.Function):
         logits, y, lse = ctx.saved_tensors
         n, V = logits.shape
         onehot = torch.arange(V, device=y.device, dtype=torch.int32)[None, :] == y.to(torch.int32)[:, None]
-        grad = (torch.exp(logits.float() - lse[:, None]) - onehot.float()) * (g / n)  # (n, V)
+        z = logits.to(lse.dtype)
+        grad = (torch.exp(z - lse[:, None]) - onehot.to(lse.dtype)) * (g / n)  # (n, V)
         return grad.to(logits.dtype), None
 
 
