@@ -55,6 +55,9 @@ def test_bf16_fast_path_matches_default_at_step_one_and_trains() -> None:
 
 # torch.compile imports a module that warns about torch.jit.script_method (torch's own deprecation, not ours)
 @pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+# dynamo builds the context of an autograd.Function (the compiled cross-entropy) by instantiating the base class,
+# which torch itself deprecates (torch/_dynamo/side_effects.py: torch.autograd.Function())
+@pytest.mark.filterwarnings("ignore:<class 'torch.autograd.function.Function'> should not be instantiated")
 def test_compiled_fast_path_matches_default_at_step_one_and_trains() -> None:
     default = _losses(12, compile=False, bf16=False, seed=5)
     fast = _losses(12, compile=True, bf16=True, seed=5)  # the full fast path: compiled forward with its loss
@@ -95,3 +98,43 @@ def test_allocator_tuning_takes_effect_once_on_linux() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     expected = "True" if sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc" else "False"
     assert out == [expected, expected]
+
+
+def test_sigmoid_gelu_is_the_tanh_gelu() -> None:
+    """x·σ(2u) is 0.5·x·(1 + tanh u): equal to float64 rounding, and to fp32 rounding in fp32, gradients too."""
+    from mixlaw.probe.model import gelu_tanh_sigmoid
+
+    gen = torch.Generator().manual_seed(7)
+    x = (torch.randn(4096, generator=gen, dtype=torch.float64) * 4).requires_grad_()  # tails up to |x| ≈ 15
+    ref = torch.nn.functional.gelu(x, approximate="tanh")
+    ours = gelu_tanh_sigmoid(x)
+    assert torch.allclose(ours, ref, rtol=1e-13, atol=1e-14)
+    (g_ref,) = torch.autograd.grad(ref.sum(), x)
+    (g_ours,) = torch.autograd.grad(ours.sum(), x)
+    assert torch.allclose(g_ours, g_ref, rtol=1e-12, atol=1e-13)
+    x32 = x.detach().float()
+    assert torch.allclose(gelu_tanh_sigmoid(x32), torch.nn.functional.gelu(x32, approximate="tanh"), atol=2e-6)
+    assert not torch.allclose(ours, x * torch.sigmoid(x), atol=1e-3)  # a wrong constant would be caught
+
+
+def test_written_out_cross_entropy_matches_torch_in_value_and_gradient() -> None:
+    from mixlaw.probe.model import _CrossEntropy
+
+    gen = torch.Generator().manual_seed(11)
+    z = (torch.randn(64, 50, generator=gen, dtype=torch.float64) * 3).requires_grad_()  # (n, V)
+    y = torch.randint(0, 50, (64,), generator=gen)
+    ref = torch.nn.functional.cross_entropy(z, y)
+    ours = _CrossEntropy.apply(z, y)
+    assert float(ours.detach()) == pytest.approx(float(ref.detach()), rel=1e-14)
+    (g_ref,) = torch.autograd.grad(3.0 * ref, z)  # an upstream gradient other than 1 is honoured
+    (g_ours,) = torch.autograd.grad(3.0 * ours, z)
+    assert torch.allclose(g_ours, g_ref, rtol=1e-12, atol=1e-15)
+    assert torch.autograd.gradcheck(lambda t: _CrossEntropy.apply(t, y), (z,))
+    zb = z.detach().bfloat16().requires_grad_()  # bf16 logits: computed in fp32, gradient back in bf16
+    out = _CrossEntropy.apply(zb, y)
+    assert out.dtype == torch.float32
+    (gb,) = torch.autograd.grad(out, zb)
+    assert gb.dtype == torch.bfloat16
+    assert float(out.detach()) == pytest.approx(
+        float(torch.nn.functional.cross_entropy(zb.detach().float(), y)), rel=1e-6
+    )

@@ -3,7 +3,9 @@
 
 The fast path (``compile`` and/or ``bf16``) differs from the default eager fp32 step only in *how* it computes:
 
-- ``torch.compile`` of the model's forward *with* its loss (one graph: the head, softmax and cross-entropy fuse);
+- ``torch.compile`` of the model's forward *with* its loss (one graph: the head, softmax and cross-entropy fuse),
+  returning the loss only (returned logits would get a zero gradient, 16 MiB at 1M, filled and added each step);
+- under compile, GELU and cross-entropy in forms inductor compiles to faster kernels (:meth:`GPT.set_compiled_forms`);
 - bf16 autocast with the attention kept in fp32 on CPU (:meth:`GPT.set_fp32_attention`: the CPU flash kernel's
   bf16 backward is the slower one at probe shapes);
 - gradient clipping with the multi-tensor (``foreach``) norm.
@@ -73,15 +75,23 @@ def make_step(
     device_type = "cuda" if device.startswith("cuda") else "cpu"
     fast = compile or bf16
     model.set_fp32_attention(bf16 and device_type == "cpu")
-    fwd: Callable[..., Any] = torch.compile(model, dynamic=False) if compile else model
     params = [p for p in model.parameters() if p.requires_grad]
+
+    def loss_of(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        loss = model(x, y)[1]
+        assert loss is not None
+        return loss  # the logits are no output: no zero gradient for them is made and added in the backward
+
+    fwd: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = (
+        torch.compile(loss_of, dynamic=False) if compile else loss_of
+    )
 
     def autocast() -> AbstractContextManager[Any]:
         return torch.autocast(device_type, dtype=torch.bfloat16, enabled=bf16)
 
     def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         with autocast():
-            _, loss = fwd(x, y)
+            loss = fwd(x, y)
         optim.zero_grad(set_to_none=True)
         loss.backward()
         if grad_clip > 0:
