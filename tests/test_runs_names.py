@@ -149,6 +149,14 @@ def test_an_explicit_map_beats_every_automatic_rule(cases: list[tuple[str, str]]
     assert [f for f, c in out.items() if c == target] == [chosen]
 
 
+def test_two_names_that_sanitise_alike_keep_distinct_columns_beside_an_explicit_map() -> None:
+    """The example hypothesis found: ``--map step=eval/a/loss`` with ``_step`` and ``step`` present. Both lose the
+    ``step`` column to the explicit map and both sanitise to ``step``; they must get two distinct names, no error."""
+    out = map_metric_names(["eval/a/loss", "_step", "step"], {"step": "eval/a/loss"}, "t.csv")
+    assert out["eval/a/loss"] == "step"
+    assert out["_step"] == "raw_step" and out["step"] == "raw_step_2"
+
+
 def _wandb(tmp_path: Path) -> Path:
     p = tmp_path / "run-a.csv"
     p.write_text(

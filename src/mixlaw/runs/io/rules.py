@@ -44,6 +44,16 @@ def _sanitize(s: str) -> str:
     return out or "_"
 
 
+def _unused(base: str, taken: set[str]) -> str:
+    """``base``, else ``raw_<base>``, else ``raw_<base>_2``, ``_3``, …: the first not in ``taken``."""
+    if base not in taken:
+        return base
+    name, k = "raw_" + base, 2
+    while name in taken:
+        name, k = f"raw_{base}_{k}", k + 1
+    return name
+
+
 def _set_name(parts: Sequence[str]) -> str:
     """An eval-set name from the non-generic parts of a metric path (``c4_en-validation`` -> ``c4_en``)."""
     cleaned = []
@@ -221,9 +231,9 @@ def map_metric_names(
             continue
         canon: str | None = rules[f] if rules and f in rules else canonical_metric_name(f)
         if canon is not None and canon in explicit:
-            canon = _sanitize(f)  # the explicit mapping owns the canonical name: keep this one under its own
-            if canon in explicit or canon in owner:
-                canon = "raw_" + canon
+            # the explicit mapping owns the canonical name: keep this one under its own, made unique (``_step`` and
+            # ``step`` both sanitise to ``step``: the second becomes ``raw_step_2``, never a "pick one" error)
+            canon = _unused(_sanitize(f), explicit | owner.keys())
         out[f] = canon
         if canon is None:
             continue
