@@ -56,7 +56,7 @@ def test_compare_json_shape_is_pinned(tmp_path: Path) -> None:
         # The keys, plus n_parameters, n_predicted and the interval count and reasons; nothing else.
         assert set(m) == {
             "model", "n_parameters", "n_train", "n_test", "n_predicted", "mae", "mre", "bias", "spearman",
-            "coverage", "n_interval", "no_interval", "predictions",
+            "coverage", "n_interval", "no_interval", "interval_method", "predictions",
         }  # fmt: skip
         assert isinstance(m["n_interval"], int) and isinstance(m["no_interval"], list)
         assert isinstance(m["model"], str) and isinstance(m["n_train"], int) and isinstance(m["n_test"], int)

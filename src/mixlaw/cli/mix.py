@@ -157,6 +157,8 @@ def compare_cmd(
                 con.print(
                     f"{m['model']}: interval on {m['n_interval']} of {m['n_test']} rows" + (f" ({why})" if why else "")
                 )
+                if "calibrated" in m.get("interval_method", ""):  # the holdout extrapolates in size
+                    con.print(f"{m['model']}: {m['interval_method']}")
         if t["n_missing"]:
             con.print(f"{t['target']}: {t['n_missing']} row(s) without a value left out for this target")
 

@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from mixlaw.decide.mixture.checks import check_mixture, holdout_folds, metrics, target_rows
+from mixlaw.decide.mixture.intervals import extrapolates, size_calibrated
 from mixlaw.errors import InputError
 
 __all__ = ["BASELINES", "build_model", "compare", "interval_notes", "mixture_law_names", "parse_models"]
@@ -148,6 +149,14 @@ def _resample(res: Any, rows: pd.DataFrame, target: str, n: int, random_state: i
     )  # fmt: skip
 
 
+def _method_line(calibrations: Sequence[str | None]) -> str:
+    """How the intervals of one model were built: BC bootstrap, or extrapolation-calibrated in some folds."""
+    done = [c for c in calibrations if c]
+    if not done:
+        return "bootstrap (BC percentile)"
+    return f"bootstrap (BC percentile), {done[0]} (in {len(done)} of {len(calibrations)} folds)"
+
+
 def _interval(res: Any, test: pd.DataFrame, level: float, seed: int) -> tuple[np.ndarray, np.ndarray, list[Any]]:
     """``(lo, hi, notes)``: the BC prediction interval (:mod:`.intervals`) and, per row without one, its reason."""
     from mixlaw.decide.mixture.intervals import no_draws_reason, prediction_interval
@@ -183,9 +192,10 @@ def _predict_model(
     random_state: int,
     bootstrap: int,
     level: float,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, list[Any]]:
-    """``(predicted, lo, hi, n_parameters, notes)`` for the test rows (NaN where the model makes no prediction or
-    no interval; ``notes[i]`` is the one-line reason row ``i`` has no interval, ``None`` where it has one)."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, list[Any], str | None]:
+    """``(predicted, lo, hi, n_parameters, notes, calibration)`` for the test rows (NaN where the model makes no
+    prediction or no interval; ``notes[i]`` is the one-line reason row ``i`` has no interval, ``None`` where it has
+    one; ``calibration`` the line on the extrapolation calibration where the test rows extrapolate in size)."""
     out = np.full((3, len(test)), np.nan)
     notes: list[Any] = ["intervals off (--bootstrap 0)" if not bootstrap else None] * len(test)
     law = None if name in BASELINES or name in SURROGATES else build_model(name, opts, domains, size_column)
@@ -199,9 +209,12 @@ def _predict_model(
             res = _fit(law, train, target, random_state, bootstrap)
             pred = np.asarray(res.predict(test), dtype=np.float64)
             if not bootstrap:
-                return pred, out[1], out[2], n_par, notes
+                return pred, out[1], out[2], n_par, notes, None
             lo, hi, notes = _interval(res, test, level, random_state)
-            return pred, lo, hi, n_par, notes
+            cal = None
+            if extrapolates(train, test, size_column):  # larger (smaller) models: intervals see size extrapolation
+                lo, hi, cal = size_calibrated(res, train, test, target, size_column, lo, hi, random_state)
+            return pred, lo, hi, n_par, notes, cal
     # Laws of the mixture alone and the blind baseline work per size (NaN at a size with no training rows).
     sizes_tr = train[size_column].to_numpy() if size_column in train else np.zeros(len(train))
     sizes_te = test[size_column].to_numpy() if size_column in test else np.zeros(len(test))
@@ -245,7 +258,7 @@ def _predict_model(
             out[1, sel], out[2, sel], part = _interval(res, test[sel], level, random_state)
             for i, note in zip(rows, part, strict=True):
                 notes[i] = note
-    return out[0], out[1], out[2], n_par, notes
+    return out[0], out[1], out[2], n_par, notes, None
 
 
 def interval_notes(notes: Sequence[Any], run_ids: Sequence[str]) -> list[dict[str, Any]]:
@@ -304,9 +317,10 @@ def compare(
             notes: list[Any] = [None] * len(sub)
             tested = np.zeros(len(sub), dtype=bool)
             n_train, n_par = [], 0
+            calibrations: list[str | None] = []
             for m in masks:
                 train, test = sub[~m], sub[m]
-                p, a, b, n_par, why = _predict_model(
+                p, a, b, n_par, why, cal = _predict_model(
                     name, opts, train, test, doms, target, size_column, random_state, bootstrap, level
                 )
                 pred[m], lo[m], hi[m] = p, a, b
@@ -314,6 +328,7 @@ def compare(
                     notes[i] = note
                 tested |= m
                 n_train.append(len(train))
+                calibrations.append(cal)
             idx = np.flatnonzero(tested)
             has = np.isfinite(lo[idx]) & np.isfinite(hi[idx]) & np.isfinite(pred[idx])
             inside = (lo[idx] <= obs[idx]) & (obs[idx] <= hi[idx])
@@ -329,6 +344,7 @@ def compare(
                     **metrics(pred[idx], obs[idx]),
                     "coverage": float(inside[has].mean()) if has.any() else math.nan,
                     "n_interval": int(has.sum()),
+                    "interval_method": _method_line(calibrations),
                     "no_interval": interval_notes([notes[i] for i in idx], [str(sub["run_id"].iloc[i]) for i in idx]),
                     "predictions": [
                         {

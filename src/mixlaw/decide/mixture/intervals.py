@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MIN_DRAWS", "bc_ends", "no_draws_reason", "prediction_interval"]
+__all__ = ["MIN_DRAWS", "bc_ends", "extrapolates", "no_draws_reason", "prediction_interval", "size_calibrated"]
 
 #: Fewest finite bootstrap draws at a row for an interval there.
 MIN_DRAWS = 2
@@ -108,3 +108,49 @@ def prediction_interval(
 def no_draws_reason(n_draws: int) -> str:
     """The reason of a row whose resampled predictions are not finite (fewer than :data:`MIN_DRAWS` of them)."""
     return f"fewer than {MIN_DRAWS} of {n_draws} resamples give a finite prediction at the row"
+
+
+def extrapolates(train: Any, test: Any, size_column: str) -> bool:
+    """Whether the test rows reach outside the training rows' range of ``size_column`` (tables)."""
+    if size_column not in train or size_column not in test or not len(test):
+        return False
+    tr = np.asarray(train[size_column], dtype=np.float64)
+    te = np.asarray(test[size_column], dtype=np.float64)
+    return bool(te.max() > tr.max() * (1 + 1e-9) or te.min() < tr.min() * (1 - 1e-9))
+
+
+def size_calibrated(
+    res: Any, train: Any, test: Any, target: str, size_column: str, lo: np.ndarray, hi: np.ndarray, seed: int
+) -> tuple[np.ndarray, np.ndarray, str | None]:
+    """``(lo, hi, summary)``: the BC interval widened about the point by the extrapolation calibration of the fit
+    (:mod:`mixlaw.fit.calibrate`: a K-fold over the training sizes and forward cuts along ``size_column``, each
+    nested fit's errors standardised by its own standard errors), by ``max(1, sqrt(c² + γ² d²))`` in fit space at
+    each row's e-folds ``d`` beyond the fitted sizes. Unchanged, with ``summary`` ``None``, where no nested fit
+    can be formed."""
+    import pandas as pd
+
+    from mixlaw.fit.calibrate import Calibration, calibrate
+    from mixlaw.fit.data import FitData
+    from mixlaw.fit.intervals import inputs_of
+    from mixlaw.fit.refine import DECISION_MAX_ITER
+
+    law = res.law
+    data = FitData(law, train, target=target, input_map=res.input_map, group_column="run_id")
+    clusters = pd.factorize(np.asarray(train[size_column]))[0]
+    seeds = np.asarray(law.to_internal(res.params), dtype=np.float64)[None, :]
+    cal = calibrate(
+        law, data, res.params, seeds, size_input=size_column, clusters=clusters, rng=np.random.default_rng([seed, 2]),
+        loss=res.loss, delta=res.delta, max_iter=DECISION_MAX_ITER,
+    )  # fmt: skip
+    if cal is None:
+        return lo, hi, None
+    x = inputs_of(res, test)
+    c = Calibration.from_dict(cal.to_dict())
+    f = c.factor(c.distance(x, len(lo)))
+    with np.errstate(all="ignore"):
+        pt = np.asarray(law.evaluate(dict(x), res.params), dtype=np.float64).reshape(-1)
+        if law.fit_space == "log":
+            lo, hi = pt * (lo / pt) ** f, pt * (hi / pt) ** f
+        else:
+            lo, hi = pt - f * (pt - lo), pt + f * (hi - pt)
+    return lo, hi, c.summary()
