@@ -13,21 +13,77 @@ betas (0.9, 0.95), weight decay 0.1 on matrices only, ``fused=True``) and gradie
 - optionally (``--eager-ref``) the old reference: the same plain model in eager fp32 with explicit masked
   attention and default AdamW.
 
-Each side runs in its own worker process (mixlaw's step changes process-wide allocator settings, which must not
-leak into the reference), and the parent alternates timed rounds between the workers so that the load of a
-shared machine falls on both alike. tokens/s is wall-clock; the CPU-time figure (tokens per CPU-second of the
-worker) is less sensitive to other jobs. MFU = 6·N·tokens/s over the measured bf16 GEMM peak of the device
-(best of several square GEMMs), N = non-embedding parameters plus the LM head (d·V, a real matmul per token).
+Each side runs in its own worker process (an ablation knob may change process-wide settings, which must not
+leak into the other side), and the parent alternates timed rounds between the workers, in the order A B, B A,
+A B, … so that the load of a shared machine falls on both alike.
+
+**The statistic** (CPU): each worker times every step in CPU time of its process (``time.process_time``);
+a round's figure is its *lower-quartile* step, and ``ratio`` is the median over rounds of the paired per-round
+ratios (mixlaw tokens/s over fair-loop tokens/s), printed with their IQR and range. Other jobs on a shared
+machine only ever *add* time to a step (preemption, cache and memory-bandwidth contention), so the lower
+quartile tracks the undisturbed speed, while the median or mean of wall time tracks the neighbours' load: at
+load 4–6 on the 2-core machine, one variant's per-round lower-quartile CPU ms/step stayed within 141–148 over 9
+rounds, where per-round medians had spread over 150–220. Wall tok/s and the wall ratio are printed beside.
+On CUDA the ratio is on wall time. MFU = 6·N·tokens/s over the measured bf16 GEMM peak of the device (best of
+20 square GEMMs in thread CPU time), N = non-embedding parameters plus the LM head (d·V, a real matmul per
+token).
 
 Usage::
 
-    python benchmarks/probe_speed.py [--sizes 200k,1m] [--steps 20] [--rounds 3] [--threads 1]
-                                     [--device cpu|cuda] [--no-compile] [--no-bf16] [--eager-ref] [--profile]
+    python benchmarks/probe_speed.py [--sizes 200k,1m] [--steps 10] [--rounds 7] [--threads 1]
+                                     [--device cpu|cuda] [--no-compile] [--no-bf16] [--eager-ref]
+                                     [--profile [--ablate noforms,noattn32,alloc,autotune]]
 
 ``--profile`` prints, per size, mixlaw's step split into sampler / forward+loss / backward / clipping /
-optimizer, the trainer's evaluation amortised over ``eval_every = 100`` steps, and an ablation of the fast path's
-parts. The last line is ``ratio=<mixlaw tokens/s / fair-loop tokens/s>`` at 1M (median over rounds). Not
-asserted in CI. ``--device cuda`` is untested (no GPU here); without CUDA it stops with a one-line message.
+optimizer, the trainer's evaluation amortised over ``eval_every = 100`` steps, and an ablation: variants of
+mixlaw's step (``--ablate`` knobs) timed against it in the same alternating rounds. The last line is
+``ratio=<mixlaw / fair-loop tokens per CPU-second>`` at 1M (statistic above). Not asserted in CI.
+``--device cuda`` is untested (no GPU here); without CUDA it stops with a one-line message.
+
+**Measured** (2-vCPU Intel Xeon with AMX-bf16, 1 thread, torch 2.13 CPU, load 4–6 from other jobs, 2026-12):
+
+=====  ========================  ========================  ==============================  =================
+size   mixlaw tok/s (MFU)        fair loop tok/s (MFU)     ratio (IQR; range) over rounds  wall ratio
+=====  ========================  ========================  ==============================  =================
+200k   23,038 (15.7 %)           14,127 (9.6 %)            1.69 (1.48–1.77; 1.03–1.89)     1.59
+1m     11,913 – 13,035           8,459 – 8,511             1.44 (1.37–1.60; 1.08–1.61),    1.32 – 1.57
+       (11.2 % at peak 1,057)    (7.3 %)                   1.52 (1.48–1.53; 1.47–1.83),
+                                                           1.56 (1.43–1.65; 1.12–1.73)
+=====  ========================  ========================  ==============================  =================
+
+(tok/s per CPU-second, lower-quartile step; three runs at 1m. The bf16 GEMM peak itself varied 407–1,057
+GFLOP/s between runs under load, so MFU is only comparable within a run: at 1m, in one run, 11.2 % against
+7.3 %.) Before this session's changes main's step measured 1.30 and 1.31 on median wall-clock rounds, and 1.42
+on this statistic in one paired run (193 ms against the fair loop's 274 ms).
+
+What the fast path's step is made of and what was tried, CPU ms/step at 1M (lower-quartile step, paired rounds
+against the shipped step; the noise between two identical runs is about ±5 %):
+
+=======================================================  ====================  ==========================
+variant                                                  CPU ms/step           kept?
+=======================================================  ====================  ==========================
+main's fast path (compiled forward returning logits)     193 (fair loop 274)   —
+compiled GELU as x·σ(2u) and cross-entropy with its      200 vs 226 without    kept (1.10×, twice: 1.099,
+gradient written out (``noforms`` = without)             (0.901×)              1.110)
+compile the loss alone (no zero gradient of 16 MiB       CE backward kernel    kept (removes work; whole
+logits made and added per step)                          35 → 16 ms, fill_     step within noise)
+                                                         20 → 3 ms (profiler)
+glibc keeps freed memory (``alloc``)                     144.6 vs 144.3;       not kept (0.99×, 1.05×:
+                                                         183 vs 200            noise; process-wide)
+inductor autotunes GEMMs, C++/AMX template (``autotune``)  212 vs 200           not kept: training GEMMs
+                                                                               stay aten::mm (1.02×)
+CE gradient computed in the forward, scaled in backward  188.5 vs 171.6        not kept (0.93×)
+LM head + CE fused over 512-row chunks (logits in cache)  180 vs 184            not kept (0.98×, noise)
+bf16 instead of fp32 CPU flash attention (``noattn32``)  fwd+bwd per layer     not kept
+                                                         21.9–28.3 vs 12.5–13.8
+explicit masked attention, compiled, bf16 / fp32          17.8–27.8 / 23–31     not kept
+                                                         (per layer) vs 12.5–13.8
+=======================================================  ====================  ==========================
+
+Where the time goes now (profiler, 1M, per step, under load): CPU flash attention fp32 forward + backward 35 %,
+GEMMs 28 % (the tied LM head's three 2048×128×4096 GEMMs alone 38 ms in situ against 10.6 ms warm in
+isolation), cross-entropy 8 %, GELU 8 %, LayerNorm and layout copies around the fp32 attention ~10 %, AdamW
+and clipping ~4 %.
 """
 
 from __future__ import annotations
@@ -54,7 +110,7 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def gemm_peak(dtype: torch.dtype, device: str, reps: int = 8) -> float:
+def gemm_peak(dtype: torch.dtype, device: str, reps: int = 20) -> float:
     """Best square-GEMM FLOP/s seen at this thread count (n = 2048 on CPU, 8192 on CUDA); on CPU per second of
     this thread's CPU time, so that other jobs on a shared machine do not lower the peak."""
     cuda = device.startswith("cuda")
@@ -185,7 +241,7 @@ def profile_mixlaw(size: str, data: np.ndarray, device: str, *, compile: bool, b
     model = GPT(gpt_config(size, vocab_size=VOCAB, block_size=BLOCK)).to(device)
     opt = model.configure_optimizer(lr=LR, weight_decay=WD, betas=BETAS)
     model.set_fp32_attention(bf16 and dev == "cpu")
-    fwd: Any = torch.compile(model, dynamic=False) if compile else model
+    fwd: Any = torch.compile(lambda x, y: model(x, y)[1], dynamic=False) if compile else (lambda x, y: model(x, y)[1])
     sampler = MixtureSampler({"general": data}, {"general": 1.0}, block_size=BLOCK, batch_size=BATCH, seed=0)
     params = list(model.parameters())
     phases = dict.fromkeys(("sampler", "forward+loss", "backward", "clip", "optimizer"), 0.0)
@@ -198,7 +254,7 @@ def profile_mixlaw(size: str, data: np.ndarray, device: str, *, compile: bool, b
             sync(device)
             marks.append(time.perf_counter())
             with torch.autocast(dev, dtype=torch.bfloat16, enabled=bf16):
-                _, loss = fwd(x, y)
+                loss = fwd(x, y)  # the loss alone, as make_step compiles it
             float(loss.detach())
             marks.append(time.perf_counter())
             opt.zero_grad(set_to_none=True)
