@@ -28,7 +28,7 @@ import ctypes
 import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -81,9 +81,9 @@ def make_step(
     params = [p for p in model.parameters() if p.requires_grad]
 
     def loss_of(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        loss = model(x, y)[1]
-        assert loss is not None
-        return loss  # the logits are no output: no zero gradient for them is made and added in the backward
+        # with targets the model always returns a loss (GPT.forward). The logits are no output: no zero gradient
+        # for them is made and added in the backward
+        return cast(torch.Tensor, model(x, y)[1])
 
     fwd: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = (
         torch.compile(loss_of, dynamic=False) if compile else loss_of
