@@ -125,7 +125,7 @@ def repolish(
     # A problem's estimate that *stalled* (a ridge or valley followed until the relative test stopped it) goes on
     # once from where it stopped with fresh damping and a fresh Moré scaling (the running max of diag JᵀΩJ it had
     # built up keeps the dying coordinates' damping high): on benchmarks/solver_iters.py's cpt_replay CMR fit the
-    # stalled estimate ended 2.6e-9 (relative) above the old rule's; re-polished, 202 more iterations, it is 6.5e-11
+    # stalled estimate ended 2.6e-8 (relative) above the old rule's; re-polished, 202 more iterations, it is 6.5e-8
     # below. Problems whose best row is an unfinished (max_iter) row are left to the capped re-polish above.
     stalled = np.flatnonzero((st == STATUS_STALLED) & finished & (sol.merged_into < 0))
     stalled = stalled[sol.f[stalled] <= best_done[pid[stalled]]]
