@@ -155,9 +155,11 @@ class ParamSpec:
         if kind == "identity":
             return v
         if kind == "log":
-            return np.log(np.where(v - self.lower > 0, v - self.lower, 1e-300))  # subnormals stay exact
+            d = v - self.lower  # positive subnormals stay exact; at or past the bound (not NaN): 1e-300
+            return np.log(np.where(d > 0, d, np.maximum(d, 1e-300)))
         if kind == "neglog":
-            return np.log(np.where(self.upper - v > 0, self.upper - v, 1e-300))
+            d = self.upper - v
+            return np.log(np.where(d > 0, d, np.maximum(d, 1e-300)))
         span = self.upper - self.lower
         q = np.clip((v - self.lower) / span, 1e-12, 1 - 1e-12)
         return np.log(q) - np.log1p(-q)
