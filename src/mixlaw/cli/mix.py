@@ -151,6 +151,9 @@ def compare_cmd(
                 "—" if cov != cov else f"{100 * cov:.0f} %",
             )
         con.print(tab)
+        for m in t["models"]:  # the released-pipeline surrogate says which protocol ran
+            if str(m.get("interval_method", "")).startswith("dml_mlp"):
+                con.print(f"{m['model']}: {m['interval_method']}")
         if out["bootstrap"]:  # every row has an interval or its reason: counted, never a silent gap
             for m in t["models"]:
                 why = "; ".join(f"{g['n']}: {g['reason']}" for g in m["no_interval"])

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 
 from mixlaw.laws._base import Law, Option, ParamSpec, Symmetry, Tensor, register
 from mixlaw.laws._mixture_options import domain_list, positive_int
@@ -40,9 +41,7 @@ __all__ = ["ImplicitDataMixingLaw", "from_network"]
 _EXAMPLE_T = np.array([[-2.0, 0.8, -0.6, 1.2], [1.0, -1.5, 0.7, -0.4], [0.4, 0.3, -2.2, 0.9]])
 
 
-def from_network(
-    w: Sequence[float], W: Sequence[Sequence[float]], c: Sequence[float], bias: float, domains: Sequence[str]
-) -> dict[str, Any]:
+def from_network(w: ArrayLike, W: ArrayLike, c: ArrayLike, bias: float, domains: Sequence[str]) -> dict[str, Any]:
     """The released network ``softmax(w) · exp(W r + c) + bias`` (``W`` of shape ``(K, n)``) as this law's parameters.
 
     The components are returned in canonical order (``s`` ascending).

@@ -44,7 +44,7 @@ from mixlaw.errors import InputError
 __all__ = ["BASELINES", "build_model", "compare", "interval_notes", "mixture_law_names", "parse_models"]
 
 BASELINES = ("blind",)
-SURROGATES = ("regmix",)  # nonparametric (mixlaw.surrogates): fitted per size, GP or conformal intervals
+SURROGATES = ("regmix", "dml_mlp")  # nonparametric (mixlaw.surrogates): fitted per size, GP or conformal intervals
 DEFAULT_BOOTSTRAP = 50
 
 
@@ -216,6 +216,7 @@ def _predict_model(
                 lo, hi, cal = size_calibrated(res, train, test, target, size_column, lo, hi, random_state)
             return pred, lo, hi, n_par, notes, cal
     # Laws of the mixture alone and the blind baseline work per size (NaN at a size with no training rows).
+    surrogate_line: str | None = None
     sizes_tr = train[size_column].to_numpy() if size_column in train else np.zeros(len(train))
     sizes_te = test[size_column].to_numpy() if size_column in test else np.zeros(len(test))
     for s in np.unique(sizes_te):
@@ -227,16 +228,19 @@ def _predict_model(
                 notes[i] = f"no prediction: no training rows at {size_column} = {s:g}"
             continue
         if name in SURROGATES:
-            from mixlaw.surrogates import RegMix
+            from mixlaw.surrogates import build_surrogate
             from mixlaw.surrogates.intervals import surrogate_interval
 
-            spec = RegMix.from_options(tuple(domains), opts)
+            spec = build_surrogate(name, tuple(domains), opts)
+            what = spec.describe() if hasattr(spec, "describe") else name  # which estimator ran (dml_mlp's protocol)
             if not bootstrap:
                 out[0, sel] = spec.fit(tr, target).predict(test[sel])
+                surrogate_line = f"{what}; intervals off"
                 continue
             out[0, sel], out[1, sel], out[2, sel], info = surrogate_interval(
                 spec, tr, test[sel], target, domains, level=level, seed=random_state
             )
+            surrogate_line = f"{what}; {info.get('method', 'interval')}"
             if not np.isfinite(out[1, sel]).all():
                 why = info.get("reason") or f"{info.get('method', 'interval')} interval not finite"
                 for i in rows[~np.isfinite(out[1, sel])]:
@@ -258,7 +262,7 @@ def _predict_model(
             out[1, sel], out[2, sel], part = _interval(res, test[sel], level, random_state)
             for i, note in zip(rows, part, strict=True):
                 notes[i] = note
-    return out[0], out[1], out[2], n_par, notes, None
+    return out[0], out[1], out[2], n_par, notes, surrogate_line
 
 
 def interval_notes(notes: Sequence[Any], run_ids: Sequence[str]) -> list[dict[str, Any]]:
@@ -344,7 +348,9 @@ def compare(
                     **metrics(pred[idx], obs[idx]),
                     "coverage": float(inside[has].mean()) if has.any() else math.nan,
                     "n_interval": int(has.sum()),
-                    "interval_method": _method_line(calibrations),
+                    "interval_method": (
+                        next((c for c in calibrations if c), name) if name in SURROGATES else _method_line(calibrations)
+                    ),
                     "no_interval": interval_notes([notes[i] for i in idx], [str(sub["run_id"].iloc[i]) for i in idx]),
                     "predictions": [
                         {
