@@ -182,6 +182,30 @@ def test_overall_loss_mae_on_the_six_eval_mixtures_published_and_leak_free(
     assert leaky < leak_free < 0.025
 
 
+def test_implicit_mlp_on_the_six_eval_mixtures_leak_free_and_in_sample(five_70m: tuple, external: Path) -> None:
+    """The notebook's implicit rows (K = 1, 3, 5, 10, 30: 0.02685 … 0.00199) come from saved weights
+    (``mix5mlp.pt``) whose training is not in the repository; the notebook's only MLP training code (commented out)
+    fits all 26 mixtures, eval included. ``dml_mlp`` on the same split as above (docs/mix.md has the full table):
+    fitted on the 20 only (leak-free), K = 30 scores 0.0190 (fast protocol) — no better than the explicit law
+    leak-free (0.0190) — while K = 1 scores 0.0558; fitted on all 26 (in-sample, the notebook's visible protocol),
+    K = 30 reaches 0.0047 with 16 seeds × 5000 steps and 0.0005 with the released protocol (AdaBoost ×30; 70 s,
+    not run here): the published figures are reached only in-sample."""
+    from mixlaw.surrogates import DmlMlp
+
+    table, _ = five_70m
+    train, evals = _eval_split(table, external / "mixinglaws")
+    obs = evals["loss"].to_numpy()
+
+    def mae(k: int, rows: pd.DataFrame, **kw: object) -> float:
+        return float(np.mean(np.abs(DmlMlp(FIVE, k=k, **kw).fit(rows).predict(evals) - obs)))  # type: ignore[arg-type]
+
+    k1, k5, k30 = mae(1, train), mae(5, train), mae(30, train)  # measured 0.0558, 0.0327, 0.0190
+    assert k30 < k5 < k1 and k30 < 0.6 * k1
+    assert 0.010 < k30 < 0.030
+    leak_free, in_sample = mae(30, train, steps=5000, seeds=16), mae(30, table, steps=5000, seeds=16)
+    assert in_sample < 0.35 * leak_free  # measured 0.0047 vs 0.0209
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # RedPajama, 7 domains (laws.md §7.5, pipeline/run.sh): 20 fitting mixtures at 70M–410M to 30k steps, two 1B runs to
 # 100k steps (the default and the optimised mixture). Domain order CC, C4, GitHub, Wikipedia, Books, ArXiv,
