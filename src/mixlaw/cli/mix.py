@@ -379,7 +379,9 @@ def nested_cmd(
     ] = None,
     step_column: Annotated[str, typer.Option("--step-column", help="Step (or token) column.")] = "step",
     size_column: SizeColOpt = "n_params",
-    law: Annotated[str, typer.Option("--law", help="Mixture law of the last stage (of the mixture alone).")] = "dml",
+    law: Annotated[
+        str, typer.Option("--law", help="Mixture law of the last stage (of the mixture alone; dml_mlp: the MLPs).")
+    ] = "dml",
     law_option: LawOptionOpt = None,
     tie_size_exponent: Annotated[
         bool, typer.Option("--tie-size-exponent", help="One size-law exponent for every mixture (the paper's).")
@@ -423,7 +425,9 @@ def nested_cmd(
         f"{out['n_step_fits']} step-law fits (steps <= {out['max_fit_step']:g}) → {out['n_size_fits']} size-law fits "
         f"→ {law} at N = {target_size:g}, S = {target_step:g} ({out['n_skipped_curves']} curves skipped)"
     )
-    con.print(f"{law} parameters: {out['mixture_law']['params']} ({out['mixture_law']['status']})")
+    con.print(f"mixture law: {out['mixture_law']['estimator']}")
+    if out["mixture_law"]["params"] is not None:
+        con.print(f"{law} parameters: {out['mixture_law']['params']} ({out['mixture_law']['status']})")
     v = out["validation"]
     if v:
         con.print(

@@ -8,7 +8,10 @@ model size ``N < N*`` with runs up to ``S_fit`` steps:
 2. **size law** ``L(N) = E + A N^(−α)`` (``power_law`` over the size column) fitted over the sizes' step-law
    predictions at ``S*``, extrapolated to ``N*``;
 3. **mixture law** (``dml`` by default, ``L(r) = c + k exp(Σ_j t_j r_j)``) fitted on the predicted ``(r, L̂(N*, S*))``
-   of every mixture: the law of the target model, from which any mixture is predicted (or optimised).
+   of every mixture: the law of the target model, from which any mixture is predicted (or optimised). Any law of the
+   mixture alone works (``dml_implicit``), and so does the surrogate ``dml_mlp``: the released pipeline's last stage
+   (boosted implicit MLPs, laws.md §7.3; its options through ``law_options``, e.g. ``{"protocol": "released"}``).
+   ``mixture_law.estimator`` in the result names what ran.
 
 Choices (laws.md §7.3 leaves them open or differs): every fit is the engine's robust fit (Huber δ = 1e-3 on log
 losses) from the laws' own start designs, not the paper's raw-space L-BFGS with held-out snapshot selection; the step
@@ -101,6 +104,39 @@ def _fit_one(
     return float(res.predict(pd.DataFrame({k: [float(v)] for k, v in at.items()}))[0]), bool(done)
 
 
+def _mixture_stage(
+    name: str,
+    options: Mapping[str, Any],
+    doms: Sequence[str],
+    size_column: str,
+    mtab: pd.DataFrame,
+    target: str,
+    seed: int,
+) -> tuple[Any, dict[str, Any]]:
+    """The last stage on the predicted ``(r, L̂)`` of every mixture: a registered law of the mixture alone (the
+    engine's fit), or a surrogate (``dml_mlp``: the released pipeline's boosted MLPs). Returns the fitted object (it
+    has ``predict``) and the result's ``mixture_law`` entry, which names the estimator that ran."""  # fmt: skip
+    from mixlaw.decide.mixture.compare import build_model
+    from mixlaw.surrogates import SURROGATES, build_surrogate
+
+    if name in SURROGATES:
+        spec = build_surrogate(name, doms, options)
+        fit = spec.fit(mtab, target)
+        what = spec.describe() if hasattr(spec, "describe") else name
+        return fit, {"law": name, "estimator": what, "params": None, "status": "fitted", "info": dict(fit.info)}
+    law = build_model(name, options, doms, size_column)
+    if any(not str(c).startswith("w_") for c in law.inputs):
+        raise InputError(f"--law {name}: the nested pipeline needs a law of the mixture alone (like dml)")
+    if len(mtab) <= law.n_internal:
+        raise InputError(
+            f"the nested pipeline predicted {len(mtab)} mixture(s) at the target; the mixture law "
+            f"'{name}' needs more than {law.n_internal}"
+        )
+    _, mres = _fit_predict(law, mtab, target, {f"w_{d}": 1.0 / len(doms) for d in doms}, seed)
+    return mres, {"law": name, "estimator": f"{name} (closed form, the engine's fit)", "params": mres.params,
+                  "status": str(mres.status)}  # fmt: skip
+
+
 def tied_size_law(sizes: np.ndarray, Y: np.ndarray, at: float) -> tuple[np.ndarray, float, float]:
     """``L_m(N) = E_m + A_m N^(−α)`` with one α for every row ``m`` of ``Y`` (losses at ``sizes``), least squares.
 
@@ -149,11 +185,10 @@ def nested(
     Rows at sizes ``>= target_size`` and steps ``> max_fit_step`` (default: below ``target_step``) are not fitted.
     Returns ``{"target", "target_size", "target_step", "max_fit_step", "n_step_fits", "n_skipped_curves",
     "n_unfinished_curves", "n_size_fits", "mixtures": [{"weights", "predicted", "sizes"}],
-    "mixture_law": {"law", "params", "status"},
+    "mixture_law": {"law", "estimator", "params", "status"[, "info"]},
     "size_law": {"tied": bool, "alpha": float | None, "rms": float | None},
     "validation": {"n", "mae", "mre", "bias", "spearman", "predictions"} | None}``.
     """
-    from mixlaw.decide.mixture.compare import build_model
     from mixlaw.laws import get_law
 
     doms = list(domains)
@@ -213,17 +248,9 @@ def nested(
         mixtures.append({"weights": {d: float(first[f"w_{d}"]) for d in doms}, "predicted": pred,
                          "sizes": {f"{k:g}": v for k, v in per_mix[g].items()}})  # fmt: skip
     n_step, n_size = len(at_step), len(at_size)
-    law = build_model(mixture_law, law_options or {}, doms, size_column)
-    if any(not str(c).startswith("w_") for c in law.inputs):
-        raise InputError(f"--law {mixture_law}: the nested pipeline needs a law of the mixture alone (like dml)")
-    if len(mixtures) <= law.n_internal:
-        raise InputError(
-            f"the nested pipeline predicted {len(mixtures)} mixture(s) at the target; the mixture law "
-            f"'{mixture_law}' needs more than {law.n_internal}"
-        )
     mtab = pd.DataFrame([{**{f"w_{d}": m["weights"][d] for d in doms}, target: m["predicted"]} for m in mixtures])
     mtab["run_id"] = [f"mix{i}" for i in range(len(mtab))]
-    _, mres = _fit_predict(law, mtab, target, {f"w_{d}": 1.0 / len(doms) for d in doms}, random_state)
+    mres, law_out = _mixture_stage(mixture_law, law_options or {}, doms, size_column, mtab, target, random_state)
     out: dict[str, Any] = {
         "target": target,
         "target_size": float(target_size),
@@ -234,7 +261,7 @@ def nested(
         "n_skipped_curves": n_skip,
         "n_unfinished_curves": len(unfinished),
         "mixtures": mixtures,
-        "mixture_law": {"law": mixture_law, "params": mres.params, "status": str(mres.status)},
+        "mixture_law": law_out,
         "size_law": size_info,
         "validation": None,
     }
