@@ -64,7 +64,7 @@ def test_boosting_is_scikit_learns_adaboost_r2() -> None:
     X = rng.uniform(size=(40, 3))
     y = np.sin(4 * X[:, 0]) + X[:, 1] ** 2 + 0.05 * rng.standard_normal(40)
 
-    def fit_round(xs, ys):
+    def fit_round(active, xs, ys):
         return [lin.LinearRegression().fit(a, b).predict for a, b in zip(xs, ys, strict=True)]
 
     ours = adaboost_r2(X, y, [3, 11], 12, fit_round)

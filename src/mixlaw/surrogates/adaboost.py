@@ -25,8 +25,9 @@ import numpy as np
 
 __all__ = ["BoostedEnsemble", "adaboost_r2", "weighted_median"]
 
-#: ``fit_round(X_list, y_list) -> predictors``: one fitted base estimator per (X, y) pair, each a callable X → ŷ.
-FitRound = Callable[[Sequence[np.ndarray], Sequence[np.ndarray]], Sequence[Any]]
+#: ``fit_round(seed_indices, X_list, y_list) -> predictors``: one fitted base estimator per (X, y) pair (drawn for
+#: the seed at that index), each a callable X → ŷ.
+FitRound = Callable[[Sequence[int], Sequence[np.ndarray], Sequence[np.ndarray]], Sequence[Any]]
 
 
 @dataclass
@@ -72,7 +73,7 @@ def adaboost_r2(
         for b in active:
             weights[b] = np.clip(weights[b], eps, None)
             idx.append(rngs[b].choice(np.arange(n), size=n, replace=True, p=weights[b]))
-        fitted = fit_round([X[i] for i in idx], [y[i] for i in idx])
+        fitted = fit_round(list(active), [X[i] for i in idx], [y[i] for i in idx])
         still = []
         for b, est in zip(active, fitted, strict=True):
             ens, w = out[b], weights[b]

@@ -204,9 +204,9 @@ class DmlMlp:
         seeds = [self.seed + i for i in range(int(self.seeds or 1))]
         rounds = [0]
 
-        def fit_round(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray]) -> list[_Net]:
+        def fit_round(active: Sequence[int], xs: Sequence[np.ndarray], ys: Sequence[np.ndarray]) -> list[_Net]:
             rounds[0] += 1
-            return self._train(np.stack(xs), np.stack(ys), [[s, rounds[0]] for s in seeds[: len(xs)]])
+            return self._train(np.stack(xs), np.stack(ys), [[seeds[b], rounds[0]] for b in active])
 
         if int(self.estimators or 1) > 1:
             ensembles = adaboost_r2(X, y, seeds, int(self.estimators or 1), fit_round)
