@@ -216,8 +216,9 @@ class DmlMlp:
             nets = self._train(np.stack([X[p] for p in perms]), np.stack([y[p] for p in perms]),
                                [[s, 0] for s in seeds])  # fmt: skip
             members = [([n], [1.0], "") for n in nets]
-        maes = [float(np.mean(np.abs(_ensemble_predict(m[0], m[1], X) - y))) for m in members]
-        best = int(np.argmin(maes))
+        with np.errstate(over="ignore", invalid="ignore"):
+            maes = [float(np.mean(np.abs(_ensemble_predict(m[0], m[1], X) - y))) for m in members]
+        best = int(np.argmin([v if np.isfinite(v) else np.inf for v in maes]))  # a diverged seed never wins
         info = {
             "protocol": self.protocol,
             "estimator": self.describe(),
@@ -243,12 +244,36 @@ class DmlMlp:
         n_fit = max(1, m - int(m * self.select_fraction))  # the release trains on X[:-(m // 5)]
         sel = slice(n_fit, m) if self.select == "held" and n_fit < m else slice(0, m)
         theta = np.stack([_init(n, K, s) for s in gen_seeds])  # (B, P): W (K n), c (K), v (K), bias (1)
-        m1, m2 = np.zeros_like(theta), np.zeros_like(theta)
         best, best_mae = theta.copy(), np.full(B, np.inf)
+        steps = int(self.steps or 1)
+        with np.errstate(over="ignore", invalid="ignore"):  # a diverging network gives inf/NaN: never selected
+            self._loop(X, y, theta, best, best_mae, n_fit, sel, steps)
+        final = theta if self.select == "last" else best
+        out = []
+        for i in range(B):
+            th = final[i]
+            out.append(_Net(th[: K * n].reshape(K, n).copy(), th[K * n : K * n + K].copy(),
+                            th[K * n + K : K * n + 2 * K].copy(), float(th[-1])))  # fmt: skip
+        return out
+
+    def _loop(
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        theta: np.ndarray,
+        best: np.ndarray,
+        best_mae: np.ndarray,
+        n_fit: int,
+        sel: slice,
+        steps: int,
+    ) -> None:
+        """The training steps of :meth:`_train`, updating ``theta``, ``best`` and ``best_mae`` in place."""  # fmt: skip
+        B, m, n = X.shape
+        K = int(self.k)
+        m1, m2 = np.zeros_like(theta), np.zeros_like(theta)
         b1, b2, eps, lr, wd, delta = 0.9, 0.999, 1e-8, self.lr, self.weight_decay, self.delta
         scale = 1.0 / n_fit if self.reduction == "mean" else 1.0
         Xf, yf = X[:, :n_fit], y[:, :n_fit]
-        steps = int(self.steps or 1)
         for t in range(steps + 1):
             W = theta[:, : K * n].reshape(B, K, n)
             c, v, bias = theta[:, K * n : K * n + K], theta[:, K * n + K : K * n + 2 * K], theta[:, -1:]
@@ -260,7 +285,7 @@ class DmlMlp:
                 mae = np.abs(pred[:, sel] - y[:, sel]).mean(axis=1)
                 better = mae < best_mae
                 if better.any():
-                    best_mae = np.where(better, mae, best_mae)
+                    best_mae[better] = mae[better]
                     best[better] = theta[better]
             if t == steps:
                 break
@@ -279,16 +304,10 @@ class DmlMlp:
             )
             theta *= 1.0 - lr * wd
             m1 += (1.0 - b1) * (grad - m1)
-            m2 = b2 * m2 + (1.0 - b2) * grad * grad
+            m2 *= b2
+            m2 += (1.0 - b2) * grad * grad
             k = t + 1
             theta -= (lr / (1.0 - b1**k)) * m1 / (np.sqrt(m2) / np.sqrt(1.0 - b2**k) + eps)
-        final = theta if self.select == "last" else best
-        out = []
-        for i in range(B):
-            th = final[i]
-            out.append(_Net(th[: K * n].reshape(K, n).copy(), th[K * n : K * n + K].copy(),
-                            th[K * n + K : K * n + 2 * K].copy(), float(th[-1])))  # fmt: skip
-        return out
 
 
 def _init(n: int, K: int, seed: Sequence[int]) -> np.ndarray:
