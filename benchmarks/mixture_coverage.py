@@ -31,8 +31,10 @@ K-fold over the 4 training sizes plus a forward cut, fit 122M + 310M, predict 68
 camel's BC interval was unbounded before the widening (median upper end 3.5e7 × the prediction: resamples that
 diverged beyond 937M), so that figure meant nothing. After the same round's resample fixes (the Jacobian repair at
 subnormal K, exact seeds) camel's resamples converge and its interval is bounded: camel **12.5 %** (1.235B 15 %,
-2.718B 0 %; median half-width 2.05 %, bias +4.80 %, 198 s at load 2), ``mixture_coverage95_worst=0.125
-(size/camel)``: the calibration widens camel's interval by only about 2 %.
+2.718B 0 %; median half-width 2.05 %, bias +4.80 %, 198 s at load 2): no widening at all, as the delta-method sd of
+camel's nested fits was NaN (a Jacobian column overflowing at a subnormal ``K``). With the Jacobian repair of
+:mod:`mixlaw.decide.mixture.size_folds`: camel **70.8 %** (1.235B 85 %, 2.718B 0 %; half-width 3.93 %),
+mixture_additive and mixture_joint unchanged, ``mixture_coverage95_worst=0.708 (size/camel)``.
 
 Run: ``PYTHONPATH=src nice -n 5 python benchmarks/mixture_coverage.py [--cases lmo310,size] [--bootstrap 50]
 [--models camel,mixture_additive]``. Measured figures: ``docs/mix.md`` ("Interval coverage on SlimPajama").
