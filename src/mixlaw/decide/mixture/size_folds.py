@@ -9,9 +9,10 @@ and a fit that ends on the ridge ``K_i → 0``, ``α_i → ∞`` (a component ke
 subnormal, ``1/K_i = inf`` and an ``inf`` column although ``d log K_i / du = 1`` and every prediction is finite
 (:func:`mixlaw.fit.steps.repair_jacobian`, the solver's own repair, says the same). Then no error is standardised,
 the error model falls back to ``c = 1``, ``γ = 0`` (``n_scores = 0``) and the interval is not widened at all, however
-large the nested fits' errors. On SlimPajama (camel k = 2 fitted on 122M-937M: ``K_1 = e^-735``, ``α_1 = 376``) the standard
-errors of all 5 nested fits (warm-started at that point) were NaN; their raw errors are +2.1 % to +3.0 % at 0.3-0.95 e-folds beyond their fitted sizes, 3-7 times their own
-residual standard deviation, and were all dropped.
+large the nested fits' errors. On SlimPajama (camel k = 2 fitted on 122M-937M: ``K_1 = e^-735``, ``α_1 = 376``)
+the standard errors of all 5 nested fits (warm-started at that point) were NaN; their raw errors are +2.1 % to
++3.0 % at 0.3-0.95 e-folds beyond their fitted sizes, 3-7 times their own residual standard deviation, and were
+all dropped.
 
 What
 ----
