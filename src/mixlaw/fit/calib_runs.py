@@ -59,7 +59,16 @@ import numpy as np
 if TYPE_CHECKING:
     from mixlaw.fit.calibrate import FoldErrors
 
-__all__ = ["MIN_ROWS", "WITHIN_FRACTIONS", "run_distance", "run_excess", "run_top", "step_growth", "within_run_masks"]
+__all__ = [
+    "MIN_ROWS",
+    "WITHIN_FRACTIONS",
+    "fold_spread",
+    "run_distance",
+    "run_excess",
+    "run_top",
+    "step_growth",
+    "within_run_masks",
+]
 
 #: Rows a held-out run needs (median over the held-out runs) for the folds to measure a run-level deviation.
 MIN_ROWS = 3
@@ -143,6 +152,18 @@ def run_excess(fe: FoldErrors) -> tuple[float, int]:
     per_run = np.array([float(np.mean(excess[g == r])) for r in runs])
     tau2 = max(0.0, float(np.mean(per_run)))
     return float(np.sqrt(tau2)), int(runs.size)
+
+
+def fold_spread(fe: FoldErrors) -> float:
+    """Mean grouped-jackknife variance ``v̄_J`` (fit space) of the leave-runs-out fits' predictions on the rows
+    behind :func:`run_excess` (each held-out run counts once; 0 without the jackknife or outside its rule)."""
+    if fe.jack is None or fe.unit != "runs" or fe.groups is None:
+        return 0.0
+    kfold = ~fe.forward & (fe.d == 0)
+    if not kfold.any() or not np.isfinite(fe.jack[kfold]).all():
+        return 0.0
+    g = fe.groups[kfold]
+    return float(np.mean([float(np.mean(fe.jack[kfold][g == r])) for r in np.unique(g)]))
 
 
 def run_top(v: np.ndarray | None, groups: np.ndarray | None) -> float:
