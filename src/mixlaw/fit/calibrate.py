@@ -397,13 +397,12 @@ def calibrate(
         return None
     axis = fe.axis
     sd = residual_sd(law, data, params)
-    from mixlaw.fit.calib_runs import fold_spread, run_excess, run_top, step_growth
+    from mixlaw.fit.calib_runs import fold_spread, new_run_sd, run_excess, run_top, step_growth
 
     run_sd, run_dof = run_excess(fe)
     raw, fold_var = run_sd, (fold_spread(fe) if run_dof > 0 else 0.0)
-    n_kfold = int(np.unique(fe.split[~fe.forward]).size)
-    if run_dof > 0 and n_kfold >= 2:  # a fold fit has one group fewer: its parameter error exceeds the full fit's
-        run_sd = math.sqrt(max(0.0, run_sd**2 - fold_var / (n_kfold - 1)))
+    if run_dof > 0:  # a fold fit has one group fewer: its parameter error exceeds the full fit's
+        run_sd = new_run_sd(raw, fold_var, int(np.unique(fe.split[~fe.forward]).size))
     kappa, n_within = step_growth(fe) if run_dof > 0 else (0.0, 0)
     inflation, growth, n_growth = error_model(fe, forward_only=run_dof > 0)
     if run_dof > 0:  # a new run's excess is carried by the additive new-run term, not by a ratio on the bootstrap
