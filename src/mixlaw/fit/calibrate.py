@@ -52,7 +52,8 @@ not carry. ``mixlaw.fit.intervals`` makes it the default (``method="auto"``) for
 Where the K-fold leaves out *runs that are curves* (many evaluations per run, no size clusters: schedules,
 mixtures), a new run's own deviation from the law is not a ratio on the fit's standard error: the ratio ``c`` is
 then 1 and :mod:`mixlaw.fit.calib_runs` adds a new-run term in quadrature (leave-runs-out excess ``τ``, growing by
-``κ`` per e-fold beyond a typical run's end as forward cuts *within* every run show), Student-t with ``k`` runs.
+``κ`` per e-fold beyond a typical run's end as forward cuts *within* every run show), Student-t with ``k`` runs;
+``τ`` is jackknife-corrected to the full fit's new-run error (:func:`mixlaw.fit.calib_runs.new_run_sd`).
 
 The distance is in e-folds, not in fitted log-spans, because the standardisation has already divided out the lever
 arm (a fit on a narrower span has a proportionally larger ``se``); what remains — the law bending away from the

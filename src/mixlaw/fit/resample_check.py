@@ -11,7 +11,7 @@ MultiPowerLaw 100M case its predictions were up to 0.8 (log loss) off the point 
 interval 13 % wide on average where the other resamples give 0.3 % (``docs/laws.md``). Such a resample does not
 describe the uncertainty of the fit on the full data (which do determine the law); it describes a different, smaller
 design that cannot answer the question. This is the few-clusters failure of the pairs cluster bootstrap (Cameron,
-Gelbach & Miller 2008, *Rev. Econ. Stat.* 90: 414, §III.A: resamples without variation in a regressor).
+Gelbach & Miller 2008, *Rev. Econ. Stat.* 90: 414: resamples without variation in a regressor).
 
 What
 ----
