@@ -72,7 +72,12 @@ def screen_unidentified(
     names = list(law.flat_names)
     full = np.full((draws.ok.size, len(names)), np.nan)
     full[draws.ok] = draws.params[names].to_numpy(dtype=np.float64)
-    flagged = np.array([b for b in np.flatnonzero(draws.ok) if unidentified(law, data, full[b], W[b] > 0)], dtype=int)
+    seen: dict[bytes, bool] = {}  # resamples drawing the same multiset of units have the same rows and estimate
+    for b in np.flatnonzero(draws.ok):
+        key = W[b].tobytes() + full[b].tobytes()
+        if key not in seen:
+            seen[key] = unidentified(law, data, full[b], W[b] > 0)
+    flagged = np.array([b for b in np.flatnonzero(draws.ok) if seen[W[b].tobytes() + full[b].tobytes()]], dtype=int)
     if flagged.size == 0:
         return draws
     ok, status, objective = draws.ok.copy(), draws.status.copy(), draws.objective.copy()
