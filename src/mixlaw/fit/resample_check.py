@@ -1,27 +1,35 @@
-"""Resamples that cannot identify the law: counted as unusable and shown, never used for an interval.
+"""Resamples whose fit has run to where their rows cannot identify the law: refitted, or counted unusable and shown.
 
 Why
 ---
-A bootstrap that resamples whole units (runs, model sizes, rows) can draw a resample whose rows hold too few
-distinct units to determine the law. With ``k`` units a draw holds a single distinct one with probability
-``k^(1−k)`` (1/9 for three runs). The multi-power law fitted on the ``constant_24000`` schedule alone — no LR
-decay, so nothing fixes the loss-drop term — is such a resample: its fit is exactly as good as any other on the
-rows it holds, but along the undetermined direction it is arbitrary, and on the held-out schedules of the
-MultiPowerLaw 100M case its predictions were up to 0.8 (log loss) off the point fit's, which made the bootstrap
-interval 13 % wide on average where the other resamples give 0.3 % (``docs/laws.md``). Such a resample does not
-describe the uncertainty of the fit on the full data (which do determine the law); it describes a different, smaller
-design that cannot answer the question. This is the few-clusters failure of the pairs cluster bootstrap (Cameron,
-Gelbach & Miller 2008, *Rev. Econ. Stat.* 90: 414: resamples without variation in a regressor).
+A bootstrap that resamples whole units (runs, model sizes, rows) can draw a resample whose rows hold few distinct
+units (with ``k`` units a draw holds a single one with probability ``k^(1−k)``: 1/9 for three runs), and its fit can
+run off to a degenerate limit of the law where those rows no longer determine it. The multi-power law fitted on the
+``constant_24000`` schedule alone is such a resample: at the point estimate its rows determine the law (weakly), but
+its own fit ends where L0 and B only enter together, and on the held-out schedules of the MultiPowerLaw 100M case its
+predictions were up to 0.8 (log loss) off the point fit's, which made the bootstrap interval 13 % wide on average
+where the other resamples give 0.3 % (``docs/laws.md``). At 25M the fits without ``constant_24000`` run to
+``B ≈ 1.7e14, β → 0``, where only ``B·β`` is determined. Such a draw's position along the undetermined direction is
+arbitrary, not the data's. (The few-clusters failure of the pairs cluster bootstrap: Cameron, Gelbach & Miller 2008,
+*Rev. Econ. Stat.* 90: 414.)
 
 What
 ----
 After the resamples are refitted, every usable resample whose rows are a proper subset of the fitted rows is checked
-with the package's own identifiability test (:func:`mixlaw.fit.identify.assess`, the test every fit reports) at its
-*own* estimate, on the rows it holds. If the full data are not ``unidentifiable`` there but the resample is (a
-direction of the parameter space that no prediction on its rows depends on), the resample is unusable: status
-``unidentifiable``, counted in ``n_failed`` (the ``k/B resamples unusable`` beside every interval) and in
-``n_unidentifiable``. Resamples that keep every row (``residuals``, ``parametric``, or a draw of every unit) are not
-checked: their design is the fit's own. A *weakly* determined resample is kept: its spread is real uncertainty.
+with the package's own identifiability test (:func:`mixlaw.fit.identify.assess`, the test every fit reports), on the
+rows it holds: it is flagged when it is ``unidentifiable`` at its *own* estimate but not at the point estimate (and
+the full data are not ``unidentifiable``). A flagged resample is refitted once from the point estimate; an
+identifiable refit with an objective no higher replaces it (counted in ``n_rescued``: the flagged fit was a
+degenerate local optimum, e.g. a power law stopped at ``α = 0`` where only ``E + A`` is determined), otherwise it is
+unusable: status ``unidentifiable``, counted in ``n_failed`` (the ``k/B resamples unusable`` beside every interval)
+and in ``n_unidentifiable``.
+
+Not flagged: a resample whose rows cannot determine the law *at the point estimate either* (two model sizes for the
+three size parameters of the Chinchilla law, two mixtures for a three-parameter mixing law). No residual depends on
+the undetermined direction anywhere near the point, so the solver does not move along it and the draw keeps the
+starts' value there; its spread along that direction is understated, which the fit's own identifiability report
+states (weak parameters). Resamples that keep every row (``residuals``, ``parametric``, a draw of every unit) are
+not checked: their design is the fit's own. A *weakly* determined resample is kept: its spread is real.
 """
 
 from __future__ import annotations
@@ -67,7 +75,8 @@ def screen_unidentified(
     W = np.asarray(weights)
     if W.ndim != 2 or W.shape[0] != draws.ok.size:
         return draws
-    if not point_identified(law, data, law.flatten(params)):
+    point = law.flatten(params)
+    if not point_identified(law, data, point):
         return draws  # the full data do not determine the law either: the fit itself says so
     names = list(law.flat_names)
     full = np.full((draws.ok.size, len(names)), np.nan)
@@ -76,7 +85,7 @@ def screen_unidentified(
     for b in np.flatnonzero(draws.ok):
         key = W[b].tobytes() + full[b].tobytes()
         if key not in seen:
-            seen[key] = unidentified(law, data, full[b], W[b] > 0)
+            seen[key] = unidentified(law, data, full[b], W[b] > 0, point)
     flagged = np.array([b for b in np.flatnonzero(draws.ok) if seen[W[b].tobytes() + full[b].tobytes()]], dtype=int)
     if flagged.size == 0:
         return draws
@@ -92,7 +101,7 @@ def screen_unidentified(
         p2, ok2, _, obj2 = refit(law, data.x, Yf, W[flagged], centre[None, :], **solver)
         for i, b in enumerate(flagged):
             good = ok2[i] and obj2[i] <= objective[b] * (1 + 1e-9) + 1e-300
-            if good and not unidentified(law, data, p2[i], W[b] > 0):
+            if good and not unidentified(law, data, p2[i], W[b] > 0, point):
                 full[b], objective[b], fixed[i] = p2[i], obj2[i], True
     bad = flagged[~fixed]
     ok[bad], status[bad] = False, STATUS_UNIDENTIFIABLE
@@ -110,16 +119,24 @@ def point_identified(law: Law, data: FitData, flat: np.ndarray) -> bool:
     return bool(assess(law, data.x_np, data.y, u, at_bound=_at_bound(law, flat))["status"] != STATUS_UNIDENTIFIABLE)
 
 
-def unidentified(law: Law, data: FitData, flat: np.ndarray, held: np.ndarray) -> bool:
-    """Whether the rows ``held`` (bool mask) cannot identify the law at the flat natural parameters ``flat`` (their
-    own fit): :func:`mixlaw.fit.identify.assess` says ``unidentifiable``. ``False`` when every row is held."""
-    from mixlaw.fit.identify import assess
-
+def unidentified(law: Law, data: FitData, flat: np.ndarray, held: np.ndarray, point: np.ndarray | None = None) -> bool:
+    """Whether the fit ``flat`` (flat natural parameters) on the rows ``held`` (bool mask) has run to where those rows
+    cannot identify the law (:func:`mixlaw.fit.identify.assess` says ``unidentifiable`` at ``flat``) although they do
+    at the point estimate ``point`` (module docstring; without ``point``: unidentifiable at ``flat``). ``False`` when
+    every row is held."""
     if held.all():
         return False
-    u = law.to_internal(law.unflatten(np.asarray(flat, dtype=np.float64)))
     x = {k: np.asarray(v)[held] for k, v in data.x_np.items()}
     y = np.asarray(data.y)[held]
+    if not _unidentifiable_at(law, x, y, flat):
+        return False
+    return point is None or not _unidentifiable_at(law, x, y, point)
+
+
+def _unidentifiable_at(law: Law, x: Mapping[str, np.ndarray], y: np.ndarray, flat: np.ndarray) -> bool:
+    from mixlaw.fit.identify import assess
+
+    u = law.to_internal(law.unflatten(np.asarray(flat, dtype=np.float64)))
     return bool(assess(law, x, y, u, at_bound=_at_bound(law, flat))["status"] == STATUS_UNIDENTIFIABLE)
 
 
