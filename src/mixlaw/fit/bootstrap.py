@@ -142,6 +142,8 @@ class BootstrapDraws:
     unit: str
     n_rescued: int = 0
     """Resamples that failed from the seeds and were recovered by the rescue refit."""
+    n_unidentifiable: int = 0
+    """Resamples whose rows cannot identify the law (:mod:`mixlaw.fit.resample_check`), counted in ``n_failed``."""
 
     @property
     def n_failed(self) -> int:
@@ -345,10 +347,14 @@ def bootstrap_law(
         W = resample_weights(groups, data.n, n, rng)
         Y = data.y
         unit = data.group_unit if scheme == "runs" else "row"
-    return refit_resamples(
+    draws = refit_resamples(
         law_obj, data, Y, W, seeds, params=params, scheme=scheme, unit=unit, loss=loss, delta=delta,
         max_iter=max_iter, ftol=ftol, xtol=xtol, progress=progress,
     )  # fmt: skip
+    from mixlaw.fit.resample_check import screen_unidentified
+
+    solver: dict[str, Any] = dict(loss=loss, delta=delta, max_iter=max_iter, ftol=ftol, xtol=xtol)
+    return screen_unidentified(law_obj, data, W, draws, params, Y, seeds, **solver)  # refitted, or counted
 
 
 def refit_resamples(

@@ -52,7 +52,8 @@ not carry. ``mixlaw.fit.intervals`` makes it the default (``method="auto"``) for
 Where the K-fold leaves out *runs that are curves* (many evaluations per run, no size clusters: schedules,
 mixtures), a new run's own deviation from the law is not a ratio on the fit's standard error: the ratio ``c`` is
 then 1 and :mod:`mixlaw.fit.calib_runs` adds a new-run term in quadrature (leave-runs-out excess ``τ``, growing by
-``κ`` per e-fold beyond a typical run's end as forward cuts *within* every run show), Student-t with ``k`` runs.
+``κ`` per e-fold beyond a typical run's end as forward cuts *within* every run show), Student-t with ``k`` runs;
+``τ`` is jackknife-corrected to the full fit's new-run error (:func:`mixlaw.fit.calib_runs.new_run_sd`).
 
 The distance is in e-folds, not in fitted log-spans, because the standardisation has already divided out the lever
 arm (a fit on a narrower span has a proportionally larger ``se``); what remains — the law bending away from the
@@ -73,14 +74,12 @@ import numpy as np
 import torch
 
 from mixlaw.fit.calib_delta import delta_sd as _delta_sd
+from mixlaw.fit.calib_folds import N_CUTS, N_GROUP_FOLDS, _cluster_top, _log_distance, _masks, _rel_distance, _unit  # noqa: F401 (re-exported)
 from mixlaw.fit.data import FitData
 from mixlaw.laws import Law
 
 __all__ = ["Calibration", "FoldErrors", "calibrate", "calibration_axis", "error_model", "fold_errors"]
 
-#: Folds of the grouped K-fold and forward cuts at most.
-N_GROUP_FOLDS = 10
-N_CUTS = 8
 #: Iteration cap of the fold fits at least (one batched solve of at most 18 problems; a fit crawling along a flat
 #: valley, as the Chinchilla law's E-alpha valley on the OLMo ladder, needs 1,000-3,000 iterations).
 FOLD_MIN_ITER = 3000
@@ -142,6 +141,12 @@ class Calibration:
     """Median over the fitted runs of each run's largest ``axis`` value: the step term's distance is measured
     beyond it (a new run has no fitted part of its own; it is compared with a typical fitted run)."""
 
+    run_excess: float = 0.0
+    """``τ̂`` before the jackknife correction: the leave-runs-out excess, the folds' own parameter error included."""
+    fold_var: float = 0.0
+    """Mean grouped-jackknife variance ``v̄_J`` of the leave-runs-out fits' predictions (fit space): the full fit's
+    parameter error on a run (:mod:`mixlaw.fit.calib_runs`, "Jackknife")."""
+
     def distance(self, x: Mapping[str, np.ndarray], m: int) -> np.ndarray:
         """``(m,)`` e-folds of each row's axis value outside ``[lo, hi]`` (0 inside)."""
         if self.axis is None or self.axis not in x:
@@ -162,16 +167,19 @@ class Calibration:
         f = np.sqrt(self.inflation**2 + (self.growth * np.asarray(d, dtype=np.float64)) ** 2)
         return np.maximum(f, 1.0)
 
-    def run_half(self, level: float, d: np.ndarray | float = 0.0) -> np.ndarray:
+    def run_half(self, level: float, d: np.ndarray | float = 0.0, carried: float = 0.0) -> np.ndarray:
         """Half-width (fit space) of the new-run term at ``level`` and distance ``d``:
-        ``t_k((1 + level) / 2) · sqrt(τ² + κ² d²)`` (0 without one; :mod:`mixlaw.fit.calib_runs`)."""
+        ``t_k((1 + level) / 2) · sqrt(max(0, τ² − carried) + κ² d²)`` (0 without one; :mod:`mixlaw.fit.calib_runs`).
+
+        ``carried``: the part of ``τ²`` the base interval already carries (the full fit's parameter error over
+        runs, :attr:`fold_var`, when the base bootstrap resamples the same runs)."""
         dd = np.asarray(d, dtype=np.float64)
         if self.run_dof < 1 or (self.run_sd <= 0 and self.step_growth <= 0):
             return np.zeros_like(dd)
         from scipy.stats import t
 
         q = float(t.ppf((1 + level) / 2, self.run_dof))
-        return q * np.sqrt(self.run_sd**2 + (self.step_growth * dd) ** 2)
+        return q * np.sqrt(max(0.0, self.run_sd**2 - carried) + (self.step_growth * dd) ** 2)
 
     def summary(self) -> str:
         """One line for the output: what the interval is calibrated on."""
@@ -220,76 +228,9 @@ class Calibration:
             step_growth=float(d.get("step_growth", 0.0)),
             n_within=int(d.get("n_within", 0)),
             run_top=float(d.get("run_top", float("nan"))),
+            run_excess=float(d.get("run_excess", d.get("run_sd", 0.0))),
+            fold_var=float(d.get("fold_var", 0.0)),
         )
-
-
-def _log_distance(v: np.ndarray, lo: float, hi: float) -> np.ndarray:
-    """``log(v / hi)`` above the range, ``log(lo / v)`` below it, 0 inside (and for non-positive values)."""
-    with np.errstate(all="ignore"):
-        d = np.maximum(np.log(v / hi), np.log(lo / v))
-    return np.where(np.isfinite(d), np.maximum(d, 0.0), 0.0)
-
-
-def _rel_distance(v: np.ndarray, lo: float, hi: float) -> np.ndarray:
-    """Log-distance of ``v`` outside ``[lo, hi]`` in units of ``log(hi / lo)`` (0 inside; 0 for a zero span)."""
-    span = math.log(hi / lo) if hi > lo > 0 else 0.0
-    if span <= 0:
-        return np.zeros(len(v))
-    with np.errstate(all="ignore"):
-        d = np.maximum(np.log(v / hi), np.log(lo / v)) / span
-    return np.where(np.isfinite(d), np.maximum(d, 0.0), 0.0)
-
-
-def _cluster_top(v: np.ndarray, clusters: np.ndarray | None) -> np.ndarray:
-    """Every row's axis value replaced by its cluster's largest (``v`` itself without clusters)."""
-    if clusters is None:
-        return v
-    _, inv = np.unique(np.asarray(clusters), return_inverse=True)
-    per = np.full(int(inv.max()) + 1, -np.inf)
-    np.maximum.at(per, inv, v)
-    return per[inv]
-
-
-def _masks(
-    data: FitData, axis: str | None, clusters: np.ndarray | None, min_rows: int, rng: np.random.Generator
-) -> tuple[list[np.ndarray], list[str]]:
-    """Boolean *fit* masks: grouped K-fold, then forward cuts along ``axis`` (see the module docstring), then the
-    forward cuts within every run (:func:`mixlaw.fit.calib_runs.within_run_masks`, where the K-fold is over runs
-    that are curves), and each mask's kind (``kfold``, ``forward``, ``within``).
-
-    Forward cuts fall between clusters (sizes): a cluster's axis value is its largest, so a cut never splits the
-    points of one model size. The forward masks are in increasing cut order (the last leaves out the largest)."""
-    from mixlaw.fit.calib_runs import within_run_masks
-
-    unit, groups = _unit(data, clusters)
-    uniq = np.unique(groups)
-    kfold: list[np.ndarray] = []
-    if uniq.size >= 3:
-        k = min(N_GROUP_FOLDS, uniq.size)
-        fold_of = rng.permutation(uniq.size) % k
-        lookup = dict(zip(uniq.tolist(), fold_of.tolist(), strict=True))
-        g_fold = np.array([lookup[g] for g in groups.tolist()])
-        kfold = [g_fold != f for f in range(k)]
-    forward: list[np.ndarray] = []
-    if axis is not None:
-        v = data.x_np[axis]
-        top = _cluster_top(v, clusters)
-        distinct = np.unique(top)
-        if distinct.size >= 3:
-            first = max(1, (distinct.size - 1) // 2)
-            cand = distinct[first:-1]
-            idx = np.unique(np.round(np.linspace(0, cand.size - 1, min(N_CUTS, cand.size))).astype(int))
-            forward = [top <= c for c in cand[idx]]
-    within = within_run_masks(data.x_np[axis], groups) if axis is not None and unit == "runs" else []
-    kinds = ["kfold"] * len(kfold) + ["forward"] * len(forward) + ["within"] * len(within)
-    masks: list[np.ndarray] = []
-    kept: list[str] = []
-    for kind, m in zip(kinds, kfold + forward + within, strict=True):
-        if m.sum() < min_rows or not (~m).any() or any(np.array_equal(m, o) for o in masks):
-            continue  # too few rows to fit, nothing to predict, or a cut that repeats a fold (the largest size)
-        masks.append(m)
-        kept.append(kind)
-    return masks, kept
 
 
 @dataclass(frozen=True)
@@ -324,15 +265,9 @@ class FoldErrors:
     """E-folds of the axis beyond the row's own run's fitted part (within-run cuts; 0 elsewhere)."""
     s2: np.ndarray | None = None
     """The fold fit's residual variance ``Σ r² / (n_fit − p)`` (fit space; NaN without residual dof)."""
-
-
-def _unit(data: FitData, clusters: np.ndarray | None) -> tuple[str, np.ndarray]:
-    """What the K-fold leaves out, and the group of every row."""
-    if clusters is not None:
-        return "sizes", np.asarray(clusters)
-    if data.groups is not None:
-        return "runs", np.asarray(data.groups)
-    return "rows", np.arange(data.n)
+    jack: np.ndarray | None = None
+    """Grouped-jackknife variance of the K-fold fits' predictions at the error's row, ``(K − 1)/K · Σ_j (p_j −
+    p̄)²`` over the ``K`` K-fold fits (fit space; :func:`mixlaw.fit.calib_runs.fold_spread`)."""
 
 
 def fold_errors(
@@ -370,11 +305,16 @@ def fold_errors(
     with torch.no_grad():
         pred = draw_predictions(law, fold_params[ok], data.x_np)  # (folds, n) fit space
     y = np.log(data.y) if law.fit_space == "log" else data.y
+    kf = np.array([kinds[i] == "kfold" for i in np.flatnonzero(ok)], dtype=bool)
+    jack_row = np.full(data.n, np.nan)
+    if kf.sum() >= 2:  # the grouped (delete-a-group) jackknife variance of the K-fold fits at every row
+        pk = pred[kf]
+        jack_row = (kf.sum() - 1) / kf.sum() * np.sum((pk - pk.mean(axis=0)) ** 2, axis=0)
     v = data.x_np[axis] if axis is not None else None
     ctop = None if v is None else _cluster_top(v, clusters)
     top = None if ctop is None else float(ctop.max())
     unit, groups = _unit(data, clusters)
-    keys = ("e", "d", "split", "forward", "rows", "last", "span", "sd", "within", "d_run", "s2")
+    keys = ("e", "d", "split", "forward", "rows", "last", "span", "sd", "within", "d_run", "s2", "jack")
     parts: dict[str, list[np.ndarray]] = {k: [] for k in keys}
     for j, (i, p) in enumerate(zip(np.flatnonzero(ok), pred, strict=True)):
         m = W[i].astype(bool)
@@ -397,6 +337,7 @@ def fold_errors(
         s2 = float(np.sum((p[m] - y[m]) ** 2) / dof) if dof > 0 else float("nan")
         parts["s2"].append(np.full(k, s2))
         parts["rows"].append(held[good])
+        parts["jack"].append(jack_row[held[good]])
         parts["last"].append(np.full(k, is_last))
         span = 0.0 if v is None else float(np.log(v[m].max() / v[m].min()))
         parts["span"].append(np.full(k, span))
@@ -408,7 +349,7 @@ def fold_errors(
         e=out["e"], d=out["d"], split=out["split"].astype(np.int64), forward=out["forward"].astype(bool),
         rows=out["rows"].astype(np.int64), last=out["last"].astype(bool), span=out["span"], sd=out["sd"],
         axis=axis, n_folds=int(ok.sum()), unit=unit, groups=groups[out["rows"].astype(np.int64)],
-        within=out["within"].astype(bool), d_run=out["d_run"], s2=out["s2"],
+        within=out["within"].astype(bool), d_run=out["d_run"], s2=out["s2"], jack=out["jack"],
     )  # fmt: skip
 
 
@@ -457,9 +398,12 @@ def calibrate(
         return None
     axis = fe.axis
     sd = residual_sd(law, data, params)
-    from mixlaw.fit.calib_runs import run_excess, run_top, step_growth
+    from mixlaw.fit.calib_runs import fold_spread, new_run_sd, run_excess, run_top, step_growth
 
     run_sd, run_dof = run_excess(fe)
+    raw, fold_var = run_sd, (fold_spread(fe) if run_dof > 0 else 0.0)
+    if run_dof > 0:  # a fold fit has one group fewer: its parameter error exceeds the full fit's
+        run_sd = new_run_sd(raw, fold_var, int(np.unique(fe.split[~fe.forward]).size))
     kappa, n_within = step_growth(fe) if run_dof > 0 else (0.0, 0)
     inflation, growth, n_growth = error_model(fe, forward_only=run_dof > 0)
     if run_dof > 0:  # a new run's excess is carried by the additive new-run term, not by a ratio on the bootstrap
@@ -494,4 +438,6 @@ def calibrate(
         step_growth=kappa,
         n_within=n_within,
         run_top=run_top(v, data.groups) if n_within else float("nan"),
+        run_excess=raw,
+        fold_var=fold_var,
     )

@@ -73,7 +73,7 @@ def warn_about(law: Law, res: FitResult, stacklevel: int = 4) -> None:
     if res.n_bootstrap and res.n_failed_resamples > 0.1 * res.n_bootstrap:
         warnings.warn(
             f"law '{law.name}': {res.n_failed_resamples} of {res.n_bootstrap} bootstrap resamples failed to "
-            "converge; the intervals describe the converged ones only",
+            "converge or cannot identify the law; the intervals describe the usable ones only",
             ConvergenceWarning,
             stacklevel=stacklevel,
         )

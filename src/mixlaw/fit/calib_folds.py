@@ -1,0 +1,97 @@
+"""The nested-fit masks and distances of the extrapolation calibration (:mod:`mixlaw.fit.calibrate`, split out of it).
+
+Grouped K-fold over sizes (or runs, or rows), forward cuts along the calibration axis between size clusters, and the
+within-run forward cuts of :mod:`mixlaw.fit.calib_runs`; the log-distances beyond a fitted range.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mixlaw.fit.data import FitData
+
+__all__: list[str] = []
+
+#: Folds of the grouped K-fold and forward cuts at most.
+N_GROUP_FOLDS = 10
+N_CUTS = 8
+
+
+def _log_distance(v: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """``log(v / hi)`` above the range, ``log(lo / v)`` below it, 0 inside (and for non-positive values)."""
+    with np.errstate(all="ignore"):
+        d = np.maximum(np.log(v / hi), np.log(lo / v))
+    return np.where(np.isfinite(d), np.maximum(d, 0.0), 0.0)
+
+
+def _rel_distance(v: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """Log-distance of ``v`` outside ``[lo, hi]`` in units of ``log(hi / lo)`` (0 inside; 0 for a zero span)."""
+    span = math.log(hi / lo) if hi > lo > 0 else 0.0
+    if span <= 0:
+        return np.zeros(len(v))
+    with np.errstate(all="ignore"):
+        d = np.maximum(np.log(v / hi), np.log(lo / v)) / span
+    return np.where(np.isfinite(d), np.maximum(d, 0.0), 0.0)
+
+
+def _cluster_top(v: np.ndarray, clusters: np.ndarray | None) -> np.ndarray:
+    """Every row's axis value replaced by its cluster's largest (``v`` itself without clusters)."""
+    if clusters is None:
+        return v
+    _, inv = np.unique(np.asarray(clusters), return_inverse=True)
+    per = np.full(int(inv.max()) + 1, -np.inf)
+    np.maximum.at(per, inv, v)
+    return per[inv]
+
+
+def _masks(
+    data: FitData, axis: str | None, clusters: np.ndarray | None, min_rows: int, rng: np.random.Generator
+) -> tuple[list[np.ndarray], list[str]]:
+    """Boolean *fit* masks: grouped K-fold, then forward cuts along ``axis`` (see the module docstring), then the
+    forward cuts within every run (:func:`mixlaw.fit.calib_runs.within_run_masks`, where the K-fold is over runs
+    that are curves), and each mask's kind (``kfold``, ``forward``, ``within``).
+
+    Forward cuts fall between clusters (sizes): a cluster's axis value is its largest, so a cut never splits the
+    points of one model size. The forward masks are in increasing cut order (the last leaves out the largest)."""
+    from mixlaw.fit.calib_runs import within_run_masks
+
+    unit, groups = _unit(data, clusters)
+    uniq = np.unique(groups)
+    kfold: list[np.ndarray] = []
+    if uniq.size >= 3:
+        k = min(N_GROUP_FOLDS, uniq.size)
+        fold_of = rng.permutation(uniq.size) % k
+        lookup = dict(zip(uniq.tolist(), fold_of.tolist(), strict=True))
+        g_fold = np.array([lookup[g] for g in groups.tolist()])
+        kfold = [g_fold != f for f in range(k)]
+    forward: list[np.ndarray] = []
+    if axis is not None:
+        v = data.x_np[axis]
+        top = _cluster_top(v, clusters)
+        distinct = np.unique(top)
+        if distinct.size >= 3:
+            first = max(1, (distinct.size - 1) // 2)
+            cand = distinct[first:-1]
+            idx = np.unique(np.round(np.linspace(0, cand.size - 1, min(N_CUTS, cand.size))).astype(int))
+            forward = [top <= c for c in cand[idx]]
+    within = within_run_masks(data.x_np[axis], groups) if axis is not None and unit == "runs" else []
+    kinds = ["kfold"] * len(kfold) + ["forward"] * len(forward) + ["within"] * len(within)
+    masks: list[np.ndarray] = []
+    kept: list[str] = []
+    for kind, m in zip(kinds, kfold + forward + within, strict=True):
+        if m.sum() < min_rows or not (~m).any() or any(np.array_equal(m, o) for o in masks):
+            continue  # too few rows to fit, nothing to predict, or a cut that repeats a fold (the largest size)
+        masks.append(m)
+        kept.append(kind)
+    return masks, kept
+
+
+def _unit(data: FitData, clusters: np.ndarray | None) -> tuple[str, np.ndarray]:
+    """What the K-fold leaves out, and the group of every row."""
+    if clusters is not None:
+        return "sizes", np.asarray(clusters)
+    if data.groups is not None:
+        return "runs", np.asarray(data.groups)
+    return "rows", np.arange(data.n)
