@@ -47,20 +47,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
 
 from mixlaw.fit.steps import (
     LADDER,
+    LADDER_FIRST,
+    LADDER_REST,
     ResidualFn,
     _damped_step,
-    _geodesic,
     _ladder_steps,
     _trial_objectives,
     repair_jacobian,
     rho,
+    rung_candidates,
+    split_jacobian,
 )
 
 __all__ = ["LADDER", "ResidualFn", "SolveResult", "objective_values", "rho", "solve"]
@@ -75,6 +78,9 @@ STATUS_STALLED = "stalled"
 #: scaling and geodesic acceleration; ``"ladder"`` — the ladder without the acceleration; ``"old"`` — the rule of
 #: before (two candidate steps at one μ, Marquardt scaling from the current diagonal, μ ÷5 / ×10).
 _RULE: Literal["new", "old", "ladder"] = "new"
+#: The Jacobian by the chain rule through the natural parameters (:func:`~mixlaw.fit.steps.split_jacobian`) where
+#: the residual function exposes its stages; ``False`` (private, for benchmarks): the one-pass Jacobian everywhere.
+_TWO_STAGE = True
 
 
 def _psi_and_weight(r: torch.Tensor, loss: str, delta: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -128,6 +134,9 @@ def _residuals_and_jacobian(
     decomposition paths in PyTorch) or ``n`` reverse passes. Entries that reverse mode overflowed where the
     residuals are finite are finite differences instead (:func:`~mixlaw.fit.steps.repair_jacobian`).
     """
+    two = split_jacobian(residuals, U.detach(), pid, n) if _TWO_STAGE else None
+    if two is not None:
+        return two[0], repair_jacobian(residuals, U.detach(), pid, two[0], two[1])
     Ue = U.detach().unsqueeze(1).expand(-1, n, -1).clone().requires_grad_(True)
     with torch.enable_grad():
         r = residuals(Ue, pid)
@@ -159,6 +168,7 @@ def solve(
     callback: Callable[[int, int], None] | None = None,
     history: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None,
     trace: list[dict[str, np.ndarray]] | None = None,
+    ladder: Literal["full", "lazy"] = "full",
     _rule: Literal["new", "old", "ladder"] | None = None,
 ) -> SolveResult:
     """Minimise ``K`` independent robust least-squares problems at once.
@@ -207,6 +217,11 @@ def solve(
         objective after it and their max-abs gradient before it (the per-row objective trace, for diagnosis).
     trace
         When a list, one dict per iteration: ``rows``, ``f``, ``accept``, ``mu``, ``winner``, ``step``, ``x``.
+    ladder
+        ``"full"``: every iteration tries every rung of :data:`LADDER`. ``"lazy"`` (the resample refits, which
+        start at the point estimate, near their own optimum): the rungs :data:`~mixlaw.fit.steps.LADDER_FIRST`
+        first, with their accelerations and the old rule's steps, and the rungs
+        :data:`~mixlaw.fit.steps.LADDER_REST` only for the rows none of those improved (see :func:`_lazy_candidates`).
     """
     _rule = _rule or _RULE
     # A private, writable copy: torch warns about (and must never write through) a read-only view such as the
@@ -263,22 +278,20 @@ def solve(
             else:
                 diag = torch.where(finite[:, None], A.diagonal(dim1=-2, dim2=-1), torch.zeros_like(g))
                 D_run[ia] = torch.maximum(D_run[ia], diag)
-                steps, mu_c, lus = _ladder_steps(mats, g, mua, [(D_run[ia], LADDER)], max_step)
-            steps = torch.where(finite[:, None, None], steps, torch.zeros_like(steps))
-            f_try = _trial_objectives(residuals, Ua, pa, Wa, steps, loss, delta)
-            if _rule == "new":  # geodesic acceleration of each model's best rung
+            if _rule == "new":  # the ladder, the geodesic acceleration of every rung, the old rule's steps
                 wts = [Wa * omega] if loss == "l2" else [Wa * omega, Wa * inside]
-                geo = _geodesic(residuals, Ua, pa, r, J, steps, lus, wts, max_step)
-                geo = torch.where(finite[:, None, None], geo, torch.zeros_like(geo))
-                steps, mu_c = torch.cat([steps, geo], 1), mu_c.repeat(1, 2)
-                f_try = torch.cat([f_try, _trial_objectives(residuals, Ua, pa, Wa, geo, loss, delta)], 1)
-                # The old rule's own steps, at its own damping, stay candidates: where the fit runs along a ridge to
-                # infinity whose Jacobian columns decay as it is followed (two cpt_replay parameters running to ∓20
-                # with their sum fixed), Moré's damping holds the ladder back and the old steps go further.
-                old = torch.stack([_damped_step(M, g, mu_old[ia], max_step) for M in mats], 1)
-                old = torch.where(finite[:, None, None], old, torch.zeros_like(old))
-                steps, mu_c = torch.cat([steps, old], 1), torch.cat([mu_c, mua[:, None].expand(-1, len(mats))], 1)
-                f_try = torch.cat([f_try, _trial_objectives(residuals, Ua, pa, Wa, old, loss, delta)], 1)
+                args = (residuals, Ua, pa, Wa, r, J, mats, wts, g, mua, D_run[ia])
+                if ladder == "lazy":
+                    steps, mu_c, f_try = _lazy_candidates(args, f, finite, max_step, loss, delta, mu_old[ia])
+                else:
+                    steps, mu_c, f_try = rung_candidates(
+                        args, LADDER, finite, max_step, loss, delta, mu_old=mu_old[ia]
+                    )  # fmt: skip
+            else:
+                if _rule == "ladder":
+                    steps, mu_c, _ = _ladder_steps(mats, g, mua, [(D_run[ia], LADDER)], max_step)
+                steps = torch.where(finite[:, None, None], steps, torch.zeros_like(steps))
+                f_try = _trial_objectives(residuals, Ua, pa, Wa, steps, loss, delta)
             best_f, winner = f_try.min(-1)  # the first of equal candidates wins
             step = steps.gather(1, winner[:, None, None].expand(-1, 1, P)).squeeze(1)
             mu_win = mu_c.gather(1, winner[:, None]).squeeze(1)
@@ -363,6 +376,34 @@ def solve(
         merged_into=merged_into,
         total_iter=it,
     )
+
+
+def _lazy_candidates(
+    args: tuple[Any, ...],
+    f: torch.Tensor,
+    finite: torch.Tensor,
+    max_step: float,
+    loss: str,
+    delta: float,
+    mu_old: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The lazy ladder: :data:`LADDER_FIRST` (with accelerations and the old steps) for every row, then
+    :data:`LADDER_REST` for the rows whose best first candidate does not lower the objective; the candidates not
+    evaluated have an infinite objective. A row the first rungs improve takes their best step; a row they do not
+    improve sees every candidate of the full ladder, so its rejection (and the ×2 past the top rung) is the same."""
+    steps, mu_c, f_try = rung_candidates(args, LADDER_FIRST, finite, max_step, loss, delta, mu_old=mu_old)
+    need = torch.nonzero(finite & ~(f_try.amin(-1) <= f), as_tuple=True)[0]
+    k, _, P = steps.shape
+    C2 = 2 * len(LADDER_REST) * len(args[6])  # steps and accelerations per model, for each rest rung
+    s2 = torch.zeros(k, C2, P, dtype=steps.dtype)
+    m2 = args[9][:, None] * max(LADDER_REST)  # rows not evaluated: the top rung's damping
+    m2 = m2.expand(-1, C2).clone()
+    f2 = torch.full((k, C2), np.inf, dtype=f_try.dtype)
+    if need.numel():
+        sub = (args[0], *(a[need] if isinstance(a, torch.Tensor) else [m[need] for m in a] for a in args[1:]))
+        s2s, m2s, f2s = rung_candidates(sub, LADDER_REST, finite[need], max_step, loss, delta)
+        s2[need], m2[need], f2[need] = s2s, m2s, f2s
+    return torch.cat([steps, s2], 1), torch.cat([mu_c, m2], 1), torch.cat([f_try, f2], 1)
 
 
 def _merge(
