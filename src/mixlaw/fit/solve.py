@@ -240,6 +240,7 @@ def solve(
     D_run = torch.zeros((K, P), dtype=torch.float64)  # Moré scaling: running max of diag(Jᵀ Ω J) per row
     mu_old = torch.full((K,), mu0, dtype=torch.float64)  # the damping of the old rule's candidate steps
 
+    f_start = f_out.copy()  # a row's objective at its start (the edge rule below: did it descend?)
     bad = ~np.isfinite(f_out)
     status[bad] = STATUS_FAILED
     active = np.flatnonzero(~bad)
@@ -327,10 +328,15 @@ def solve(
         finite_np = finite.numpy()
         # A row whose objective is finite but whose derivatives overflowed (a parameter run to the edge of the
         # representable range, e.g. a mixture weight underflowing to 0 after thousands of accepted steps) cannot
-        # take another step; after a real descent it stops as stalled with its last objective, not as failed.
-        edge = ~finite_np & np.isfinite(f.numpy()) & (n_iter[active] > stall_window)
+        # take another step. If its objective fell from the start and its point is finite, it stops as stalled
+        # with its last objective (the point fit re-polishes a stalled estimate, see mixlaw.fit.refine), at any
+        # iteration; a row that never descended fails (a resample is then rescued). Until issue 10 item 7 this
+        # took more than stall_window iterations, so the same row failed at iteration 30 and stalled at 31.
+        f_np_prev = f.numpy()
+        descended = f_np_prev < f_start[active]
+        edge = ~finite_np & np.isfinite(f_np_prev) & descended & torch.isfinite(Ua).all(-1).numpy()
         failed = ~finite_np & ~edge
-        done = (acc & small_dec & small_step) | saturated
+        done = ((acc & small_dec & small_step) | saturated) & finite_np  # an edge row is never converged
         # Stalled: a row creeping along a flat valley (an exponent running off while its amplitude goes to 0, two
         # terms trading places) whose objective fell by less than stall_tol (relative) over the last stall_window
         # iterations. It stops with its own status — its objective is final to that precision, its parameters are
