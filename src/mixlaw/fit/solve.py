@@ -247,7 +247,7 @@ def solve(
     D_run = torch.zeros((K, P), dtype=torch.float64)  # Moré scaling: running max of diag(Jᵀ Ω J) per row
     mu_old = torch.full((K,), mu0, dtype=torch.float64)  # the damping of the old rule's candidate steps
 
-    f_start = f_out.copy()  # a row's objective at its start (the edge rule below: did it descend?)
+    fell = np.zeros(K, dtype=bool)  # the row has taken a step that lowered its objective (the edge rule below)
     bad = ~np.isfinite(f_out)
     status[bad] = STATUS_FAILED
     active = np.flatnonzero(~bad)
@@ -317,6 +317,7 @@ def solve(
             mu_old[ia] = torch.where(accept, torch.clamp(mo / 5.0, min=1e-15), torch.clamp(mo * 10.0, max=1e15))
 
         acc = accept.numpy()
+        fell[active] |= acc & (f_new < f).numpy()
         f_np = f_cur.numpy()
         f_out[active] = f_np
         g_out[active] = g.abs().amax(-1).numpy()
@@ -339,9 +340,9 @@ def solve(
         # with its last objective (the point fit re-polishes a stalled estimate, see mixlaw.fit.refine), at any
         # iteration; a row that never descended fails (a resample is then rescued). Until issue 10 item 7 this
         # took more than stall_window iterations, so the same row failed at iteration 30 and stalled at 31.
-        f_np_prev = f.numpy()
-        descended = f_np_prev < f_start[active]
-        edge = ~finite_np & np.isfinite(f_np_prev) & descended & torch.isfinite(Ua).all(-1).numpy()
+        # (Whether it fell is counted from accepted steps, not by comparing f with the start's objective: the two
+        # are computed by different code paths and can differ in the last bit at the same point.)
+        edge = ~finite_np & np.isfinite(f.numpy()) & fell[active] & torch.isfinite(Ua).all(-1).numpy()
         failed = ~finite_np & ~edge
         done = ((acc & small_dec & small_step) | saturated) & finite_np  # an edge row is never converged
         # Stalled: a row creeping along a flat valley (an exponent running off while its amplitude goes to 0, two
