@@ -137,10 +137,16 @@ def make_residuals(law: Law, x: Mapping[str, torch.Tensor], targets: torch.Tenso
     predict = law.log_predict if law.fit_space == "log" else law.predict
     box = internal_box(law)
 
-    def residuals(U: torch.Tensor, pid: torch.Tensor) -> torch.Tensor:
+    def natural(U: torch.Tensor) -> dict[str, torch.Tensor]:
         if box is not None:  # identity-mapped parameters are held to their declared bounds (flat beyond them)
             U = torch.maximum(torch.minimum(U, torch.from_numpy(box[1])), torch.from_numpy(box[0]))
-        pred = predict(x, law.to_natural(U))
-        return pred - (y[pid] if per_problem else y_one)
+        return law.to_natural(U)
 
+    def from_natural(p: Mapping[str, torch.Tensor], pid: torch.Tensor) -> torch.Tensor:
+        return predict(x, p) - (y[pid] if per_problem else y_one)
+
+    def residuals(U: torch.Tensor, pid: torch.Tensor) -> torch.Tensor:
+        return from_natural(natural(U), pid)
+
+    residuals.split = (natural, from_natural)  # type: ignore[attr-defined]  # the solver's two-stage Jacobian
     return residuals

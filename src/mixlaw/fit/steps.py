@@ -8,6 +8,7 @@ Split out of :mod:`mixlaw.fit.solve` (the 500-line limit); :mod:`mixlaw.fit.solv
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -123,6 +124,45 @@ def _geodesic(
     return torch.where(ok[..., None], _cap(v + 0.5 * a, max_step), v)
 
 
+#: The lazy ladder (``solve(..., ladder="lazy")``, used by resample refits): the rungs tried first, and the rungs
+#: tried only by the rows that none of the first rungs (nor their accelerations, nor the old rule's steps) improved.
+LADDER_FIRST = (1e-1, 1.0, 1e1)
+LADDER_REST = (1e3, 1e6)
+
+
+def rung_candidates(
+    args: tuple[Any, ...],
+    factors: tuple[float, ...],
+    finite: torch.Tensor,
+    max_step: float,
+    loss: str,
+    delta: float,
+    mu_old: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The new rule's candidates for rungs ``μ·factors``: the damped steps of every model, their geodesic
+    accelerations, and (with ``mu_old``) the old rule's two steps; returns steps ``(k, C, P)``, their damping
+    ``(k, C)`` and the objective at every trial point ``(k, C)`` (in this order: steps, accelerations, old).
+    ``args`` is ``(residuals, U, pid, W, r, J, models, IRLS weights per model, g, μ, Moré scaling D)`` of the rows.
+    """
+    residuals, Ua, pa, Wa, r, J, mats, wts, g, mu, D = args
+    zero = torch.zeros((), dtype=Ua.dtype)
+    steps, mu_c, lus = _ladder_steps(mats, g, mu, [(D, factors)], max_step)
+    steps = torch.where(finite[:, None, None], steps, zero)
+    f_try = _trial_objectives(residuals, Ua, pa, Wa, steps, loss, delta)
+    geo = torch.where(finite[:, None, None], _geodesic(residuals, Ua, pa, r, J, steps, lus, wts, max_step), zero)
+    more, mus = [geo], [mu_c]
+    if mu_old is not None:
+        # The old rule's own steps, at its own damping, stay candidates: where the fit runs along a ridge to
+        # infinity whose Jacobian columns decay as it is followed (two cpt_replay parameters running to ∓20 with
+        # their sum fixed), Moré's damping holds the ladder back and the old steps go further.
+        old = torch.stack([_damped_step(M, g, mu_old, max_step) for M in mats], 1)
+        more.append(torch.where(finite[:, None, None], old, zero))
+        mus.append(mu[:, None].expand(-1, len(mats)))
+    extra = torch.cat(more, 1)
+    f_extra = _trial_objectives(residuals, Ua, pa, Wa, extra, loss, delta)  # one call for the rest
+    return torch.cat([steps, extra], 1), torch.cat([mu_c, *mus], 1), torch.cat([f_try, f_extra], 1)
+
+
 def _trial_objectives(
     residuals: ResidualFn,
     Ua: torch.Tensor,
@@ -137,6 +177,74 @@ def _trial_objectives(
     r = residuals((Ua[:, None, :] + steps).reshape(-1, P), pa.repeat_interleave(C))
     f = (Wa.repeat_interleave(C, 0) * rho(r, loss, delta)).sum(-1)
     return torch.where(torch.isfinite(f), f, torch.full_like(f, np.inf)).reshape(k, C)
+
+
+def split_jacobian(
+    residuals: ResidualFn, U: torch.Tensor, pid: torch.Tensor, n: int
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Residuals ``(K, n)`` and their Jacobian ``(K, n, P)`` by the chain rule through the natural parameters, or
+    ``None`` where the residual function does not expose its two stages (``residuals.split``).
+
+    ``J = (∂r/∂θ)(∂θ/∂u)``: the map ``u → θ`` (exp, softmax, the bounds' clamp) is differentiated once per row, by
+    one reverse pass over ``F`` copies of the row (``F`` = the number of natural entries), and the law once per
+    point, by one reverse pass over ``n`` copies of the *natural* parameters. The one-pass Jacobian of
+    :func:`mixlaw.fit.solve._residuals_and_jacobian` runs the map over ``n`` copies instead, which on the CAMEL
+    k = 3 fit (28 internal coordinates, softmax blocks, 200 points) costs most of the pass. The product is formed
+    per natural entry over the internal coordinates it depends on (its nonzero columns of ``∂θ/∂u``), so an entry
+    that overflowed in either factor (reverse mode at a subnormal ``K``, see :func:`repair_jacobian`) spoils only
+    the columns it feeds, as in the one-pass Jacobian, and the repair replaces them.
+    """
+    split = getattr(residuals, "split", None)
+    if split is None:
+        return None
+    natural, from_natural = split
+    K, P = U.shape
+    with torch.no_grad():
+        nat = natural(U)
+    shapes = {k: tuple(v.shape) for k, v in nat.items()}
+    if any(len(s) < 2 or s[:2] != (K, 1) for s in shapes.values()):
+        return None
+    F = sum(int(np.prod(s[2:])) for s in shapes.values())
+    if F >= n:  # the one-pass Jacobian is no dearer
+        return None
+    Ue = U.detach().unsqueeze(1).expand(-1, F, -1).clone().requires_grad_(True)
+    pe = {k: v.detach().expand(K, n, *v.shape[2:]).clone().requires_grad_(True) for k, v in nat.items()}
+    with torch.enable_grad():
+        ne = natural(Ue)  # (K, F) scalars, (K, F, m) vectors: row copy f of entry f
+        flat = torch.cat([v.reshape(K, F, -1) for v in ne.values()], 2)
+        (dT,) = torch.autograd.grad(flat.diagonal(dim1=1, dim2=2).sum(), Ue, allow_unused=True)
+        r = from_natural(pe, pid)
+        gs = torch.autograd.grad(r.sum(), list(pe.values()), allow_unused=True)
+    if dT is None:
+        dT = torch.zeros_like(Ue)  # (K, F, P)
+    parts: list[tuple[int, int, torch.Tensor]] = []  # (first column, end column, block (K, n, end − first))
+    f0 = 0
+    for g, v in zip(gs, pe.values(), strict=True):
+        m = int(np.prod(v.shape[2:]))
+        blk = dT[:, f0 : f0 + m, :]  # (K, m, P): where this entry's internal coordinates are
+        f0 += m
+        cols = torch.nonzero((blk != 0).any(0).any(0), as_tuple=True)[0]
+        if g is None or cols.numel() == 0:
+            continue
+        c0, c1 = int(cols[0]), int(cols[-1]) + 1
+        gr, bc = g.reshape(K, n, m), blk[:, :, c0:c1]
+        if m == 1 and c1 - c0 == 1:  # a scalar through its own coordinate: a product, as reverse mode forms it
+            parts.append((c0, c1, gr * bc[:, :, 0, None]))
+        else:
+            parts.append((c0, c1, torch.bmm(gr, bc)))
+    ends = [(a, b) for a, b, _ in parts]
+    if (
+        ends
+        and ends[0][0] == 0
+        and ends[-1][1] == P
+        and all(b == a2 for (_, b), (a2, _) in zip(ends, ends[1:], strict=False))
+    ):
+        J = torch.cat([blk for _, _, blk in parts], 2)  # disjoint blocks in order, covering every column
+    else:
+        J = torch.zeros(K, n, P, dtype=U.dtype)
+        for a, b, blk in parts:
+            J[:, :, a:b] += blk
+    return r.detach(), J
 
 
 #: Relative step of the finite-difference repair (:func:`repair_jacobian`): ``h = FD_STEP · max(1, |u_j|)``.
