@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from mixlaw.errors import InputError, NotFittedError
+from mixlaw.surrogates._options import float_option, int_option
 
 __all__ = ["PROTOCOLS", "DmlMlp", "DmlMlpFit"]
 
@@ -56,26 +57,6 @@ PROTOCOLS: dict[str, dict[str, int]] = {
     "released": {"seeds": 16, "estimators": 30, "steps": 5000},
 }
 SELECT = ("all", "held", "last")
-
-
-def _int(name: str, value: Any, lo: int) -> int:
-    try:
-        v = int(value)
-    except (TypeError, ValueError):
-        raise InputError(f"dml_mlp option '{name}': expected an integer, got {value!r}") from None
-    if v < lo or v != float(value):
-        raise InputError(f"dml_mlp option '{name}': expected an integer >= {lo}, got {value!r}")
-    return v
-
-
-def _float(name: str, value: Any, lo: float, hi: float) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"dml_mlp option '{name}': expected a number, got {value!r}") from None
-    if not lo <= v < hi:
-        raise InputError(f"dml_mlp option '{name}': expected a number in [{lo:g}, {hi:g}), got {value!r}")
-    return v
 
 
 @dataclass
@@ -141,15 +122,17 @@ class DmlMlp:
                 f"dml_mlp option 'protocol': expected one of {', '.join(PROTOCOLS)}, got {self.protocol!r}"
             )
         preset = PROTOCOLS[self.protocol]
-        self.seeds = _int("seeds", preset["seeds"] if self.seeds is None else self.seeds, 1)
-        self.estimators = _int("estimators", preset["estimators"] if self.estimators is None else self.estimators, 1)
-        self.steps = _int("steps", preset["steps"] if self.steps is None else self.steps, 1)
-        self.k = _int("k", self.k, 1)
-        self.lr = _float("lr", self.lr, 1e-12, np.inf)
-        self.weight_decay = _float("weight_decay", self.weight_decay, 0.0, np.inf)
-        self.delta = _float("delta", self.delta, 1e-12, np.inf)
-        self.select_fraction = _float("select_fraction", self.select_fraction, 0.0, 1.0)
-        self.seed = _int("seed", self.seed, 0)
+        owner = "dml_mlp"
+        self.seeds = int_option(owner, "seeds", preset["seeds"] if self.seeds is None else self.seeds, 1)
+        est = preset["estimators"] if self.estimators is None else self.estimators
+        self.estimators = int_option(owner, "estimators", est, 1)
+        self.steps = int_option(owner, "steps", preset["steps"] if self.steps is None else self.steps, 1)
+        self.k = int_option(owner, "k", self.k, 1)
+        self.lr = float_option(owner, "lr", self.lr, 1e-12, np.inf, closed_lo=True)
+        self.weight_decay = float_option(owner, "weight_decay", self.weight_decay, 0.0, np.inf, closed_lo=True)
+        self.delta = float_option(owner, "delta", self.delta, 1e-12, np.inf, closed_lo=True)
+        self.select_fraction = float_option(owner, "select_fraction", self.select_fraction, 0.0, 1.0, closed_lo=True)
+        self.seed = int_option(owner, "seed", self.seed, 0)
         if self.reduction not in ("mean", "sum"):
             raise InputError(f"dml_mlp option 'reduction': expected mean or sum, got {self.reduction!r}")
         if self.select not in SELECT:

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from mixlaw.errors import InputError, NotFittedError
+from mixlaw.surrogates._options import float_option, int_option
 
 __all__ = ["BACKENDS", "EARLY_STOPPING", "RegMix", "RegMixFit", "optional_module"]
 
@@ -49,26 +50,6 @@ def optional_module(module: str, extra: str) -> Any:
         raise InputError(
             f"regmix needs the optional package '{module.split('.')[0]}': pip install 'mixlaw[{extra}]'"
         ) from None
-
-
-def _as_int(name: str, value: Any, lo: int) -> int:
-    try:
-        v = int(value)
-    except (TypeError, ValueError):
-        raise InputError(f"regmix option '{name}': expected an integer, got {value!r}") from None
-    if v < lo or v != float(value):
-        raise InputError(f"regmix option '{name}': expected an integer >= {lo}, got {value!r}")
-    return v
-
-
-def _as_float(name: str, value: Any, lo: float, hi: float) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"regmix option '{name}': expected a number, got {value!r}") from None
-    if not lo < v < hi:
-        raise InputError(f"regmix option '{name}': expected a number in ({lo:g}, {hi:g}), got {value!r}")
-    return v
 
 
 @dataclass
@@ -122,13 +103,13 @@ class RegMix:
                 f"regmix option 'early_stopping': expected one of {', '.join(EARLY_STOPPING)}, "
                 f"got {self.early_stopping!r}"
             )
-        self.valid_fraction = _as_float("valid_fraction", self.valid_fraction, 0.0, 1.0)
-        self.rounds = _as_int("rounds", self.rounds, 1)
-        self.learning_rate = _as_float("learning_rate", self.learning_rate, 0.0, math.inf)
-        self.patience = _as_int("patience", self.patience, 1)
-        self.seed = _as_int("seed", self.seed, 0)
-        self.num_threads = _as_int("num_threads", self.num_threads, 1)
-        self.min_leaf = _as_int("min_leaf", self.min_leaf, 1)
+        self.valid_fraction = float_option("regmix", "valid_fraction", self.valid_fraction, 0.0, 1.0)
+        self.rounds = int_option("regmix", "rounds", self.rounds, 1)
+        self.learning_rate = float_option("regmix", "learning_rate", self.learning_rate, 0.0, math.inf)
+        self.patience = int_option("regmix", "patience", self.patience, 1)
+        self.seed = int_option("regmix", "seed", self.seed, 0)
+        self.num_threads = int_option("regmix", "num_threads", self.num_threads, 1)
+        self.min_leaf = int_option("regmix", "min_leaf", self.min_leaf, 1)
 
     @classmethod
     def from_options(cls, domains: Sequence[str], options: Mapping[str, Any]) -> RegMix:
