@@ -95,6 +95,30 @@ Measured on the shared 2-core machine, 2026-12-01, ``--bootstrap 200 --quick 10`
   the chain-rule Jacobian moves its path, 562 → 595 iterations, +3.6e-8 relative; optimum 0.220/0.566/0.214 the
   same).
   An attempt not taken: the point fit on the lazy ladder too (not measured on the other laws; it stays full).
+
+  The benchmark with both changes (the last three runs also with the symmetric edge rule), ``--bootstrap 200
+  --quick 10``; every run: mixlaw
+  objective 0.001283112, 200 of 200 resamples usable, 0 rescued, point optimum arxiv 0.220 / c4 0.566 /
+  stackexchange 0.214; scipy 0.0012831642 (mixlaw 4.07e-5 lower), 7 of 10 converged; the mixlaw band
+  arxiv [0, 0.487], c4 [0, 0.877], commoncrawl [0, 0.788], stackexchange [0.014, 0.589], the rest [0, 0]:
+
+  - load 3-4 (another engineer's suite beside it): mixlaw 107.2 s wall, 52.7 s CPU; scipy 1786 s wall, 1144.8 s
+    CPU; ``cpu_ratio=21.73``, ``ratio=16.67``;
+  - load 4-5 (this session's tests and other jobs beside the mixlaw side): mixlaw 244.7 s wall, 75.0 s CPU; scipy
+    1771.6 s wall, 1102.2 s CPU; ``cpu_ratio=14.70``, ``ratio=7.24`` — contention inflates CPU time too;
+  - load 3-4 falling to 0.5: mixlaw 72.8 s wall, 48.7 s CPU; scipy 1251.6 s wall, 1130.1 s CPU;
+    ``cpu_ratio=23.21``, ``ratio=17.19``;
+  - **quiet (load 0.5-1.0, nothing else of this session running)**: mixlaw **51.0 s** wall, 51.0 s CPU (60.7 s on
+    main, quiet); scipy 1370.4 s wall, 1370.1 s CPU (218 s for the 32 starts, 57.6 s for 10 resamples,
+    extrapolated ×20); **``cpu_ratio=26.84``, ``ratio=26.86``**.
+
+  The figure to quote is the quiet one, with this caveat: the scipy side's own time moves between quiet runs
+  (1020.7 s last session, 1370.4 s here: its 10 measured resamples took 40.7 s there and 57.6 s here, and the
+  extrapolation multiplies that by 20). Against last session's scipy figure the same mixlaw time gives 20.0. So
+  the goal of 20 is met on this run, and only just against the slower of the two scipy measurements; mixlaw's own
+  gain is 60.7 → 51.0 s (−16 %), less than the replay of the bootstrap solve promised (29.8 → 19.6 s), because
+  the point fit took 562 → 595 iterations (the Jacobian's rounding) and the per-resample optimum (about 11 s,
+  SLSQP with autograd, 2 starts per resample) is unchanged. Not done: batching that re-optimisation.
 """
 
 from __future__ import annotations
