@@ -35,6 +35,10 @@ subnormal K, exact seeds) camel's resamples converge and its interval is bounded
 camel's nested fits was NaN (a Jacobian column overflowing at a subnormal ``K``). With the Jacobian repair of
 :mod:`mixlaw.decide.mixture.size_folds`: camel **70.8 %** (1.235B 85 %, 2.718B 0 %; half-width 3.93 %),
 mixture_additive and mixture_joint unchanged, ``mixture_coverage95_worst=0.708 (size/camel)``.
+On the merged code of that round (with the solver's chain-rule Jacobian): camel 70.8 %, mixture_joint 83.3 %,
+**mixture_additive 83.3 %** (2.718B 0 %): its size and token terms are not separately determined on final
+checkpoints, and the point fit now stops elsewhere in that flat valley at the same objective (bias +4.60 % →
++3.24 %); the 100 % before was where the solver stopped (``docs/mix.md``).
 
 Run: ``PYTHONPATH=src nice -n 5 python benchmarks/mixture_coverage.py [--cases lmo310,size] [--bootstrap 50]
 [--models camel,mixture_additive]``. Measured figures: ``docs/mix.md`` ("Interval coverage on SlimPajama").
