@@ -119,6 +119,12 @@ Measured on the shared 2-core machine, 2026-12-01, ``--bootstrap 200 --quick 10`
   gain is 60.7 → 51.0 s (−16 %), less than the replay of the bootstrap solve promised (29.8 → 19.6 s), because
   the point fit took 562 → 595 iterations (the Jacobian's rounding) and the per-resample optimum (about 11 s,
   SLSQP with autograd, 2 starts per resample) is unchanged. Not done: batching that re-optimisation.
+
+- re-measured by the lead on main after the merge (commit 7d0a99a, load 1.0 falling to 0.1, nothing else running):
+  mixlaw **52.82 s** wall, 53.1 s CPU, objective 0.001283112, 200 of 200 usable, 0 rescued, same point optimum and
+  band as above; scipy 1172.52 s wall, 1171.6 s CPU (47.2 s for 10 resamples, extrapolated ×20), 7 of 10
+  converged; **``cpu_ratio=22.08``, ``ratio=22.20``**. Three quiet runs of the scipy side now span 1020.7-1370.4 s
+  (its 10 measured resamples 40.7-57.6 s); the same-run ratio is ≥ 20 in both quiet runs of this code (22.2, 26.9).
 """
 
 from __future__ import annotations
