@@ -16,7 +16,17 @@ def delta_sd(law: Law, data: FitData, flat: np.ndarray, fit: np.ndarray, y: np.n
     rows ``fit``, in fit space: ``sqrt(σ̂² (1 + g(x)ᵀ (JᵀJ)⁺ g(x)))`` with ``J`` the Jacobian of the fit-space
     predictions of the fitted rows in the law's internal parameters, ``g(x)`` that of the row, and ``σ̂²`` the fold's
     residual variance ``Σ r² / (n_fit − p)`` (the classical regression prediction error, linearised). NaN where
-    undefined (no residual degrees of freedom, non-finite derivatives)."""
+    undefined (no residual degrees of freedom, a non-finite prediction).
+
+    Reverse mode can overflow where the law does not: a law that takes ``log`` of a log-mapped parameter (CAMEL's
+    ``log K_i`` of ``K_i = exp(u)``) has an ``inf`` column once ``K_i`` is subnormal (a fit on the ridge
+    ``K_i → 0``, ``α_i → ∞``), although every prediction is finite. Such columns are *dropped* (those parameters
+    held at their values) rather than differenced as the solver does (:func:`mixlaw.fit.steps.repair_jacobian`): a
+    subnormal parameter carries 4-5 digits, and on that ridge the dropped direction is (nearly) that of ``α_i``'s
+    column, so the Jacobian's span, hence the lever, is (nearly) unchanged. Before, one such column made the
+    standard error NaN on every row, so a calibration standardised none of its nested fits' errors and widened
+    nothing (camel on SlimPajama: 0 of 280). The columns are scaled to unit norm before the pseudo-inverse: the
+    lever does not depend on their scale, but ``pinv``'s relative cut-off does."""
     u0 = torch.as_tensor(law.to_internal(law.unflatten(flat)), dtype=torch.float64)
     xt = {k: torch.tensor(np.array(v, dtype=np.float64)) for k, v in data.x_np.items()}
     fn = law.log_predict if law.fit_space == "log" else law.predict
@@ -31,9 +41,13 @@ def delta_sd(law: Law, data: FitData, flat: np.ndarray, fit: np.ndarray, y: np.n
         return nan
     J = np.asarray(torch.autograd.functional.jacobian(f, u0, vectorize=True), dtype=np.float64).reshape(n, -1)
     with torch.no_grad():
-        r = np.asarray(f(u0), dtype=np.float64)[fit] - y[fit]
-    if not (np.isfinite(J).all() and np.isfinite(r).all()):
+        p = np.asarray(f(u0), dtype=np.float64)
+    if not np.isfinite(p).all():
         return nan
+    r = p[fit] - y[fit]
+    J = J[:, np.isfinite(J).all(axis=0)]  # overflowed columns (docstring)
+    scale = np.linalg.norm(J[fit], axis=0)
+    J = J[:, scale > 0] / scale[scale > 0]  # unit columns: pinv's relative cut-off is not scale-free
     s2 = float(np.sum(r * r) / dof)
     cov = np.linalg.pinv(J[fit].T @ J[fit], rcond=1e-12, hermitian=True)
     lever = np.einsum("ip,pq,iq->i", J, cov, J)

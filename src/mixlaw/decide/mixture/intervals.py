@@ -126,12 +126,7 @@ def size_calibrated(
     (:mod:`mixlaw.fit.calibrate`: a K-fold over the training sizes and forward cuts along ``size_column``, each
     nested fit's errors standardised by its own standard errors), by ``max(1, sqrt(c² + γ² d²))`` in fit space at
     each row's e-folds ``d`` beyond the fitted sizes. Unchanged, with ``summary`` ``None``, where no nested fit
-    can be formed.
-
-    Where no nested fit beyond its fitted sizes got a standardised error (``n_growth`` or ``n_scores`` 0: the
-    delta-method standard error is NaN when a Jacobian entry overflows, as CAMEL's ``log K`` column at a subnormal
-    ``K``), the folds are redone without the overflowing Jacobian columns
-    (:func:`mixlaw.decide.mixture.size_folds.repaired_calibration`) and ``summary`` says so."""
+    can be formed."""
     import pandas as pd
 
     from mixlaw.fit.calibrate import Calibration, calibrate
@@ -149,20 +144,6 @@ def size_calibrated(
     )  # fmt: skip
     if cal is None:
         return lo, hi, None
-    note = ""
-    if cal.n_growth == 0 or cal.n_scores == 0:  # no nested fit's error standardised beyond its range: repair J
-        from mixlaw.decide.mixture.size_folds import repaired_calibration
-
-        fixed = repaired_calibration(
-            law, data, cal, seeds, size_input=size_column, clusters=clusters, seed=seed, loss=res.loss,
-            delta=res.delta, max_iter=DECISION_MAX_ITER,
-        )  # fmt: skip
-        if fixed is not None:
-            note = (
-                f"; fold standard errors Jacobian-repaired (overflowing columns dropped; the delta method was "
-                f"undefined: {cal.n_scores} of {fixed.n_scores} held-out errors standardised without the repair)"
-            )
-            cal = fixed
     x = inputs_of(res, test)
     c = Calibration.from_dict(cal.to_dict())
     f = c.factor(c.distance(x, len(lo)))
@@ -172,4 +153,4 @@ def size_calibrated(
             lo, hi = pt * (lo / pt) ** f, pt * (hi / pt) ** f
         else:
             lo, hi = pt - f * (pt - lo), pt + f * (hi - pt)
-    return lo, hi, c.summary() + note
+    return lo, hi, c.summary()
