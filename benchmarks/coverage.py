@@ -185,8 +185,8 @@ def dml_cpt() -> list[pd.DataFrame]:
     return tables
 
 
-SCHEMES = ("runs", "rows", "residuals", "parametric", "sizes")
-DEFAULT = "runs"
+SCHEMES = ("auto", "runs", "rows", "residuals", "parametric", "sizes")
+DEFAULT = "auto"
 DEFAULT_METHOD = "auto"
 #: Prediction-interval methods measured on the fits of the default scheme (one set of fits, every method).
 METHODS = ("auto", "bootstrap", "calibrated")
@@ -304,13 +304,16 @@ def _case(case: str, scheme: str, methods: tuple[str, ...], bootstrap: int) -> l
 
 
 def main() -> None:
+    global DEFAULT
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bootstrap", type=int, default=40, help="resamples per fit, default scheme")
     ap.add_argument("--bootstrap-other", type=int, default=20, help="resamples per fit, the other schemes")
     ap.add_argument("--schemes", default=",".join(SCHEMES))
     ap.add_argument("--cases", default="epoch,olmo,mpl/25,mpl/100,mpl/400,dml-cpt")
+    ap.add_argument("--default", default=DEFAULT, help="the scheme measured with every method (default: %(default)s)")
     ap.add_argument("--save", type=Path, help="pickle every validation (fits, held-out rows) to this file")
     args = ap.parse_args()
+    DEFAULT = args.default
     rows = []
     t0 = time.time()
     for scheme in args.schemes.split(","):

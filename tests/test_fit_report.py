@@ -69,7 +69,7 @@ def test_epoch_report_has_every_piece(epoch_report) -> None:
     # the parameter table: every parameter with its value, its 95 % interval and bounds
     for name in ("A", "B", "E", "alpha", "beta"):
         assert f"<td>{name}</td>" in page
-    assert "95% lo" in page and "at bound" in page and "20 resamples of run_id" in page
+    assert "95% lo" in page and "at bound" in page and "20 resamples of residuals (pooled) (scheme residuals)" in page
     assert f"{d['params']['E']:.4f}" in page  # E = 1.8172, as published
     # the start table summary: Hoffmann's 4,500-start grid
     assert "4,500" in page and "best 5 starts" in page

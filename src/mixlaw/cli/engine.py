@@ -41,7 +41,12 @@ MaxIterOpt = Annotated[
     int | None, typer.Option("--max-iter", help="Iteration cap per start (default: run while the fit improves).")
 ]
 ResampleOpt = Annotated[
-    str, typer.Option("--resample", help="Bootstrap scheme: runs | rows | residuals | parametric | sizes.")
+    str,
+    typer.Option(
+        "--resample",
+        help="Bootstrap scheme: auto (runs for curves, residuals where every run is one row) | runs | rows | "
+        "residuals | parametric | sizes.",
+    ),
 ]
 LevelOpt = Annotated[float, typer.Option("--level", help="Interval level, e.g. 0.95.")]
 IntervalOpt = Annotated[str, typer.Option("--interval", help="confidence (the law) or prediction (a new point).")]
@@ -109,7 +114,7 @@ def fit_cmd(
         str, typer.Option("--strategy", help="screen (grid + polish) or full (optimise all).")
     ] = "screen",
     bootstrap: Annotated[int, typer.Option("--bootstrap", help="Bootstrap resamples (0 = none).")] = 0,
-    resample: ResampleOpt = "runs",
+    resample: ResampleOpt = "auto",
     max_iter: MaxIterOpt = None,
     random_state: Annotated[int | None, typer.Option("--random-state", help="Seed.")] = None,
     loss: Annotated[str, typer.Option("--loss", help="huber or l2.")] = "huber",
@@ -283,7 +288,7 @@ def validate_cmd(
     bootstrap: Annotated[
         int | None, typer.Option("--bootstrap", help="Resamples per fold for intervals (default 200 with --coverage).")
     ] = None,
-    resample: ResampleOpt = "runs",
+    resample: ResampleOpt = "auto",
     level: LevelOpt = 0.95,
     interval: IntervalOpt = "prediction",
     method: MethodOpt = "auto",

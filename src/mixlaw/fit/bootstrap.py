@@ -17,11 +17,20 @@ status ``max_iter`` and warns; resamples have no such fallback.
 
 Resampling schemes
 ------------------
-- ``"runs"`` (default): draw whole runs (the group column, default ``run_id``) with replacement; every run's points
+- ``"auto"`` (the default of :class:`~mixlaw.fit.Fitter` and the CLI; :func:`resolve_scheme`): ``"runs"`` where
+  some run has several rows (loss curves, schedules), ``"residuals"`` where every run is a single row (final
+  checkpoints of a ladder, digitised points, one row per mixture). Those designs are *fixed*: the sizes, token
+  counts and mixtures were chosen, not sampled. Drawing rows with replacement then changes the design itself —
+  a resample of 20 ladder rows can hold one row of the smallest size and four of the largest — and the spread of
+  its extrapolations describes designs nobody ran. The residual bootstrap keeps the design and resamples the noise
+  (Davison & Hinkley 1997, §6.2.3-6.2.4: model-based resampling for a fixed design, case resampling for a random
+  one). The scheme that ran is what a result records.
+- ``"runs"``: draw whole runs (the group column, default ``run_id``) with replacement; every run's points
   enter or leave together (evaluations along one run are not independent). Without a group column: rows.
 - ``"rows"``: draw rows (evaluation points) with replacement.
 - ``"residuals"``: keep the design, refit ``fitted + residuals`` with the residuals resampled with replacement
-  *within* each run (for designs with one run per condition, where dropping runs leaves the law undetermined).
+  *within* each run (for designs with one run per condition, where dropping runs leaves the law undetermined);
+  where every run is a single row the residuals are pooled (:func:`resample_targets`).
 - ``"parametric"``: keep the design, refit ``fitted + σ̂ z`` (``z`` standard normal, ``σ̂`` the residual standard
   deviation in the fit space, :func:`mixlaw.fit.intervals.residual_sd`): the law and Gaussian noise taken as true.
 - ``"sizes"``: cluster bootstrap over model sizes — draw the distinct values of the size column (default
@@ -35,6 +44,7 @@ stopped) before they are counted as unusable (``n_failed``); nothing is dropped 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -51,6 +61,7 @@ from mixlaw.laws import Law, get_law
 
 __all__ = [
     "SCHEMES",
+    "SCHEME_CHOICES",
     "USABLE",
     "BootstrapDraws",
     "Scheme",
@@ -61,13 +72,17 @@ __all__ = [
     "resample_targets",
     "resample_weights",
     "rescue",
+    "resolve_scheme",
     "root_status",
     "usable",
 ]
 
-Scheme = Literal["runs", "rows", "residuals", "parametric", "sizes"]
+Scheme = Literal["auto", "runs", "rows", "residuals", "parametric", "sizes"]
 Loss = Literal["huber", "l2"]
 SCHEMES: tuple[str, ...] = ("runs", "rows", "residuals", "parametric", "sizes")
+"""The resampling schemes that run (``"auto"`` resolves to one of them, :func:`resolve_scheme`)."""
+SCHEME_CHOICES: tuple[str, ...] = ("auto", *SCHEMES)
+"""What a user may ask for."""
 USABLE: tuple[str, ...] = (STATUS_CONVERGED, STATUS_STALLED)
 """Final row states whose parameters count (see the module docstring)."""
 
@@ -110,6 +125,19 @@ def best_rows(sol: SolveResult, pid: np.ndarray, n_problems: int) -> tuple[np.nd
     return best, ok
 
 
+def single_row_runs(groups: np.ndarray | None, n: int) -> bool:
+    """Whether no run holds two rows (``groups`` ``None``: every row is its own run)."""
+    return groups is None or np.unique(np.asarray(groups)).size == n
+
+
+def resolve_scheme(scheme: str, data: FitData, *, has_params: bool = True) -> str:
+    """The scheme that runs for ``scheme`` on ``data``: ``"auto"`` is ``"runs"`` where some run has several rows,
+    else ``"residuals"`` (pooled: a fixed design, module docstring); ``"runs"`` without the point estimate."""
+    if scheme != "auto":
+        return scheme
+    return "residuals" if has_params and data.n > 1 and single_row_runs(data.groups, data.n) else "runs"
+
+
 def resample_weights(groups: np.ndarray | None, n: int, B: int, rng: np.random.Generator) -> np.ndarray:
     """``(B, n)`` multiplicities of a bootstrap over groups (runs), or over rows when ``groups`` is ``None``."""
     g = np.arange(n) if groups is None else np.asarray(groups)
@@ -120,11 +148,27 @@ def resample_weights(groups: np.ndarray | None, n: int, B: int, rng: np.random.G
 
 
 def resample_targets(
-    fitted: np.ndarray, residuals: np.ndarray, groups: np.ndarray | None, B: int, rng: np.random.Generator
+    fitted: np.ndarray,
+    residuals: np.ndarray,
+    groups: np.ndarray | None,
+    B: int,
+    rng: np.random.Generator,
+    n_params: int = 0,
 ) -> np.ndarray:
-    """``(B, n)`` targets ``fitted + residuals`` with the residuals resampled with replacement within each group."""
+    """``(B, n)`` targets ``fitted + residuals`` with the residuals resampled with replacement within each group.
+
+    Where no group holds two rows (``groups`` is ``None``, or every run is one row: final checkpoints of a ladder,
+    digitised points) a within-group draw would return every row its own residual and the bootstrap would have no
+    spread at all; the residuals are then pooled — the classical fixed-design residual bootstrap (Davison & Hinkley
+    1997, Algorithm 6.1): centred, scaled by ``sqrt(n / (n − p))`` (``p = n_params``) so that their variance is the
+    unbiased residual variance, and drawn from all rows.
+    """
     n = len(fitted)
     g = np.zeros(n, dtype=np.int64) if groups is None else np.asarray(groups)
+    if n > 1 and single_row_runs(groups, n):  # singleton groups: pool (module docstring)
+        g = np.zeros(n, dtype=np.int64)
+        scale = math.sqrt(n / (n - n_params)) if n > n_params else 1.0
+        residuals = (residuals - residuals.mean()) * scale
     idx = np.empty((B, n), dtype=np.int64)
     for grp in np.unique(g):
         rows = np.flatnonzero(g == grp)
@@ -320,8 +364,9 @@ def bootstrap_law(
     (one integer label per row, e.g. the factorised model size) by ``"sizes"``.
     """
     law_obj = get_law(law)
-    if scheme not in SCHEMES:
-        raise InputError(f"expected bootstrap scheme {', '.join(SCHEMES)}, got {scheme!r}")
+    if scheme not in SCHEME_CHOICES:
+        raise InputError(f"expected bootstrap scheme {', '.join(SCHEME_CHOICES)}, got {scheme!r}")
+    scheme = resolve_scheme(scheme, data, has_params=params is not None)  # type: ignore[assignment]
     if n < 0:
         raise InputError(f"expected a non-negative number of resamples, got {n}")
     if scheme in ("residuals", "parametric") and params is None:
@@ -344,11 +389,13 @@ def bootstrap_law(
     elif scheme == "residuals" and params is not None:
         fitted = np.asarray(law_obj.evaluate(data.x_np, params), dtype=np.float64).reshape(-1)
         if law_obj.fit_space == "log":  # resample multiplicative residuals: log y = log ŷ + r
-            Y = np.exp(resample_targets(np.log(fitted), np.log(data.y) - np.log(fitted), data.groups, n, rng))
+            r = np.log(data.y) - np.log(fitted)
+            Y = np.exp(resample_targets(np.log(fitted), r, data.groups, n, rng, law_obj.n_internal))
         else:
-            Y = resample_targets(fitted, data.y - fitted, data.groups, n, rng)
+            Y = resample_targets(fitted, data.y - fitted, data.groups, n, rng, law_obj.n_internal)
         W = None
-        unit = f"residuals within {data.group_unit}" if data.groups is not None else "residuals"
+        pooled = single_row_runs(data.groups, data.n)
+        unit = "residuals (pooled)" if pooled else f"residuals within {data.group_unit}"
     else:
         groups = data.groups if scheme == "runs" else None
         W = resample_weights(groups, data.n, n, rng)

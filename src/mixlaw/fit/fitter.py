@@ -18,7 +18,7 @@ import torch
 
 from mixlaw.errors import FitError, InputError, NotFittedError
 from mixlaw.fit.batch import BatchFit, fit_batch, threads
-from mixlaw.fit.bootstrap import SCHEMES, Scheme, bootstrap_law, root_status, usable
+from mixlaw.fit.bootstrap import SCHEME_CHOICES, Scheme, bootstrap_law, resolve_scheme, root_status, usable
 from mixlaw.fit.data import FitData, make_residuals, prepare_data, project_internal
 from mixlaw.fit.diagnostics import fingerprint, metrics, predict_numpy, status_message, warn_about
 from mixlaw.fit.identify import assess_fit
@@ -65,9 +65,11 @@ class Fitter:
     bootstrap
         Number of bootstrap resamples (0 = none), see :mod:`mixlaw.fit.bootstrap`.
     bootstrap_scheme
-        ``"runs"`` (default: every run's points enter or leave together; rows when ``group_column`` is absent),
-        ``"rows"``, ``"residuals"`` (residuals resampled within runs), ``"parametric"`` (Gaussian noise of the
-        fitted residual size added to the fitted curve) or ``"sizes"`` (cluster bootstrap over the values of
+        ``"auto"`` (default: ``"runs"`` where runs are curves, ``"residuals"`` where every run is one row — a
+        fixed design; the scheme that ran is ``result.settings["bootstrap_scheme"]``), ``"runs"`` (every run's
+        points enter or leave together; rows when ``group_column`` is absent), ``"rows"``, ``"residuals"``
+        (residuals resampled within runs, pooled where runs are single rows), ``"parametric"`` (Gaussian noise
+        of the fitted residual size added to the fitted curve) or ``"sizes"`` (cluster bootstrap over the values of
         ``size_column``: the scheme for extrapolation in model size). See :mod:`mixlaw.fit.bootstrap`.
     size_column
         The column whose distinct values are the clusters of the ``"sizes"`` scheme (default ``n_params``; the
@@ -108,7 +110,7 @@ class Fitter:
         strategy: Strategy = "screen",
         n_polish: int = 32,
         bootstrap: int = 0,
-        bootstrap_scheme: Scheme = "runs",
+        bootstrap_scheme: Scheme = "auto",
         bootstrap_starts: int = 1,
         group_column: str | None = "run_id",
         size_column: str = "n_params",
@@ -247,6 +249,7 @@ class Fitter:
 
         boot = None
         progress = self.progress
+        scheme = resolve_scheme(self.bootstrap_scheme, data)
         if self.bootstrap:
             seeds = distinct(U_final[polish[order_local]], self.bootstrap_starts)
             boot = bootstrap_law(
@@ -255,7 +258,7 @@ class Fitter:
                 seeds,
                 n=int(self.bootstrap),
                 rng=rng,
-                scheme=self.bootstrap_scheme,
+                scheme=scheme,  # type: ignore[arg-type]
                 params=params,
                 loss=self.loss,
                 delta=delta,
@@ -263,7 +266,7 @@ class Fitter:
                 ftol=self.ftol,
                 xtol=self.xtol,
                 progress=None if progress is None else lambda done, total: progress("bootstrap", done, total),
-                clusters=self._clusters(table, data) if self.bootstrap_scheme == "sizes" else None,
+                clusters=self._clusters(table, data) if scheme == "sizes" else None,
                 cluster_unit=self.size_column,
             )
 
@@ -293,7 +296,7 @@ class Fitter:
             "xtol": self.xtol,
             "random_state": self.random_state,
             "bootstrap_starts": self.bootstrap_starts,
-            "bootstrap_scheme": self.bootstrap_scheme if self.bootstrap else None,
+            "bootstrap_scheme": scheme if self.bootstrap else None,
         }
         self.result_ = FitResult(
             law_name=law.name,
@@ -349,8 +352,8 @@ class Fitter:
             raise InputError(f"expected loss 'huber' or 'l2', got {self.loss!r}")
         if self.strategy not in ("screen", "full"):
             raise InputError(f"expected strategy 'screen' or 'full', got {self.strategy!r}")
-        if self.bootstrap_scheme not in SCHEMES:
-            raise InputError(f"expected bootstrap_scheme {', '.join(SCHEMES)}, got {self.bootstrap_scheme!r}")
+        if self.bootstrap_scheme not in SCHEME_CHOICES:
+            raise InputError(f"expected bootstrap_scheme {', '.join(SCHEME_CHOICES)}, got {self.bootstrap_scheme!r}")
         for name in ("n_random_starts", "bootstrap"):
             if int(getattr(self, name)) < 0:
                 raise InputError(f"expected a non-negative {name}, got {getattr(self, name)}")

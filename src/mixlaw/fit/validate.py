@@ -273,7 +273,9 @@ def validate_law(
     )
     label = scheme if holdout is None and largest is None else ("holdout" if holdout is not None else "largest")
     cov = coverage_summary(pts, interval) if coverage else None
-    resample = (fit_settings.get("bootstrap_scheme") or "runs") if fit_settings.get("bootstrap") else None
+    ran = {str(f.settings["bootstrap_scheme"]) for f in fits if f.settings.get("bootstrap_scheme")}  # "auto" resolved
+    asked = fit_settings.get("bootstrap_scheme") or "auto"
+    resample = ("+".join(sorted(ran)) if ran else asked) if fit_settings.get("bootstrap") else None
     return ValidationResult(
         scheme=label, law=law_obj.name, target=target, points=pts, folds=pd.DataFrame(folds), coverage=cov,
         level=level, interval=interval, resample=resample, fits=tuple(fits),
