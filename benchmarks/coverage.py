@@ -227,13 +227,16 @@ def _validate(
         "points": pts,
         "n_failed": int(res.folds["n_failed"].sum()),
         "n_resamples": int(res.folds["n_resamples"].sum()),
+        "n_weak": int(res.folds["interval_status"].astype(str).str.startswith("weak").sum()),
+        "n_fits": len(res.folds),
         "warnings": [w for f in res.fits for w in (f.calibration or {}).get("warnings", [])],
     }
 
 
 def _row(
-    case: str, scheme: str, method: str, pts: pd.DataFrame, n_failed: int, n_resamples: int, seconds: float
-) -> dict:
+    case: str, scheme: str, method: str, pts: pd.DataFrame, n_failed: int, n_resamples: int, seconds: float,
+    weak: str = "",
+) -> dict:  # fmt: skip
     from mixlaw.fit.coverage import coverage_summary
 
     c = coverage_summary(pts, "prediction")
@@ -241,19 +244,21 @@ def _row(
     w95 = next(x["mean_rel_width"] for x in c["levels"] if x["level"] == 0.95)
     used = "+".join(sorted(set(pts["method"].astype(str)))) if "method" in pts else method
     return {"case": case, "scheme": scheme, "method": method, "built": used, "n_held": c["n"], **lv, "width95": w95,
-            "mae": c["mae"], "mre": c["mre"], "unusable": f"{n_failed}/{n_resamples}", "s": seconds}  # fmt: skip
+            "mae": c["mae"], "mre": c["mre"], "unusable": f"{n_failed}/{n_resamples}", "weak": weak,
+            "s": seconds}  # fmt: skip
 
 
 def _case(case: str, scheme: str, methods: tuple[str, ...], bootstrap: int) -> list[dict]:
     t = time.time()
     pts: dict[str, list[pd.DataFrame]] = {m: [] for m in methods}
-    nf, nr, notes = 0, 0, []
+    nf, nr, nw, nfit, notes = 0, 0, 0, 0, []
 
     def add(out: dict) -> None:
-        nonlocal nf, nr
+        nonlocal nf, nr, nw, nfit
         for m in methods:
             pts[m].append(out["points"][m])
         nf, nr = nf + out["n_failed"], nr + out["n_resamples"]
+        nw, nfit = nw + out["n_weak"], nfit + out["n_fits"]
         notes.extend(out["warnings"])
 
     if case == "epoch":
@@ -297,7 +302,7 @@ def _case(case: str, scheme: str, methods: tuple[str, ...], bootstrap: int) -> l
     else:
         raise SystemExit(f"unknown case {case!r}")
     s = time.time() - t
-    rows = [_row(label, scheme, m, pd.concat(pts[m], ignore_index=True), nf, nr, s) for m in methods]
+    rows = [_row(label, scheme, m, pd.concat(pts[m], ignore_index=True), nf, nr, s, f"{nw}/{nfit}") for m in methods]
     for w in sorted(set(notes)):
         print(f"  warning ({label}): {w}", flush=True)
     return rows

@@ -180,3 +180,27 @@ def test_pooled_residual_bootstrap_covers_the_curve() -> None:
         assert b is not None and res.settings["bootstrap_scheme"] == "residuals"
         hit += int(b.lo[0] <= law.evaluate(at, truth)[0] <= b.hi[0])
     assert 0.8 <= hit / reps <= 1.0  # 35 of 40 measured (a percentile interval on 16 points runs a little short)
+
+
+def test_an_interval_from_a_selection_of_its_resamples_is_weak_not_ok() -> None:
+    from mixlaw.fit.predict import predict_point
+    from mixlaw.fit.result import FitResult
+
+    df = _power_data(1)
+    law = get_law("power_law")
+    with pytest.warns(ConvergenceWarning):
+        bad = fit_law(law, df, max_iter=1, bootstrap=12, random_state=0)  # every resample unfinished
+    good = fit_law(law, df, bootstrap=12, random_state=0)
+    assert good.n_failed_resamples == 0 and good.interval_status == "ok"
+    assert bad.interval_status.startswith("weak: 12 of 12 resamples unusable")
+    again = FitResult.from_json(bad.to_json())  # saved and read back: the status comes with the counts
+    assert again.to_dict()["bootstrap"]["status"] == bad.interval_status
+    assert "intervals weak" in bad.report() and "intervals ok" in good.report()
+    assert predict_point(bad, {"tokens": 1e8})["interval_status"].startswith("weak")
+    assert predict_point(good, {"tokens": 1e8})["interval_status"] == "ok"
+    # the threshold: more than 20 % lost
+    from mixlaw.fit.bootstrap import interval_status
+
+    assert (
+        interval_status(8, 40) == "ok" and interval_status(9, 40).startswith("weak") and interval_status(0, 0) == "none"
+    )

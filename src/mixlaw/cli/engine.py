@@ -218,6 +218,8 @@ def _print_prediction(res: Any, result: dict[str, Any]) -> None:
 
     pct = f"{100 * result['level']:g}% {result['interval']}"
     tail = f" ({result['n_failed']}/{result['n_resamples']} resamples unusable)" if result["n_resamples"] else ""
+    if result.get("interval_status", "ok").startswith("weak"):
+        tail += " — WEAK: the intervals rest on the usable resamples only"
     if "predicted" in result:
         iv = "" if result["lo"] is None else f"   {pct} [{result['lo']:.6g}, {result['hi']:.6g}]{tail}"
         console().print(f"{res.law_name} {result['at']} → {result['predicted']:.6g}{iv}")

@@ -61,12 +61,14 @@ from mixlaw.laws import Law, get_law
 
 __all__ = [
     "SCHEMES",
+    "LOST_MAX",
     "SCHEME_CHOICES",
     "USABLE",
     "BootstrapDraws",
     "Scheme",
     "best_rows",
     "bootstrap_law",
+    "interval_status",
     "refit",
     "refit_resamples",
     "resample_targets",
@@ -83,6 +85,10 @@ SCHEMES: tuple[str, ...] = ("runs", "rows", "residuals", "parametric", "sizes")
 """The resampling schemes that run (``"auto"`` resolves to one of them, :func:`resolve_scheme`)."""
 SCHEME_CHOICES: tuple[str, ...] = ("auto", *SCHEMES)
 """What a user may ask for."""
+#: An interval is ``weak``, not ``ok``, when more than this share of its resamples is unusable (failed, unfinished
+#: or unable to identify the law): it then describes the usable resamples only, a selection the scheme did not
+#: draw. The same share makes a CMR decision weak (:data:`mixlaw.decide.cmr.common.BOOT_LOST_MAX`).
+LOST_MAX = 0.2
 USABLE: tuple[str, ...] = (STATUS_CONVERGED, STATUS_STALLED)
 """Final row states whose parameters count (see the module docstring)."""
 
@@ -123,6 +129,18 @@ def best_rows(sol: SolveResult, pid: np.ndarray, n_problems: int) -> tuple[np.nd
     ok[ok] = ok_row[best[ok]]
     best[~ok] = -1
     return best, ok
+
+
+def interval_status(n_failed: int, n_resamples: int) -> str:
+    """``"ok"``, ``"weak: …"`` (more than :data:`LOST_MAX` of the resamples unusable) or ``"none"`` (no bootstrap)."""
+    if n_resamples <= 0:
+        return "none"
+    if n_failed > LOST_MAX * n_resamples:
+        return (
+            f"weak: {n_failed} of {n_resamples} resamples unusable (> {LOST_MAX:.0%}); the intervals describe the "
+            f"{n_resamples - n_failed} usable ones"
+        )
+    return "ok"
 
 
 def single_row_runs(groups: np.ndarray | None, n: int) -> bool:

@@ -21,6 +21,7 @@ def _interval_info(result: FitResult, b: Any, level: float, interval: str) -> di
     if b is None:
         info["note"] = "no bootstrap draws in this fit: refit with --bootstrap N for intervals"
     info["n_resamples"], info["n_failed"] = result.n_bootstrap, result.n_failed_resamples
+    info["interval_status"] = result.interval_status  # weak when > 20 % of the resamples are unusable
     info["scheme"] = result.settings.get("bootstrap_scheme")
     info["method"] = None if b is None else b.method
     if b is not None and b.calibration is not None:  # say so when an interval is extrapolation-calibrated

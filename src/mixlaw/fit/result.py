@@ -122,6 +122,15 @@ class FitResult:
     def converged(self) -> bool:
         return self.status is FitStatus.CONVERGED
 
+    @property
+    def interval_status(self) -> str:
+        """``"ok"``, ``"weak: …"`` when more than 20 % of the bootstrap resamples are unusable (the intervals then
+        describe a selection of them; :func:`mixlaw.fit.bootstrap.interval_status`), ``"none"`` without a bootstrap.
+        Separate from :attr:`status`, which is the point fit's."""
+        from mixlaw.fit.bootstrap import interval_status
+
+        return interval_status(self.n_failed_resamples, self.n_bootstrap)
+
     def flat_params(self) -> dict[str, float]:
         """The parameters entry by entry: ``{"A": 1.0, "t[0]": 0.2, "t[1]": 0.8}`` (scalars keep their names)."""
         out: dict[str, float] = {}
@@ -217,7 +226,8 @@ class FitResult:
             scheme = self.settings.get("bootstrap_scheme") or "runs"
             lines.append(
                 f"bootstrap  {self.n_bootstrap} resamples ({scheme}: over {self.bootstrap_unit}), "
-                f"{self.n_failed_resamples} unusable after refitting ({self.n_rescued_resamples} rescued)"
+                f"{self.n_failed_resamples} unusable after refitting ({self.n_rescued_resamples} rescued); "
+                f"intervals {self.interval_status}"
             )
         if self.residual_sd is not None:
             lines.append(f"noise      residual sd {self.residual_sd:.4g} in {self.fit_space} space")
@@ -260,6 +270,7 @@ class FitResult:
                 "n_resamples": self.n_bootstrap,
                 "n_failed": self.n_failed_resamples,
                 "n_rescued": self.n_rescued_resamples,
+                "status": self.interval_status,
                 "scheme": self.settings.get("bootstrap_scheme"),
                 "unit": self.bootstrap_unit,
                 "params": _records(self.bootstrap_params),

@@ -74,6 +74,9 @@ class ValidationResult:
             f"{100 * self.level:g}% {self.interval} intervals ({method}), resampling {self.resample or 'none'}, "
             f"{nf}/{nr} resamples unusable"
         )
+        st = self.folds["interval_status"].astype(str) if "interval_status" in self.folds else pd.Series([], dtype=str)
+        if st.str.startswith("weak").any():  # > 20 % of a fold's resamples unusable: its intervals are a selection
+            note += f" (WEAK in {int(st.str.startswith('weak').sum())} of {len(st)} folds: > 20 % unusable)"
         if "method" in self.points and (self.points["method"].astype(str) == "calibrated").any():
             from mixlaw.fit.calibrate import Calibration
 
@@ -263,6 +266,7 @@ def validate_law(
                 "max_abs_rel_error": float(np.max(np.abs(rel))),
                 "n_failed": res.n_failed_resamples,
                 "n_resamples": res.n_bootstrap,
+                "interval_status": res.interval_status,
                 **{f"param_{k}": v for k, v in res.flat_params().items()},
             }
         )

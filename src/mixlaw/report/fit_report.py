@@ -317,7 +317,9 @@ def fit_sections(
     note = (
         f"<p>Intervals: {100 * level:g}% bootstrap percentile over {result.n_bootstrap} resamples of "
         f"{esc(result.bootstrap_unit)} (scheme {esc(scheme)}), {result.n_failed_resamples} of "
-        f"{result.n_bootstrap} resamples unusable after refitting.</p>"
+        f"{result.n_bootstrap} resamples unusable after refitting"
+        + ("" if result.interval_status == "ok" else f" — <b>intervals {esc(result.interval_status)}</b>")
+        + ".</p>"
         if result.n_bootstrap
         else "<p>No bootstrap: run with <code>--bootstrap N</code> for intervals.</p>"
     )

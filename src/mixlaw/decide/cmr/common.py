@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from mixlaw.fit.bootstrap import LOST_MAX
 from mixlaw.laws import Law, get_law
 
 STATUS_OK = "ok"
@@ -23,8 +24,8 @@ MIN_RATIOS_CMR_LAW = 3  # the CMR law has three parameters
 #: A decision is ``weak`` when a candidate ratio's ΔL_gen fit explains less than this share of the variance of
 #: its own increments (the CMR paper's Table 3 reports R² ≥ 0.87 for every ΔL_gen fit).
 R2_MIN = 0.9
-#: ... or when more than this share of the bootstrap resamples gave no CMR.
-BOOT_LOST_MAX = 0.2
+#: ... or when more than this share of the bootstrap resamples gave no CMR (the share that makes any interval weak).
+BOOT_LOST_MAX = LOST_MAX
 
 DEFAULT_LAMBDAS: tuple[float, ...] = (100.0, 300.0, 1000.0, 3000.0, 7000.0, math.inf)
 DEFAULT_EPSILONS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1)
