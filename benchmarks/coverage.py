@@ -122,6 +122,23 @@ def olmo() -> tuple[pd.DataFrame, pd.DataFrame]:
     return fit, held
 
 
+def mlf() -> list[pd.DataFrame]:
+    """The over-training testbed of Gadre et al. 2024 (``mlfoundations-scaling``): one table per (pre-training set,
+    validation set), the final losses of its models (one row per model), ``split`` = fit (≤ 411M, every token
+    multiplier) | test (open_lm_1b and open_lm_7b)."""
+    d = pd.read_csv(EXTERNAL / "mlfoundations-scaling" / "models_flat.csv")
+    out = []
+    for (_, _), g in d.groupby(["train_dataset", "val_data"], sort=True):
+        out.append(
+            pd.DataFrame(
+                {"run_id": g["name"].to_numpy(), "n_params": g["params"].to_numpy(dtype=np.float64),
+                 "tokens": g["tokens"].to_numpy(dtype=np.float64), "loss": g["loss"].to_numpy(dtype=np.float64),
+                 "split": np.where(g["params"].to_numpy() > 5e8, "test", "fit")}
+            )  # fmt: skip
+        )
+    return out
+
+
 MPL = EXTERNAL / "MultiPowerLaw" / "loss_curve_repo"
 MPL_FIT = ("cosine_24000", "constant_24000", "wsdcon_9")
 #: Another split, for the checks outside the table (``mplalt/<size>``): three other schedules fitted, six held out.
@@ -285,6 +302,10 @@ def _case(case: str, scheme: str, methods: tuple[str, ...], bootstrap: int) -> l
             table = pd.concat([fit[fit["domain"] == dom], held[held["domain"] == dom]], ignore_index=True)
             add(_validate(table.drop(columns="rerun"), "n_params > 1.3e9", "n_params", scheme, bootstrap, methods))
         label = "olmo <=1.3B->3-13B"
+    elif case == "mlf":  # a check outside the table: 24 (pre-training set, validation set) tables
+        for table in mlf():
+            add(_validate(table, "split == 'test'", "n_params", scheme, bootstrap, methods))
+        label = "mlf <=411M->1.4B,6.9B"
     elif scheme == "sizes" and (case.startswith("mpl") or case == "dml-cpt"):
         return []  # one model size: the sizes bootstrap has nothing to resample
     elif case.startswith("mpl"):

@@ -225,7 +225,9 @@ class FitResult:
         if self.n_bootstrap:
             scheme = self.settings.get("bootstrap_scheme") or "runs"
             lines.append(
-                f"bootstrap  {self.n_bootstrap} resamples ({scheme}: over {self.bootstrap_unit}), "
+                f"bootstrap  {self.n_bootstrap} resamples ("
+                + (f"{scheme}: over {self.bootstrap_unit}" if scheme != "residuals" else f"{self.bootstrap_unit}")
+                + f"), "
                 f"{self.n_failed_resamples} unusable after refitting ({self.n_rescued_resamples} rescued); "
                 f"intervals {self.interval_status}"
             )
