@@ -202,7 +202,7 @@ def dml_cpt() -> list[pd.DataFrame]:
     return tables
 
 
-SCHEMES = ("auto", "runs", "rows", "residuals", "parametric", "sizes")
+SCHEMES = ("auto", "runs", "rows", "residuals", "parametric", "sizes", "wild")
 DEFAULT = "auto"
 DEFAULT_METHOD = "auto"
 #: Prediction-interval methods measured on the fits of the default scheme (one set of fits, every method).

@@ -204,3 +204,27 @@ def test_an_interval_from_a_selection_of_its_resamples_is_weak_not_ok() -> None:
     assert (
         interval_status(8, 40) == "ok" and interval_status(9, 40).startswith("weak") and interval_status(0, 0) == "none"
     )
+
+
+def test_wild_cluster_bootstrap_keeps_the_design_and_moves_a_run_together() -> None:
+    from mixlaw.fit.bootstrap import WEBB, wild_targets
+
+    rng = np.random.default_rng(11)
+    groups = np.array([0, 0, 0, 1, 1, 2, 2, 2])
+    fitted = np.linspace(2.0, 3.0, 8)
+    resid = rng.normal(0.0, 0.05, 8)
+    Y = wild_targets(fitted, resid, groups, 500, rng)
+    v = (Y - fitted) / resid  # the weight each row got
+    for grp in range(3):
+        rows = groups == grp
+        assert np.allclose(v[:, rows], v[:, rows][:, :1])  # one weight per run and resample
+    assert (np.abs(v[..., None] - WEBB).min(-1) < 1e-9).all()
+    assert abs(v[:, 0].mean()) < 0.1 and v[:, 0].var() == pytest.approx(1.0, abs=0.15)
+    assert not np.allclose(v[:, 0], v[:, 3])  # runs draw independently
+    # on curves from three runs, every resample keeps all three: none is unusable, the scheme is recorded
+    df = _power_data(8, n=24).assign(run_id=lambda d: np.arange(len(d)) // 8)
+    res = fit_law("power_law", df, bootstrap=30, bootstrap_scheme="wild", random_state=0)
+    assert res.n_failed_resamples == 0 and res.interval_status == "ok"
+    assert res.settings["bootstrap_scheme"] == "wild" and res.bootstrap_unit == "wild over run_id"
+    lo, hi = res.ci()["alpha"]
+    assert lo < res.params["alpha"] < hi and 0.0 < hi - lo < 0.2

@@ -45,7 +45,7 @@ ResampleOpt = Annotated[
     typer.Option(
         "--resample",
         help="Bootstrap scheme: auto (runs for curves, residuals where every run is one row) | runs | rows | "
-        "residuals | parametric | sizes.",
+        "residuals | parametric | sizes | wild (few runs: reweight each run's residuals).",
     ),
 ]
 LevelOpt = Annotated[float, typer.Option("--level", help="Interval level, e.g. 0.95.")]

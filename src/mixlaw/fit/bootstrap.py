@@ -33,6 +33,10 @@ Resampling schemes
   where every run is a single row the residuals are pooled (:func:`resample_targets`).
 - ``"parametric"``: keep the design, refit ``fitted + σ̂ z`` (``z`` standard normal, ``σ̂`` the residual standard
   deviation in the fit space, :func:`mixlaw.fit.intervals.residual_sd`): the law and Gaussian noise taken as true.
+- ``"wild"``: the wild cluster bootstrap (:func:`wild_targets`): keep the design, refit ``fitted + v_g · r`` with
+  each run's residual vector ``r`` multiplied by one random weight ``v_g`` (Webb's six points). For curves from few
+  runs, where drawing runs whole leaves resamples that cannot identify the law (three MultiPowerLaw schedules:
+  19 of 40 ``runs`` resamples unusable at 25M, 0 of 40 ``wild``).
 - ``"sizes"``: cluster bootstrap over model sizes — draw the distinct values of the size column (default
   ``n_params``) with replacement, every point of a size entering or leaving together. The scheme for extrapolating
   in size: it asks how much the fit moves when the set of sizes it saw changes, which is the uncertainty of a
@@ -77,11 +81,12 @@ __all__ = [
     "resolve_scheme",
     "root_status",
     "usable",
+    "wild_targets",
 ]
 
-Scheme = Literal["auto", "runs", "rows", "residuals", "parametric", "sizes"]
+Scheme = Literal["auto", "runs", "rows", "residuals", "parametric", "sizes", "wild"]
 Loss = Literal["huber", "l2"]
-SCHEMES: tuple[str, ...] = ("runs", "rows", "residuals", "parametric", "sizes")
+SCHEMES: tuple[str, ...] = ("runs", "rows", "residuals", "parametric", "sizes", "wild")
 """The resampling schemes that run (``"auto"`` resolves to one of them, :func:`resolve_scheme`)."""
 SCHEME_CHOICES: tuple[str, ...] = ("auto", *SCHEMES)
 """What a user may ask for."""
@@ -141,6 +146,27 @@ def interval_status(n_failed: int, n_resamples: int) -> str:
             f"{n_resamples - n_failed} usable ones"
         )
     return "ok"
+
+
+#: Webb's six-point weights (Webb 2023, *Can. J. Econ.* 56: 1167): mean 0, variance 1, and with few runs many more
+#: distinct resamples than Rademacher signs (6^k against 2^k: 216 against 8 for three runs).
+WEBB = np.array([-math.sqrt(1.5), -1.0, -math.sqrt(0.5), math.sqrt(0.5), 1.0, math.sqrt(1.5)])
+
+
+def wild_targets(
+    fitted: np.ndarray, residuals: np.ndarray, groups: np.ndarray | None, B: int, rng: np.random.Generator
+) -> np.ndarray:
+    """``(B, n)`` targets of the wild cluster bootstrap: ``fitted + v_g · residuals``, one weight ``v_g`` from
+    :data:`WEBB` per run and resample (every row its own run when ``groups`` is ``None``).
+
+    The design is kept (every run, every row), a run's residuals keep their shape along the run and move together,
+    so no resample loses a run and none can run off to where its rows cannot identify the law — the failure of
+    resampling few clusters whole (Cameron, Gelbach & Miller 2008, *Rev. Econ. Stat.* 90: 414, who recommend the
+    wild cluster bootstrap there)."""
+    n = len(fitted)
+    g = np.arange(n) if groups is None else np.asarray(groups)
+    v = rng.choice(WEBB, size=(B, int(g.max()) + 1 if n else 0))[:, g]
+    return fitted[None, :] + v * residuals[None, :]
 
 
 def single_row_runs(groups: np.ndarray | None, n: int) -> bool:
@@ -387,7 +413,7 @@ def bootstrap_law(
     scheme = resolve_scheme(scheme, data, has_params=params is not None)  # type: ignore[assignment]
     if n < 0:
         raise InputError(f"expected a non-negative number of resamples, got {n}")
-    if scheme in ("residuals", "parametric") and params is None:
+    if scheme in ("residuals", "parametric", "wild") and params is None:
         raise InputError(f"the {scheme} bootstrap needs the point estimate (params)")
     if scheme == "parametric" and params is not None:
         from mixlaw.fit.intervals import residual_sd
@@ -398,6 +424,14 @@ def bootstrap_law(
         Y = fitted[None, :] * np.exp(z) if law_obj.fit_space == "log" else fitted[None, :] + z
         W = None
         unit = "gaussian noise"
+    elif scheme == "wild" and params is not None:
+        fitted = np.asarray(law_obj.evaluate(data.x_np, params), dtype=np.float64).reshape(-1)
+        if law_obj.fit_space == "log":
+            Y = np.exp(wild_targets(np.log(fitted), np.log(data.y) - np.log(fitted), data.groups, n, rng))
+        else:
+            Y = wild_targets(fitted, data.y - fitted, data.groups, n, rng)
+        W = None
+        unit = f"wild over {data.group_unit}"
     elif scheme == "sizes":
         if clusters is None:
             raise InputError(f"expected a size column '{cluster_unit}' for --resample sizes", column=cluster_unit)

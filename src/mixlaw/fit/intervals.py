@@ -200,9 +200,10 @@ def _calibrated(result: FitResult, x: Mapping[str, np.ndarray], level: float, se
         lo, hi = (pred * np.exp(-h), pred * np.exp(h)) if law.fit_space == "log" else (pred - h, pred + h)
     dist = cal.distance(x, len(pred))
     f = cal.factor(dist)
-    # new-run term (fit.calib_runs), in quadrature; a base bootstrap over the same runs carries the full fit's
-    # parameter error over runs (the jackknife variance), which is not counted twice
-    over_runs = base is not None and cal.unit == "runs" and result.settings.get("bootstrap_scheme") == "runs"
+    # new-run term (fit.calib_runs), in quadrature; a base bootstrap over the same runs (drawn whole, or their
+    # residual vectors reweighted by the wild cluster bootstrap) carries the full fit's parameter error over runs
+    # (the jackknife variance), which is not counted twice
+    over_runs = base is not None and cal.unit == "runs" and result.settings.get("bootstrap_scheme") in ("runs", "wild")
     r = cal.run_half(level, cal.run_distance(x, len(pred)), carried=cal.fold_var if over_runs else 0.0)
 
     def side(h: np.ndarray) -> np.ndarray:  # the new run's deviation, about the point: never inside the base
