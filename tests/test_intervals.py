@@ -201,6 +201,19 @@ def test_validate_holdout_largest_and_loss(tmp_path: Path) -> None:
         assert res.exit_code != 0 and "Traceback" not in res.output, bad
 
 
+def test_validate_marks_folds_whose_intervals_rest_on_few_resamples() -> None:
+    from mixlaw.fit.validate import validate_law
+
+    table = _grid(4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # every fit is cut off after one iteration on purpose
+        bad = validate_law("chinchilla", table, holdout="n_params > 5e8", bootstrap=10, max_iter=1, random_state=0)
+    good = validate_law("chinchilla", table, holdout="n_params > 5e8", bootstrap=10, random_state=0)
+    assert bad.folds["interval_status"].str.startswith("weak").all() and "WEAK in 1 of 1 folds" in bad.interval_note()
+    assert (good.folds["interval_status"] == "ok").all() and "WEAK" not in good.interval_note()
+    assert good.resample == "residuals"  # the auto scheme on one-row runs, as it ran
+
+
 # --------------------------------------------------------------------------- 4. coverage on simulated data
 
 

@@ -327,6 +327,8 @@ def _print_optimum(out: dict[str, Any]) -> None:
     if "bootstrap" in out and out["bootstrap"].get("n"):
         lo, hi = out["bootstrap"]["score" if out["benchmark_weights"] else "objective"]
         score += f" [{lo:.5g}, {hi:.5g}] ({out['bootstrap']['n']} resamples, {out['bootstrap']['n_failed']} failed)"
+        if str(out["bootstrap"].get("status", "ok")).startswith("weak"):
+            score += " — WEAK: > 20 % of the resamples unusable"
     con.print(score + "; predicted " + ", ".join(f"{t} {v:.5g}" for t, v in preds.items()))
     con.print("active constraints: " + (", ".join(out["active_constraints"]) or "none"))
     if out.get("candidates"):

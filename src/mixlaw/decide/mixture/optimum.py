@@ -358,13 +358,17 @@ def _bootstrap(
                     CJ[k].append(jc)
                     CR[k].append(jc - at_opt)
     fits_info = {t: info for t, (_, info) in refits.items()}  # per law: unusable and rescued resamples
+    from mixlaw.fit.bootstrap import interval_status
+
+    status = interval_status(n_failed, B)  # weak when the bands rest on <= 80 % of the resamples
     if not W:
-        return {"n": 0, "n_failed": n_failed, "level": level, "refits": fits_info}
+        return {"n": 0, "n_failed": n_failed, "status": status, "level": level, "refits": fits_info}
     Wa = np.array(W)
     at_point = {**out["predicted_losses"], **out["predicted_accuracies"]}
     res: dict[str, Any] = {
         "n": len(W),
         "n_failed": n_failed,
+        "status": status,
         "refits": fits_info,
         "level": level,
         "unit": "mixtures",
