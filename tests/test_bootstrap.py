@@ -199,7 +199,7 @@ def test_an_interval_from_a_selection_of_its_resamples_is_weak_not_ok() -> None:
     assert predict_point(bad, {"tokens": 1e8})["interval_status"].startswith("weak")
     assert predict_point(good, {"tokens": 1e8})["interval_status"] == "ok"
     # the threshold: more than 20 % lost
-    from mixlaw.fit.bootstrap import interval_status
+    from mixlaw.fit.resampling import interval_status
 
     assert (
         interval_status(8, 40) == "ok" and interval_status(9, 40).startswith("weak") and interval_status(0, 0) == "none"
@@ -207,7 +207,7 @@ def test_an_interval_from_a_selection_of_its_resamples_is_weak_not_ok() -> None:
 
 
 def test_wild_cluster_bootstrap_keeps_the_design_and_moves_a_run_together() -> None:
-    from mixlaw.fit.bootstrap import WEBB, wild_targets
+    from mixlaw.fit.resampling import WEBB, wild_targets
 
     rng = np.random.default_rng(11)
     groups = np.array([0, 0, 0, 1, 1, 2, 2, 2])

@@ -17,9 +17,12 @@ status ``max_iter`` and warns; resamples have no such fallback.
 
 Resampling schemes
 ------------------
-- ``"auto"`` (the default of :class:`~mixlaw.fit.Fitter` and the CLI; :func:`resolve_scheme`): ``"runs"`` where
-  some run has several rows (loss curves, schedules), ``"residuals"`` where every run is a single row (final
-  checkpoints of a ladder, digitised points, one row per mixture). Those designs are *fixed*: the sizes, token
+How each scheme draws its resamples is :mod:`mixlaw.fit.resampling` (:func:`~mixlaw.fit.resampling.draw_resamples`).
+
+- ``"auto"`` (the default of :class:`~mixlaw.fit.Fitter` and the CLI;
+  :func:`~mixlaw.fit.resampling.resolve_scheme`): ``"runs"`` where some run has several rows (loss curves,
+  schedules), ``"residuals"`` where every run is a single row (final checkpoints of a ladder, digitised points,
+  one row per mixture). Those designs are *fixed*: the sizes, token
   counts and mixtures were chosen, not sampled. Drawing rows with replacement then changes the design itself —
   a resample of 20 ladder rows can hold one row of the smallest size and four of the largest — and the spread of
   its extrapolations describes designs nobody ran. The residual bootstrap keeps the design and resamples the noise
@@ -30,13 +33,13 @@ Resampling schemes
 - ``"rows"``: draw rows (evaluation points) with replacement.
 - ``"residuals"``: keep the design, refit ``fitted + residuals`` with the residuals resampled with replacement
   *within* each run (for designs with one run per condition, where dropping runs leaves the law undetermined);
-  where every run is a single row the residuals are pooled (:func:`resample_targets`).
+  where every run is a single row the residuals are pooled (:func:`~mixlaw.fit.resampling.resample_targets`).
 - ``"parametric"``: keep the design, refit ``fitted + σ̂ z`` (``z`` standard normal, ``σ̂`` the residual standard
   deviation in the fit space, :func:`mixlaw.fit.intervals.residual_sd`): the law and Gaussian noise taken as true.
-- ``"wild"``: the wild cluster bootstrap (:func:`wild_targets`): keep the design, refit ``fitted + v_g · r`` with
-  each run's residual vector ``r`` multiplied by one random weight ``v_g`` (Webb's six points). For curves from few
-  runs, where drawing runs whole leaves resamples that cannot identify the law (three MultiPowerLaw schedules:
-  19 of 40 ``runs`` resamples unusable at 25M, 0 of 40 ``wild``).
+- ``"wild"``: the wild cluster bootstrap (:func:`~mixlaw.fit.resampling.wild_targets`): keep the design, refit
+  ``fitted + v_g · r`` with each run's residual vector ``r`` multiplied by one random weight ``v_g`` (Webb's six
+  points). For curves from few runs, where drawing runs whole leaves resamples that cannot identify the law (three
+  MultiPowerLaw schedules: 19 of 40 ``runs`` resamples unusable at 25M, 0 of 40 ``wild``).
 - ``"sizes"``: cluster bootstrap over model sizes — draw the distinct values of the size column (default
   ``n_params``) with replacement, every point of a size entering or leaving together. The scheme for extrapolating
   in size: it asks how much the fit moves when the set of sizes it saw changes, which is the uncertainty of a
@@ -48,7 +51,6 @@ stopped) before they are counted as unusable (``n_failed``); nothing is dropped 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -60,6 +62,18 @@ import torch
 from mixlaw.errors import InputError
 from mixlaw.fit.data import FitData, make_residuals, project_internal
 from mixlaw.fit.refine import iteration_cap, stall_tol_for, stall_units_for
+from mixlaw.fit.resampling import (
+    LOST_MAX,
+    SCHEME_CHOICES,
+    SCHEMES,
+    Scheme,
+    draw_resamples,
+    interval_status,
+    resample_targets,
+    resample_weights,
+    resolve_scheme,
+    wild_targets,
+)
 from mixlaw.fit.solve import STATUS_CONVERGED, STATUS_FAILED, STATUS_STALLED, SolveResult, objective_values, solve
 from mixlaw.laws import Law, get_law
 
@@ -84,16 +98,7 @@ __all__ = [
     "wild_targets",
 ]
 
-Scheme = Literal["auto", "runs", "rows", "residuals", "parametric", "sizes", "wild"]
 Loss = Literal["huber", "l2"]
-SCHEMES: tuple[str, ...] = ("runs", "rows", "residuals", "parametric", "sizes", "wild")
-"""The resampling schemes that run (``"auto"`` resolves to one of them, :func:`resolve_scheme`)."""
-SCHEME_CHOICES: tuple[str, ...] = ("auto", *SCHEMES)
-"""What a user may ask for."""
-#: An interval is ``weak``, not ``ok``, when more than this share of its resamples is unusable (failed, unfinished
-#: or unable to identify the law): it then describes the usable resamples only, a selection the scheme did not
-#: draw. The same share makes a CMR decision weak (:data:`mixlaw.decide.cmr.common.BOOT_LOST_MAX`).
-LOST_MAX = 0.2
 USABLE: tuple[str, ...] = (STATUS_CONVERGED, STATUS_STALLED)
 """Final row states whose parameters count (see the module docstring)."""
 
@@ -105,6 +110,30 @@ CHUNK_CELLS = 200_000
 #: estimate, near its own optimum, where the lower rungs win nearly every step (88 % of the accepted steps of the
 #: full ladder on the CAMEL k = 3 SlimPajama bootstrap); measured in ``benchmarks/mixture_fit.py``'s docstring.
 RESAMPLE_LADDER: Literal["full", "lazy"] = "lazy"
+
+
+@dataclass(frozen=True)
+class BootstrapDraws:
+    """Outcome of one bootstrap: one natural-unit row per resample, canonical form.
+
+    ``params`` has the law's flat columns (``law.flat_names``) and one row per resample that has an estimate
+    (``ok``); ``status`` is the final status of each resample's best row (``failed`` when no row was finite).
+    """
+
+    params: pd.DataFrame
+    ok: np.ndarray
+    status: np.ndarray
+    objective: np.ndarray
+    scheme: str
+    unit: str
+    n_rescued: int = 0
+    """Resamples that failed from the seeds and were recovered by the rescue refit."""
+    n_unidentifiable: int = 0
+    """Resamples whose rows cannot identify the law (:mod:`mixlaw.fit.resample_check`), counted in ``n_failed``."""
+
+    @property
+    def n_failed(self) -> int:
+        return int((~self.ok).sum())
 
 
 def root_status(sol: SolveResult) -> np.ndarray:
@@ -134,114 +163,6 @@ def best_rows(sol: SolveResult, pid: np.ndarray, n_problems: int) -> tuple[np.nd
     ok[ok] = ok_row[best[ok]]
     best[~ok] = -1
     return best, ok
-
-
-def interval_status(n_failed: int, n_resamples: int) -> str:
-    """``"ok"``, ``"weak: …"`` (more than :data:`LOST_MAX` of the resamples unusable) or ``"none"`` (no bootstrap)."""
-    if n_resamples <= 0:
-        return "none"
-    if n_failed > LOST_MAX * n_resamples:
-        return (
-            f"weak: {n_failed} of {n_resamples} resamples unusable (> {LOST_MAX:.0%}); the intervals describe the "
-            f"{n_resamples - n_failed} usable ones"
-        )
-    return "ok"
-
-
-#: Webb's six-point weights (Webb 2023, *Can. J. Econ.* 56: 1167): mean 0, variance 1, and with few runs many more
-#: distinct resamples than Rademacher signs (6^k against 2^k: 216 against 8 for three runs).
-WEBB = np.array([-math.sqrt(1.5), -1.0, -math.sqrt(0.5), math.sqrt(0.5), 1.0, math.sqrt(1.5)])
-
-
-def wild_targets(
-    fitted: np.ndarray, residuals: np.ndarray, groups: np.ndarray | None, B: int, rng: np.random.Generator
-) -> np.ndarray:
-    """``(B, n)`` targets of the wild cluster bootstrap: ``fitted + v_g · residuals``, one weight ``v_g`` from
-    :data:`WEBB` per run and resample (every row its own run when ``groups`` is ``None``).
-
-    The design is kept (every run, every row), a run's residuals keep their shape along the run and move together,
-    so no resample loses a run and none can run off to where its rows cannot identify the law — the failure of
-    resampling few clusters whole (Cameron, Gelbach & Miller 2008, *Rev. Econ. Stat.* 90: 414, who recommend the
-    wild cluster bootstrap there)."""
-    n = len(fitted)
-    g = np.arange(n) if groups is None else np.asarray(groups)
-    v = rng.choice(WEBB, size=(B, int(g.max()) + 1 if n else 0))[:, g]
-    return fitted[None, :] + v * residuals[None, :]
-
-
-def single_row_runs(groups: np.ndarray | None, n: int) -> bool:
-    """Whether no run holds two rows (``groups`` ``None``: every row is its own run)."""
-    return groups is None or np.unique(np.asarray(groups)).size == n
-
-
-def resolve_scheme(scheme: str, data: FitData, *, has_params: bool = True) -> str:
-    """The scheme that runs for ``scheme`` on ``data``: ``"auto"`` is ``"runs"`` where some run has several rows,
-    else ``"residuals"`` (pooled: a fixed design, module docstring); ``"runs"`` without the point estimate."""
-    if scheme != "auto":
-        return scheme
-    return "residuals" if has_params and data.n > 1 and single_row_runs(data.groups, data.n) else "runs"
-
-
-def resample_weights(groups: np.ndarray | None, n: int, B: int, rng: np.random.Generator) -> np.ndarray:
-    """``(B, n)`` multiplicities of a bootstrap over groups (runs), or over rows when ``groups`` is ``None``."""
-    g = np.arange(n) if groups is None else np.asarray(groups)
-    G = int(g.max()) + 1
-    draws = rng.integers(0, G, size=(B, G))
-    counts = np.stack([np.bincount(d, minlength=G) for d in draws]) if B else np.zeros((0, G), dtype=np.int64)
-    return counts[:, g].astype(np.float64)
-
-
-def resample_targets(
-    fitted: np.ndarray,
-    residuals: np.ndarray,
-    groups: np.ndarray | None,
-    B: int,
-    rng: np.random.Generator,
-    n_params: int = 0,
-) -> np.ndarray:
-    """``(B, n)`` targets ``fitted + residuals`` with the residuals resampled with replacement within each group.
-
-    Where no group holds two rows (``groups`` is ``None``, or every run is one row: final checkpoints of a ladder,
-    digitised points) a within-group draw would return every row its own residual and the bootstrap would have no
-    spread at all; the residuals are then pooled — the classical fixed-design residual bootstrap (Davison & Hinkley
-    1997, Algorithm 6.1): centred, scaled by ``sqrt(n / (n − p))`` (``p = n_params``) so that their variance is the
-    unbiased residual variance, and drawn from all rows.
-    """
-    n = len(fitted)
-    g = np.zeros(n, dtype=np.int64) if groups is None else np.asarray(groups)
-    if n > 1 and single_row_runs(groups, n):  # singleton groups: pool (module docstring)
-        g = np.zeros(n, dtype=np.int64)
-        scale = math.sqrt(n / (n - n_params)) if n > n_params else 1.0
-        residuals = (residuals - residuals.mean()) * scale
-    idx = np.empty((B, n), dtype=np.int64)
-    for grp in np.unique(g):
-        rows = np.flatnonzero(g == grp)
-        idx[:, rows] = rows[rng.integers(0, rows.size, size=(B, rows.size))]
-    return fitted[None, :] + residuals[idx]
-
-
-@dataclass(frozen=True)
-class BootstrapDraws:
-    """Outcome of one bootstrap: one natural-unit row per resample, canonical form.
-
-    ``params`` has the law's flat columns (``law.flat_names``) and one row per resample that has an estimate
-    (``ok``); ``status`` is the final status of each resample's best row (``failed`` when no row was finite).
-    """
-
-    params: pd.DataFrame
-    ok: np.ndarray
-    status: np.ndarray
-    objective: np.ndarray
-    scheme: str
-    unit: str
-    n_rescued: int = 0
-    """Resamples that failed from the seeds and were recovered by the rescue refit."""
-    n_unidentifiable: int = 0
-    """Resamples whose rows cannot identify the law (:mod:`mixlaw.fit.resample_check`), counted in ``n_failed``."""
-
-    @property
-    def n_failed(self) -> int:
-        return int((~self.ok).sum())
 
 
 def refit(
@@ -415,44 +336,9 @@ def bootstrap_law(
         raise InputError(f"expected a non-negative number of resamples, got {n}")
     if scheme in ("residuals", "parametric", "wild") and params is None:
         raise InputError(f"the {scheme} bootstrap needs the point estimate (params)")
-    if scheme == "parametric" and params is not None:
-        from mixlaw.fit.intervals import residual_sd
-
-        fitted = np.asarray(law_obj.evaluate(data.x_np, params), dtype=np.float64).reshape(-1)
-        sd = residual_sd(law_obj, data, params) or 0.0
-        z = sd * rng.standard_normal((n, data.n))
-        Y = fitted[None, :] * np.exp(z) if law_obj.fit_space == "log" else fitted[None, :] + z
-        W = None
-        unit = "gaussian noise"
-    elif scheme == "wild" and params is not None:
-        fitted = np.asarray(law_obj.evaluate(data.x_np, params), dtype=np.float64).reshape(-1)
-        if law_obj.fit_space == "log":
-            Y = np.exp(wild_targets(np.log(fitted), np.log(data.y) - np.log(fitted), data.groups, n, rng))
-        else:
-            Y = wild_targets(fitted, data.y - fitted, data.groups, n, rng)
-        W = None
-        unit = f"wild over {data.group_unit}"
-    elif scheme == "sizes":
-        if clusters is None:
-            raise InputError(f"expected a size column '{cluster_unit}' for --resample sizes", column=cluster_unit)
-        W = resample_weights(np.asarray(clusters), data.n, n, rng)
-        Y = data.y
-        unit = cluster_unit
-    elif scheme == "residuals" and params is not None:
-        fitted = np.asarray(law_obj.evaluate(data.x_np, params), dtype=np.float64).reshape(-1)
-        if law_obj.fit_space == "log":  # resample multiplicative residuals: log y = log ŷ + r
-            r = np.log(data.y) - np.log(fitted)
-            Y = np.exp(resample_targets(np.log(fitted), r, data.groups, n, rng, law_obj.n_internal))
-        else:
-            Y = resample_targets(fitted, data.y - fitted, data.groups, n, rng, law_obj.n_internal)
-        W = None
-        pooled = single_row_runs(data.groups, data.n)
-        unit = "residuals (pooled)" if pooled else f"residuals within {data.group_unit}"
-    else:
-        groups = data.groups if scheme == "runs" else None
-        W = resample_weights(groups, data.n, n, rng)
-        Y = data.y
-        unit = data.group_unit if scheme == "runs" else "row"
+    Y, W, unit = draw_resamples(
+        law_obj, data, scheme, n, rng, params=params, clusters=clusters, cluster_unit=cluster_unit
+    )
     draws = refit_resamples(
         law_obj, data, Y, W, seeds, params=params, scheme=scheme, unit=unit, loss=loss, delta=delta,
         max_iter=max_iter, ftol=ftol, xtol=xtol, progress=progress,

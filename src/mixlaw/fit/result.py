@@ -127,7 +127,7 @@ class FitResult:
         """``"ok"``, ``"weak: …"`` when more than 20 % of the bootstrap resamples are unusable (the intervals then
         describe a selection of them; :func:`mixlaw.fit.bootstrap.interval_status`), ``"none"`` without a bootstrap.
         Separate from :attr:`status`, which is the point fit's."""
-        from mixlaw.fit.bootstrap import interval_status
+        from mixlaw.fit.resampling import interval_status
 
         return interval_status(self.n_failed_resamples, self.n_bootstrap)
 

@@ -358,7 +358,7 @@ def _bootstrap(
                     CJ[k].append(jc)
                     CR[k].append(jc - at_opt)
     fits_info = {t: info for t, (_, info) in refits.items()}  # per law: unusable and rescued resamples
-    from mixlaw.fit.bootstrap import interval_status
+    from mixlaw.fit.resampling import interval_status
 
     status = interval_status(n_failed, B)  # weak when the bands rest on <= 80 % of the resamples
     if not W:
