@@ -69,8 +69,9 @@ class Fitter:
         fixed design; the scheme that ran is ``result.settings["bootstrap_scheme"]``), ``"runs"`` (every run's
         points enter or leave together; rows when ``group_column`` is absent), ``"rows"``, ``"residuals"``
         (residuals resampled within runs, pooled where runs are single rows), ``"parametric"`` (Gaussian noise
-        of the fitted residual size added to the fitted curve) or ``"sizes"`` (cluster bootstrap over the values of
-        ``size_column``: the scheme for extrapolation in model size). See :mod:`mixlaw.fit.bootstrap`.
+        of the fitted residual size added to the fitted curve), ``"sizes"`` (cluster bootstrap over the values of
+        ``size_column``: the scheme for extrapolation in model size) or ``"wild"`` (each run's residual vector
+        times one random weight: the design kept, for curves from few runs). See :mod:`mixlaw.fit.bootstrap`.
     size_column
         The column whose distinct values are the clusters of the ``"sizes"`` scheme (default ``n_params``; the
         column the law's ``n_params`` input is mapped to when the table has no such column).

@@ -125,7 +125,7 @@ class FitResult:
     @property
     def interval_status(self) -> str:
         """``"ok"``, ``"weak: …"`` when more than 20 % of the bootstrap resamples are unusable (the intervals then
-        describe a selection of them; :func:`mixlaw.fit.bootstrap.interval_status`), ``"none"`` without a bootstrap.
+        describe a selection of them; :func:`mixlaw.fit.resampling.interval_status`), ``"none"`` without a bootstrap.
         Separate from :attr:`status`, which is the point fit's."""
         from mixlaw.fit.resampling import interval_status
 
@@ -224,12 +224,10 @@ class FitResult:
             lines.append(s)
         if self.n_bootstrap:
             scheme = self.settings.get("bootstrap_scheme") or "runs"
+            over = self.bootstrap_unit if scheme == "residuals" else f"{scheme}: over {self.bootstrap_unit}"
             lines.append(
-                f"bootstrap  {self.n_bootstrap} resamples ("
-                + (f"{scheme}: over {self.bootstrap_unit}" if scheme != "residuals" else f"{self.bootstrap_unit}")
-                + f"), "
-                f"{self.n_failed_resamples} unusable after refitting ({self.n_rescued_resamples} rescued); "
-                f"intervals {self.interval_status}"
+                f"bootstrap  {self.n_bootstrap} resamples ({over}), {self.n_failed_resamples} unusable after "
+                f"refitting ({self.n_rescued_resamples} rescued); intervals {self.interval_status}"
             )
         if self.residual_sd is not None:
             lines.append(f"noise      residual sd {self.residual_sd:.4g} in {self.fit_space} space")
