@@ -69,8 +69,8 @@ whole table), history:
   25M only (why: ``docs/laws.md``). Checks outside the table: Epoch N > 1e9 68 %, N > 2e9 100 %, OLMo ≤ 760M 99.2 %
   (22.6 %), mlf 100 % (34.7 %; ``runs`` 100 % at 39.2 %), isoflop **84.1 %** (2.7 %; ``runs`` 82.5 % at 3.0 %:
   the Marin sweeps' top budget uses the fitted model sizes with more tokens, and the calibration measures
-  distance along ``n_params`` only, so it sees no extrapolation there; ``docs/laws.md``). ``--schemes wild --default wild``: MultiPowerLaw 100 / 95.9
-  / 93.3 % at 0/40 unusable.
+  distance along ``n_params`` only, so it sees no extrapolation there; ``docs/laws.md``). ``--schemes wild
+  --default wild``: MultiPowerLaw 100 / 95.9 / 93.3 % at 0/40 unusable.
 
 Run: ``PYTHONPATH=src python benchmarks/coverage.py [--bootstrap 40] [--bootstrap-other 20]
 [--schemes auto,runs,sizes,...] [--default auto] [--cases ...] [--save fits.pkl]``.
