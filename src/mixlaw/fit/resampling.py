@@ -54,7 +54,7 @@ def interval_status(n_failed: int, n_resamples: int) -> str:
     return "ok"
 
 
-#: Webb's six-point weights (Webb 2023, *Can. J. Econ.* 56: 1167): mean 0, variance 1, and with few runs many more
+#: Webb's six-point weights (Webb, *Canadian Journal of Economics*, 2023): mean 0, variance 1, and with few runs more
 #: distinct resamples than Rademacher signs (6^k against 2^k: 216 against 8 for three runs).
 WEBB = np.array([-math.sqrt(1.5), -1.0, -math.sqrt(0.5), math.sqrt(0.5), 1.0, math.sqrt(1.5)])
 
@@ -82,7 +82,8 @@ def single_row_runs(groups: np.ndarray | None, n: int) -> bool:
 
 def resolve_scheme(scheme: str, data: FitData, *, has_params: bool = True) -> str:
     """The scheme that runs for ``scheme`` on ``data``: ``"auto"`` is ``"runs"`` where some run has several rows,
-    else ``"residuals"`` (pooled: a fixed design, module docstring); ``"runs"`` without the point estimate."""
+    else ``"residuals"`` (pooled: a fixed design, :mod:`mixlaw.fit.bootstrap`); ``"runs"`` without the point
+    estimate."""
     if scheme != "auto":
         return scheme
     return "residuals" if has_params and data.n > 1 and single_row_runs(data.groups, data.n) else "runs"
@@ -115,7 +116,7 @@ def resample_targets(
     """
     n = len(fitted)
     g = np.zeros(n, dtype=np.int64) if groups is None else np.asarray(groups)
-    if n > 1 and single_row_runs(groups, n):  # singleton groups: pool (module docstring)
+    if n > 1 and single_row_runs(groups, n):  # singleton groups: pool (docstring)
         g = np.zeros(n, dtype=np.int64)
         scale = math.sqrt(n / (n - n_params)) if n > n_params else 1.0
         residuals = (residuals - residuals.mean()) * scale
