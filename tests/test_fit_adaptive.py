@@ -55,25 +55,36 @@ def test_fit_batch_refits_problems_that_stopped_at_the_cap_before_counting_them_
 
 
 def test_the_noise_scaled_stall_test_stops_early_without_losing_a_measurable_decrease() -> None:
+    """40 noisy draws of a power law over one decade and over half a decade (E, A and alpha trade off along a flat,
+    curved valley), started far from the truth, in one batched solve each: with the noise-scaled test a row may
+    stop early, but never more than 0.1 noise unit above the objective it reaches without the test. A valley can be
+    crawled slowly for a window before the steps lengthen; the test therefore measures the fall over two windows
+    (:data:`mixlaw.fit.solve.UNITS_WINDOWS`). Measured here with one window: 3 of the 80 rows stopped 0.17-1.31
+    units above their optimum; with two: none above 0.011."""
     import torch
 
     from mixlaw.fit.bootstrap import internal_starts
     from mixlaw.fit.data import FitData, make_residuals
-    from mixlaw.fit.solve import solve
+    from mixlaw.fit.solve import UNITS_WINDOWS, solve
 
-    rng = np.random.default_rng(2)
+    assert UNITS_WINDOWS >= 2
     law = get_law("power_law")
-    x = np.geomspace(1e6, 1e7, 10)  # one decade: E, A and alpha trade off along a flat valley
-    y = (1.8 + 420.0 * x**-0.31) * np.exp(0.02 * rng.standard_normal(x.size))
-    data = FitData(law, pd.DataFrame({"tokens": x, "loss": y}), target="loss", group_column=None)
-    res = make_residuals(law, data.x, data.y_t)
-    U0 = internal_starts(law, [{"E": 0.1, "A": 5.0, "alpha": 0.05}])  # far from the truth
-    W = torch.ones(1, data.n, dtype=torch.float64)
-    pid = np.zeros(1, dtype=np.int64)
-    # the old step rule crawls here (62 iterations to stall, E running to 0); the geodesic rule converges in 19,
-    # before a window has passed, so the stall test is exercised on the old one (tests/test_solve_steps.py)
-    full = solve(res, U0, pid, W, max_iter=10_000, stall_tol=0.0, _rule="old")
-    quick = solve(res, U0, pid, W, max_iter=10_000, stall_tol=0.0, stall_units=1e-2, _rule="old")
-    unit = full.f[0] / data.n  # one noise unit: the mean loss per point
-    assert quick.status[0] == "stalled" and quick.n_iter[0] < full.n_iter[0]  # measured 57 against 62
-    assert quick.f[0] - full.f[0] <= 0.1 * unit  # what the early stop leaves is far inside the noise
+    n_stalled, saved = 0, 0
+    for hi in (1e7, 3e6):
+        rng = np.random.default_rng(2)
+        x = np.geomspace(1e6, hi, 10)
+        B = 40
+        Y = (1.8 + 420.0 * x**-0.31) * np.exp(0.02 * rng.standard_normal((B, x.size)))
+        data = FitData(law, pd.DataFrame({"tokens": x, "loss": Y[0]}), target="loss", group_column=None)
+        res = make_residuals(law, data.x, torch.from_numpy(Y))
+        U0 = np.repeat(internal_starts(law, [{"E": 0.1, "A": 5.0, "alpha": 0.05}]), B, axis=0)  # far from the truth
+        W = torch.ones(B, data.n, dtype=torch.float64)
+        pid = np.arange(B)
+        full = solve(res, U0, pid, W, max_iter=10_000, stall_tol=0.0)
+        quick = solve(res, U0, pid, W, max_iter=10_000, stall_tol=0.0, stall_units=1e-2)
+        assert (full.status == "converged").all() and np.isin(quick.status, ("converged", "stalled")).all()
+        unit = full.f / data.n  # one noise unit per row: its mean loss per point
+        assert (quick.f - full.f <= 0.1 * unit).all()  # what an early stop leaves is far inside the noise
+        n_stalled += int((quick.status == "stalled").sum())
+        saved += int(full.n_iter.sum() - quick.n_iter.sum())
+    assert n_stalled >= 1 and saved > 0  # the test does stop rows early

@@ -57,15 +57,15 @@ def stall_tol_for(cap: int) -> float:
     return ADAPTIVE_STALL_TOL if cap >= AUTO_MAX_ITER else HARD_STALL_TOL
 
 
-#: The noise-scaled stall test of the adaptive limit (``stall_units`` of :func:`mixlaw.fit.solve.solve`): a row
-#: whose objective fell by less than this fraction of one noise unit — the mean Huber loss per data point — over
-#: the solver's 30-iteration window stops as ``stalled``: what it could still gain at that pace is far inside the
+#: The noise-scaled stall test of the adaptive limit (``stall_units`` of :func:`mixlaw.fit.solve.solve`): a row whose
+#: objective fell by less than this fraction of one noise unit — the mean Huber loss per data point — over two of the
+#: solver's 30-iteration windows (:data:`mixlaw.fit.solve.UNITS_WINDOWS`: a curved valley can be crawled slowly for one
+#: window before the steps lengthen) stops as ``stalled``: what it could still gain at that pace is far inside the
 #: objective's noise. It applies to the many refits around a point estimate (bootstrap resamples, the problems of
-#: :func:`~mixlaw.fit.fit_batch`), not to the point fit itself, which follows a flat valley to convergence (the
-#: OLMo-ladder Chinchilla fits must report ``converged``). Measured (issue 9 item 1): with it and no cap the
-#: cpt_replay CMR on the shipped example loses 0 of 50 resamples per size (13-40 at the 300 cap). It does not
-#: shortcut genuinely slow fits: the CAMEL k = 3 SlimPajama rows still fall by about one unit per window at
-#: iteration 200.
+#: :func:`~mixlaw.fit.fit_batch`), not to the point fit itself, which follows a flat valley to convergence (the OLMo-
+#: ladder Chinchilla fits must report ``converged``). Measured (issue 9 item 1): with it and no cap the cpt_replay CMR
+#: on the shipped example loses 0 of 50 resamples per size (13-40 at the 300 cap). It does not shortcut genuinely slow
+#: fits: the CAMEL k = 3 SlimPajama rows still fall by about one unit per window at iteration 200.
 ADAPTIVE_STALL_UNITS = 1e-2
 
 
