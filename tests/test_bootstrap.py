@@ -225,6 +225,43 @@ def test_wild_cluster_bootstrap_keeps_the_design_and_moves_a_run_together() -> N
     df = _power_data(8, n=24).assign(run_id=lambda d: np.arange(len(d)) // 8)
     res = fit_law("power_law", df, bootstrap=30, bootstrap_scheme="wild", random_state=0)
     assert res.n_failed_resamples == 0 and res.interval_status == "ok"
-    assert res.settings["bootstrap_scheme"] == "wild" and res.bootstrap_unit == "wild over run_id"
+    assert res.settings["bootstrap_scheme"] == "wild" and res.bootstrap_unit == "run_id"
     lo, hi = res.ci()["alpha"]
     assert lo < res.params["alpha"] < hi and 0.0 < hi - lo < 0.2
+
+
+def test_auto_falls_back_from_runs_to_wild_where_few_runs_cannot_identify_the_law(external) -> None:
+    """Three MultiPowerLaw 25M schedules: a draw of three runs holds all three with probability 2/9, and many of the
+    runs resamples end where their schedules cannot identify the law (unusable). ``auto`` then uses the wild cluster
+    bootstrap, which keeps every run, and says why; ``runs`` asked for by name stays ``runs``."""
+    from mixlaw.schedules import Schedule
+    from mixlaw.schedules.multi_power import multi_power_features
+
+    folder = external / "MultiPowerLaw" / "loss_curve_repo" / "csv_25"
+    specs = {
+        "cosine_24000": "cosine:peak=3e-4,steps=24000,warmup=2160,final=3e-5",
+        "constant_24000": "constant:peak=3e-4,steps=24000,warmup=2160",
+        "wsdcon_9": "multistep:peak=3e-4,steps=16000,warmup=2160,milestones=8000,gamma=0.3",
+    }
+    parts = []
+    for name, spec in specs.items():
+        d = pd.read_csv(folder / f"{name}.csv").iloc[::8]
+        s = Schedule.parse(spec)
+        x = multi_power_features(s.lrs(), d["step"].to_numpy(), eta0=s.eta0, n_bins=16, longest=72000)
+        parts.append(pd.DataFrame(x).assign(run_id=name, loss=d["loss"].to_numpy()))
+    df = pd.concat(parts, ignore_index=True)
+    law = get_law("multi_power", n_bins=16)
+    kw: dict = dict(bootstrap=12, random_state=0, calibrate=False, max_iter=500)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # the runs resamples' convergence notes
+        auto = fit_law(law, df, **kw)
+        runs = fit_law(law, df, bootstrap_scheme="runs", **kw)
+    assert runs.settings["bootstrap_scheme"] == "runs" and runs.interval_status.startswith("weak")
+    assert runs.settings["bootstrap_fallback"] is None
+    assert auto.settings["bootstrap_scheme"] == "wild" and auto.interval_status == "ok"
+    assert auto.n_failed_resamples < runs.n_failed_resamples
+    why = auto.settings["bootstrap_fallback"]
+    assert f"the runs bootstrap left {runs.n_failed_resamples} of 12 resamples unusable" in why
+    assert "auto: the runs bootstrap left" in auto.report()
+    lo, hi = auto.ci()["L0"]
+    assert lo <= auto.params["L0"] <= hi

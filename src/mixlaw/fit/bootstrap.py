@@ -27,7 +27,11 @@ How each scheme draws its resamples is :mod:`mixlaw.fit.resampling` (:func:`~mix
   a resample of 20 ladder rows can hold one row of the smallest size and four of the largest — and the spread of
   its extrapolations describes designs nobody ran. The residual bootstrap keeps the design and resamples the noise
   (Davison & Hinkley 1997, §6.2.3-6.2.4: model-based resampling for a fixed design, case resampling for a random
-  one). The scheme that ran is what a result records.
+  one). Where ``"runs"`` leaves more than :data:`LOST_MAX` of its resamples unusable (few runs: a draw of three
+  runs holds all three with probability 2/9, and many draws cannot identify the law), ``"auto"`` draws the
+  ``"wild"`` resamples below instead and uses them if fewer are unusable — the remedy of Cameron, Gelbach & Miller
+  (2008) for few clusters — recording why (:attr:`BootstrapDraws.fallback`). The scheme that ran is what a result
+  records.
 - ``"runs"``: draw whole runs (the group column, default ``run_id``) with replacement; every run's points
   enter or leave together (evaluations along one run are not independent). Without a group column: rows.
 - ``"rows"``: draw rows (evaluation points) with replacement.
@@ -51,6 +55,7 @@ stopped) before they are counted as unusable (``n_failed``); nothing is dropped 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -130,6 +135,8 @@ class BootstrapDraws:
     """Resamples that failed from the seeds and were recovered by the rescue refit."""
     n_unidentifiable: int = 0
     """Resamples whose rows cannot identify the law (:mod:`mixlaw.fit.resample_check`), counted in ``n_failed``."""
+    fallback: str = ""
+    """Why ``"auto"`` ran another scheme than the one it resolved to (empty when it did not; :func:`bootstrap_law`)."""
 
     @property
     def n_failed(self) -> int:
@@ -331,22 +338,47 @@ def bootstrap_law(
     law_obj = get_law(law)
     if scheme not in SCHEME_CHOICES:
         raise InputError(f"expected bootstrap scheme {', '.join(SCHEME_CHOICES)}, got {scheme!r}")
+    asked = scheme
     scheme = resolve_scheme(scheme, data, has_params=params is not None)  # type: ignore[assignment]
     if n < 0:
         raise InputError(f"expected a non-negative number of resamples, got {n}")
     if scheme in ("residuals", "parametric", "wild") and params is None:
         raise InputError(f"the {scheme} bootstrap needs the point estimate (params)")
-    Y, W, unit = draw_resamples(
-        law_obj, data, scheme, n, rng, params=params, clusters=clusters, cluster_unit=cluster_unit
-    )
-    draws = refit_resamples(
-        law_obj, data, Y, W, seeds, params=params, scheme=scheme, unit=unit, loss=loss, delta=delta,
-        max_iter=max_iter, ftol=ftol, xtol=xtol, progress=progress,
-    )  # fmt: skip
+    solver: dict[str, Any] = dict(loss=loss, delta=delta, max_iter=max_iter, ftol=ftol, xtol=xtol)
+    draws = _draw_and_refit(law_obj, data, scheme, n, rng, seeds, params, clusters, cluster_unit, progress, solver)
+    if asked == "auto" and scheme == "runs" and params is not None and interval_status(draws.n_failed, n) != "ok":
+        # Too few runs for the runs bootstrap (module docstring, "auto"): the wild cluster bootstrap keeps them all.
+        wild = _draw_and_refit(law_obj, data, "wild", n, rng, seeds, params, None, cluster_unit, progress, solver)
+        if wild.n_failed < draws.n_failed:
+            why = (
+                f"the runs bootstrap left {draws.n_failed} of {n} resamples unusable (> {LOST_MAX:.0%}): "
+                f"the wild cluster bootstrap, which keeps every run, was used"
+            )
+            return dataclasses.replace(wild, fallback=why)
+    return draws
+
+
+def _draw_and_refit(
+    law: Law,
+    data: FitData,
+    scheme: str,
+    n: int,
+    rng: np.random.Generator,
+    seeds: np.ndarray,
+    params: Mapping[str, Any] | None,
+    clusters: np.ndarray | None,
+    cluster_unit: str,
+    progress: Callable[[int, int], None] | None,
+    solver: dict[str, Any],
+) -> BootstrapDraws:
+    """Draw ``n`` resamples under a resolved ``scheme``, refit them and screen them (:func:`bootstrap_law`)."""
     from mixlaw.fit.resample_check import screen_unidentified
 
-    solver: dict[str, Any] = dict(loss=loss, delta=delta, max_iter=max_iter, ftol=ftol, xtol=xtol)
-    return screen_unidentified(law_obj, data, W, draws, params, Y, seeds, **solver)  # refitted, or counted
+    Y, W, unit = draw_resamples(law, data, scheme, n, rng, params=params, clusters=clusters, cluster_unit=cluster_unit)
+    draws = refit_resamples(
+        law, data, Y, W, seeds, params=params, scheme=scheme, unit=unit, progress=progress, **solver
+    )
+    return screen_unidentified(law, data, W, draws, params, Y, seeds, **solver)  # refitted, or counted
 
 
 def refit_resamples(

@@ -259,7 +259,7 @@ class Fitter:
                 seeds,
                 n=int(self.bootstrap),
                 rng=rng,
-                scheme=scheme,  # type: ignore[arg-type]
+                scheme=self.bootstrap_scheme,  # "auto" may fall back from runs to wild (bootstrap_law)
                 params=params,
                 loss=self.loss,
                 delta=delta,
@@ -297,7 +297,8 @@ class Fitter:
             "xtol": self.xtol,
             "random_state": self.random_state,
             "bootstrap_starts": self.bootstrap_starts,
-            "bootstrap_scheme": scheme if self.bootstrap else None,
+            "bootstrap_scheme": None if boot is None else boot.scheme,
+            "bootstrap_fallback": None if boot is None or not boot.fallback else boot.fallback,
         }
         self.result_ = FitResult(
             law_name=law.name,

@@ -159,7 +159,7 @@ def draw_resamples(
         else:
             Y = wild_targets(fitted, data.y - fitted, data.groups, n, rng)
         W = None
-        unit = f"wild over {data.group_unit}"
+        unit = data.group_unit
     elif scheme == "sizes":
         if clusters is None:
             raise InputError(f"expected a size column '{cluster_unit}' for --resample sizes", column=cluster_unit)

@@ -229,6 +229,8 @@ class FitResult:
                 f"bootstrap  {self.n_bootstrap} resamples ({over}), {self.n_failed_resamples} unusable after "
                 f"refitting ({self.n_rescued_resamples} rescued); intervals {self.interval_status}"
             )
+            if self.settings.get("bootstrap_fallback"):
+                lines.append(f"           auto: {self.settings['bootstrap_fallback']}")
         if self.residual_sd is not None:
             lines.append(f"noise      residual sd {self.residual_sd:.4g} in {self.fit_space} space")
         return "\n".join(lines)

@@ -319,6 +319,7 @@ def fit_sections(
         f"{esc(result.bootstrap_unit)} (scheme {esc(scheme)}), {result.n_failed_resamples} of "
         f"{result.n_bootstrap} resamples unusable after refitting"
         + ("" if result.interval_status == "ok" else f" — <b>intervals {esc(result.interval_status)}</b>")
+        + (f"; auto: {esc(result.settings['bootstrap_fallback'])}" if result.settings.get("bootstrap_fallback") else "")
         + ".</p>"
         if result.n_bootstrap
         else "<p>No bootstrap: run with <code>--bootstrap N</code> for intervals.</p>"
