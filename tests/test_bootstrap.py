@@ -263,5 +263,12 @@ def test_auto_falls_back_from_runs_to_wild_where_few_runs_cannot_identify_the_la
     why = auto.settings["bootstrap_fallback"]
     assert f"the runs bootstrap left {runs.n_failed_resamples} of 12 resamples unusable" in why
     assert "auto: the runs bootstrap left" in auto.report()
+    from mixlaw.fit.predict import predict_point
+    from mixlaw.fit.result import FitResult
+
+    again = FitResult.from_json(auto.to_json())  # saved and read back: the reason comes with the scheme
+    assert again.settings["bootstrap_fallback"] == why and again.to_dict()["bootstrap"]["fallback"] == why
+    at = {c: float(df[c].iloc[-1]) for c in law.inputs}
+    assert predict_point(again, at)["scheme_note"] == f"auto: {why}"
     lo, hi = auto.ci()["L0"]
     assert lo <= auto.params["L0"] <= hi

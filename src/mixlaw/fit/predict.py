@@ -23,6 +23,8 @@ def _interval_info(result: FitResult, b: Any, level: float, interval: str) -> di
     info["n_resamples"], info["n_failed"] = result.n_bootstrap, result.n_failed_resamples
     info["interval_status"] = result.interval_status  # weak when > 20 % of the resamples are unusable
     info["scheme"] = result.settings.get("bootstrap_scheme")
+    if result.settings.get("bootstrap_fallback"):
+        info["scheme_note"] = f"auto: {result.settings['bootstrap_fallback']}"
     info["method"] = None if b is None else b.method
     if b is not None and b.calibration is not None:  # say so when an interval is extrapolation-calibrated
         info["calibration"] = b.calibration

@@ -274,6 +274,7 @@ class FitResult:
                 "n_rescued": self.n_rescued_resamples,
                 "status": self.interval_status,
                 "scheme": self.settings.get("bootstrap_scheme"),
+                "fallback": self.settings.get("bootstrap_fallback"),  # why "auto" ran another scheme than runs
                 "unit": self.bootstrap_unit,
                 "params": _records(self.bootstrap_params),
             }
