@@ -427,7 +427,7 @@ def main() -> None:
     print(f"seconds={time.time() - t0:.0f}")
     default = df[(df["scheme"] == DEFAULT) & (df["method"] == DEFAULT_METHOD)]
     issue = default[~default["case"].str.startswith("mpl ") | default["case"].str.startswith("mpl pooled")]
-    if len(issue) < len(default):  # the issue's cases: the MultiPowerLaw schedules as one case (pooled over sizes)
+    if 0 < len(issue) < len(default):  # the issue's cases: the MultiPowerLaw schedules as one (pooled over sizes)
         print(f"coverage95_worst_issue_cases={issue['cov95'].min():.3f}")
     print(f"coverage95_worst={default['cov95'].min():.3f}" if len(default) else "coverage95_worst=nan")
 
