@@ -45,6 +45,35 @@ def test_identity_bounds_are_enforced_on_a_rising_curve() -> None:
     assert (res.starts["alpha"] >= 0).all()
 
 
+def test_parameters_at_bounds_are_named_in_one_warning_per_fit() -> None:
+    """A fit with several parameters on a bound warns once, naming each with its value and range (the README's
+    mixture job printed four boundary lines per CAMEL target); one such parameter keeps its own message."""
+    import dataclasses
+
+    from mixlaw.errors import BoundaryWarning
+    from mixlaw.fit.diagnostics import warn_about
+
+    rng = np.random.default_rng(3)
+    n = np.repeat(np.geomspace(1e7, 1e9, 5), 4)
+    d = np.tile(np.geomspace(1e9, 1e11, 4), 5)
+    y = (1.7 + 400 / n**0.34 + 410 / d**0.28) * np.exp(0.01 * rng.standard_normal(n.size))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = fit_law("chinchilla", pd.DataFrame({"n_params": n, "tokens": d, "loss": y}), random_state=0)
+    law = res.law
+    for at in (["A"], ["A", "B", "E"]):
+        moved = dataclasses.replace(res, params={**res.params, **{k: 0.0 for k in at}})
+        assert sorted(moved.at_bounds()) == sorted(at)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            warn_about(law, moved)
+        bound = [str(w.message) for w in caught if issubclass(w.category, BoundaryWarning)]
+        assert len(bound) == 1
+        assert all(f"'{k}' = 0" in bound[0] for k in at)
+        assert ("sits at its bound" in bound[0]) == (len(at) == 1)
+        assert (f"{len(at)} parameters sit at a bound" in bound[0]) == (len(at) > 1)
+
+
 @pytest.mark.parametrize("law_name", ["chinchilla", "power_law"])
 def test_identity_bounds_hold_in_the_fitted_objective(law_name: str) -> None:
     from mixlaw.fit.data import internal_box, project_internal

@@ -17,7 +17,10 @@ from mixlaw.fit.result import FitResult, FitStatus
 from mixlaw.fit.solve import rho
 from mixlaw.laws import Law
 
-__all__ = ["fingerprint", "metrics", "status_message", "warn_about", "worst_parameter"]
+__all__ = ["MAX_BOUND_LISTED", "fingerprint", "metrics", "status_message", "warn_about", "worst_parameter"]
+
+#: Parameters at a bound named in a fit's one boundary warning at most (the rest are counted).
+MAX_BOUND_LISTED = 5
 
 
 def internal_owner(law: Law) -> list[str]:
@@ -57,16 +60,27 @@ def status_message(
 
 
 def warn_about(law: Law, res: FitResult, stacklevel: int = 4) -> None:
-    """The fit's warnings: not converged, parameters at a bound, many failed resamples."""
+    """The fit's warnings: not converged, parameters at a bound (one warning naming them all), many failed
+    resamples."""
     if res.status is not FitStatus.CONVERGED:
         kind = IdentifiabilityWarning if res.status is FitStatus.UNIDENTIFIABLE else ConvergenceWarning
         warnings.warn(f"law '{law.name}': {res.message}", kind, stacklevel=stacklevel)
     flat = res.flat_params()
-    for name in res.at_bounds():
-        spec = law.spec(name)
+    at = res.at_bounds()
+    if len(at) == 1:
+        name = at[0]
         warnings.warn(
             f"law '{law.name}': parameter '{name}' = {flat[name]:.6g} sits at its bound "
-            f"{spec.bounds_text()}; the optimum may lie outside — check the data or the law",
+            f"{law.spec(name).bounds_text()}; the optimum may lie outside — check the data or the law",
+            BoundaryWarning,
+            stacklevel=stacklevel,
+        )
+    elif at:  # one warning per fit, not one per parameter (a 3-component CAMEL fit had 4 lines per target)
+        shown = [f"'{n}' = {flat[n]:.3g} {law.spec(n).bounds_text()}" for n in at[:MAX_BOUND_LISTED]]
+        more = f" and {len(at) - MAX_BOUND_LISTED} more" if len(at) > MAX_BOUND_LISTED else ""
+        warnings.warn(
+            f"law '{law.name}': {len(at)} parameters sit at a bound of their range: {', '.join(shown)}{more}; the "
+            "optimum may lie outside — check the data or the law",
             BoundaryWarning,
             stacklevel=stacklevel,
         )
