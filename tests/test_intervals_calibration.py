@@ -63,3 +63,24 @@ def test_student_t_noise_widens_small_sample_prediction_intervals() -> None:
     assert abs(w["g"] / 2 / 0.01 - 1.96) < 0.1  # 4000 noise draws
     assert w["t1"] / 2 / 0.01 > 8.0  # t_1's 97.5 % quantile is 12.7
     assert abs(w["t100"] / w["g"] - 1.984 / 1.960) < 0.06
+
+
+def test_a_confidence_interval_that_extrapolates_says_what_it_leaves_out() -> None:
+    """``predict`` with the default confidence interval beyond the fitted range of a calibrated fit: a note that it is
+    the parameter spread only, beside the extrapolation-calibrated prediction interval; nothing inside the range or
+    when the prediction interval is asked for."""
+    from mixlaw.fit import fit_law
+    from mixlaw.fit.predict import predict_point, predict_rows
+
+    df = _curves(0.04, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=UserWarning)  # boundary and extrapolation notes of the bent law
+        res = fit_law("power_law", df, bootstrap=40, random_state=0, calibrate=True, size_column="tokens")
+    assert res.calibration is not None
+    far = predict_point(res, {"tokens": 1e12})
+    assert "confidence interval is the parameter spread only" in far["confidence_note"]
+    assert far["prediction_lo"] < far["lo"] <= far["hi"] < far["prediction_hi"]
+    assert "confidence_note" not in predict_point(res, {"tokens": 3e10})
+    assert "confidence_note" not in predict_point(res, {"tokens": 1e12}, interval="prediction")
+    rows = predict_rows(res, pd.DataFrame({"tokens": [3e10, 1e12, 3e12]}))
+    assert rows["confidence_note"].startswith("note: 2 of 3 rows extrapolate")

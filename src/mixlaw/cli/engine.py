@@ -225,6 +225,12 @@ def _print_prediction(res: Any, result: dict[str, Any]) -> None:
         console().print(f"{res.law_name} {result['at']} → {result['predicted']:.6g}{iv}")
         if result.get("extrapolation"):
             console().print(f"extrapolates: {result['extrapolation']['text']}")
+        if result.get("confidence_note"):
+            lv = f"{100 * result['level']:g}%"
+            console().print(
+                f"{result['confidence_note']}: {lv} prediction [{result['prediction_lo']:.6g}, "
+                f"{result['prediction_hi']:.6g}]"
+            )
         if "note" in result:
             console().print(result["note"])
         if result.get("calibration"):
@@ -243,6 +249,8 @@ def _print_prediction(res: Any, result: dict[str, Any]) -> None:
     console().print(t)
     if "note" in result:
         console().print(result["note"])
+    if result.get("confidence_note"):
+        console().print(result["confidence_note"])
     if result.get("calibration"):
         console().print(f"{result.get('n_calibrated')} of {len(result['rows'])} intervals {result['calibration']}")
     if result.get("per_run"):
