@@ -161,3 +161,11 @@ LawFileOpt = Annotated[
     list[Path] | None, typer.Option("--law-file", help="Python file defining and registering a Law (repeatable).")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+DecisionMaxIterOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-iter",
+        help="Iteration cap of every fit the decision makes (default: each fit's own limit, the adaptive one where "
+        "it runs while the fit improves).",
+    ),
+]

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from mixlaw.cli._common import JsonOpt, LawOptionOpt, console, emit_json, verb
+from mixlaw.cli._common import DecisionMaxIterOpt, JsonOpt, LawOptionOpt, console, emit_json, verb
 from mixlaw.cli._table import (
     AllowMissingOpt,
     DeriveOpt,
@@ -111,6 +111,7 @@ def compare_cmd(
     steps: StepsOpt = None,
     allow_missing: AllowMissingOpt = False,
     random_state: SeedOpt = 0,
+    max_iter: DecisionMaxIterOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Fit each mixture law on the rows outside the holdout and score its predictions of the held-out rows."""
@@ -127,6 +128,7 @@ def compare_cmd(
         bootstrap=bootstrap,
         random_state=random_state,
         source=runs.name,
+        max_iter=max_iter,
     )
     if as_json:
         return emit_json(out)
@@ -229,6 +231,7 @@ def optimize_cmd(
     steps: StepsOpt = None,
     allow_missing: AllowMissingOpt = False,
     random_state: SeedOpt = 0,
+    max_iter: DecisionMaxIterOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Fit a mixture law and find the mixture best for the goal (lowest weighted loss or highest weighted accuracy)."""
@@ -263,6 +266,7 @@ def optimize_cmd(
         candidates=_evaluate(evaluate, _domains(domains)),
         random_state=random_state,
         source=runs.name,
+        max_iter=max_iter,
     )
     if report is not None:
         from mixlaw.report.mix_page import write_mix_report
@@ -277,6 +281,7 @@ def optimize_cmd(
             bootstrap=min(bootstrap, 50) if bootstrap else 20,
             random_state=random_state,
             source=runs.name,
+            max_iter=max_iter,
         )
         out["report"] = str(write_mix_report(report, out, held, source=runs.name))
     if as_json:
@@ -398,6 +403,7 @@ def nested_cmd(
     steps: StepsOpt = None,
     allow_missing: AllowMissingOpt = False,
     random_state: SeedOpt = 0,
+    max_iter: DecisionMaxIterOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Data Mixing Laws' nested pipeline: step law → size law → mixture law at a target (size, step)."""
@@ -418,6 +424,7 @@ def nested_cmd(
         law_options=api.parse_options(law_option),
         random_state=random_state,
         source=runs.name,
+        max_iter=max_iter,
         tie_size_exponent=tie_size_exponent,
     )
     if as_json:

@@ -59,6 +59,9 @@ def plan_cmd(
     cost_column: Annotated[
         str | None, typer.Option("--cost-column", help="Their cost column (e.g. gpu_seconds): replaces 6·N·D.")
     ] = None,
+    max_iter: Annotated[
+        int | None, typer.Option("--max-iter", help="Iteration cap of each simulated fit (default 200).")
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Which probe runs to buy for a compute budget: allocate, simulate, write a sweep.
@@ -102,6 +105,7 @@ def plan_cmd(
         seed=seed,
         cost=cost,
         cost_unit=cost_unit,
+        max_iter=max_iter,
     )
     alloc = res["allocation"]
     if out is not None:

@@ -88,8 +88,11 @@ def plan(
     seed: int = 0,
     cost: CostFn | None = None,
     cost_unit: str = "FLOPs",
+    max_iter: int | None = None,
 ) -> dict[str, Any]:
     """Allocate ``budget`` over ``sizes`` with ``strategy`` (and each ``compare`` strategy); simulate if asked.
+
+    ``max_iter`` caps the iterations of every fit of the simulation (``--max-iter``; default the simulator's 200).
 
     Returns ``{"sizes", "target", "budget", "allocation" (the chosen one), "compare": [allocations],
     "simulation": SimResult | None, "notes"}``; allocations are :class:`Allocation` objects.
@@ -134,6 +137,7 @@ def plan(
             k=k,
             seed=seed,
             allocation=opts,
+            max_iter=200 if max_iter is None else int(max_iter),  # the simulator's default cap
         )
     return {
         "sizes": size_specs,

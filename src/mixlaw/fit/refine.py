@@ -14,6 +14,9 @@ estimate that stalled, once (fresh damping and Moré scaling take it past a stal
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import replace
 
 import numpy as np
@@ -27,6 +30,8 @@ __all__ = [
     "POINT_STALL_UNITS",
     "AUTO_MAX_ITER",
     "DECISION_MAX_ITER",
+    "decision_iterations",
+    "decision_max_iter",
     "iteration_cap",
     "point_stall_units_for",
     "repolish",
@@ -44,6 +49,34 @@ AUTO_MAX_ITER = 10_000
 #: finish (issue 9 item 1). The one-start resample refits of ``mix optimize`` and the nested pipeline's last resort
 #: kept a 300 cap (``DECISION_REFIT_MAX_ITER``, removed) until the resamples were refitted in one batched solve.
 DECISION_MAX_ITER: int | None = None
+
+#: The iteration cap of every fit inside a decision, set by :func:`decision_iterations` (``--max-iter`` of the
+#: decision verbs); ``None``: each fit's own limit.
+_DECISION_CAP: ContextVar[int | None] = ContextVar("mixlaw_decision_max_iter", default=None)
+
+
+@contextmanager
+def decision_iterations(max_iter: int | None) -> Iterator[None]:
+    """Within the block, every fit a decision makes — point fits, bootstrap refits, rescues, the CMR's curve and
+    ratio-law fits and its profile solver — is capped at ``max_iter`` iterations (``None``: their own limits, the
+    adaptive one where the decision uses it). The ``--max-iter`` of ``mixlaw cmr`` and ``mixlaw mix``; the
+    decision functions take it as their ``max_iter`` argument."""
+    if max_iter is not None and int(max_iter) < 1:
+        from mixlaw.errors import InputError
+
+        raise InputError(f"expected --max-iter >= 1, got {max_iter}")
+    token = _DECISION_CAP.set(None if max_iter is None else int(max_iter))
+    try:
+        yield
+    finally:
+        _DECISION_CAP.reset(token)
+
+
+def decision_max_iter(default: int | None = DECISION_MAX_ITER) -> int | None:
+    """The iteration limit of one fit inside a decision: the cap of :func:`decision_iterations` when one is set,
+    else ``default`` (the fit's own limit; ``None`` is the adaptive limit)."""
+    cap = _DECISION_CAP.get()
+    return default if cap is None else cap
 
 
 #: The relative stall test: a row whose objective fell by less than this (relative) over the solver's

@@ -108,6 +108,7 @@ def run_cmr_job(
     relative_to_control: bool,
     validate: bool,
     make_progress: Callable[[int, bool], Any],
+    max_iter: int | None = None,
     table_options: Any = None,
 ) -> CmrJob:
     """Check the options, load the runs, run the decision(s) and write ``report``; options as ``mixlaw cmr``.
@@ -143,7 +144,7 @@ def run_cmr_job(
             sched_results = schedule_cmr_by_size(
                 frame, sched, general_eval=general_eval, domain_eval=domain_eval[0], ratio_column=ratio_column,
                 size_column=size_column, epsilon=epsilon, budget_steps=budget_steps, budget_tokens=budget_tokens,
-                tokens_per_step=tokens_per_step, bootstrap=bootstrap, random_state=seed, law=law,
+                tokens_per_step=tokens_per_step, bootstrap=bootstrap, random_state=seed, law=law, max_iter=max_iter,
             )  # fmt: skip
             budgets = {r.budget_tokens for r in sched_results}
             if dec_budget is None and len(budgets) == 1 and None not in budgets:
@@ -159,7 +160,7 @@ def run_cmr_job(
                 ratio_column=ratio_column, size_column=size_column, epsilon=epsilon, lagrange_mult=lam,
                 budget_tokens=dec_budget, ratio_law=ratio_law, c_method=c_method, pin_zero=pin_zero,
                 bootstrap=bootstrap, random_state=seed, relative_to_control=relative_to_control,
-                validate=validate, progress=progress,
+                validate=validate, progress=progress, max_iter=max_iter,
             )  # fmt: skip
 
         decisions: dict[str, Any] = {}

@@ -109,11 +109,11 @@ def build_model(name: str, opts: Mapping[str, Any], domains: Sequence[str], size
 def _fit(law: Any, rows: pd.DataFrame, target: str, random_state: int, bootstrap: int) -> Any:
     """The point fit under the decisions' iteration cap, then its bootstrap over runs (:func:`_resample`)."""
     from mixlaw.fit import fit_law
-    from mixlaw.fit.refine import DECISION_MAX_ITER
+    from mixlaw.fit.refine import decision_max_iter
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        res = fit_law(law, rows, target=target, random_state=random_state, max_iter=DECISION_MAX_ITER)
+        res = fit_law(law, rows, target=target, random_state=random_state, max_iter=decision_max_iter())
         if bootstrap and rows["run_id"].nunique() >= 3:
             res = _resample(res, rows, target, int(bootstrap), random_state)
     for w in caught:  # re-emit once, naming the model (boundary notes are expected on small fits)
@@ -133,13 +133,14 @@ def _resample(res: Any, rows: pd.DataFrame, target: str, n: int, random_state: i
 
     from mixlaw.fit.bootstrap import bootstrap_law
     from mixlaw.fit.data import FitData
+    from mixlaw.fit.refine import decision_max_iter
 
     data = FitData(res.law, rows, target=target, input_map=res.input_map, group_column="run_id")
     seeds = np.asarray(res.law.to_internal(res.params), dtype=np.float64)[None, :]
     rng = np.random.default_rng([random_state, 1])
     boot = bootstrap_law(
         res.law, data, seeds, n=n, rng=rng, scheme="runs", params=res.params, loss=res.loss, delta=res.delta,
-        max_iter=None,
+        max_iter=decision_max_iter(None),
     )  # fmt: skip
     if boot.n_failed:
         warnings.warn(f"{boot.n_failed} of {n} bootstrap resamples failed to finish", UserWarning, stacklevel=2)
@@ -288,6 +289,7 @@ def compare(
     level: float = 0.95,
     random_state: int = 0,
     source: str = "table",
+    max_iter: int | None = None,
 ) -> dict[str, Any]:
     """Fit each model on the rows outside the holdout, predict the holdout; one result per target.
 
@@ -296,73 +298,83 @@ def compare(
     "no_interval": [{"reason", "n", "run_ids"}], "predictions": [{"run_id", "predicted", "lo", "hi",
     "observed"}]}]}]}``. Rows without a value of a target are left out for that target only (``n_missing``).
     ``bootstrap = 0`` gives no intervals (``lo``/``hi``/``coverage`` NaN, ``null`` in JSON).
+
+    ``max_iter``: iteration cap of every fit the decision makes (``--max-iter``;
+    :func:`mixlaw.fit.refine.decision_iterations`); ``None`` (default): their own limits.
     """
-    doms = list(domains)
-    check_mixture(table, doms, source)
-    if not 0 < level < 1:
-        raise InputError(f"--level {level}: expected a number in (0, 1)")
-    if bootstrap < 0:
-        raise InputError(f"--bootstrap {bootstrap}: expected a non-negative number of resamples")
-    for t in targets:
-        if t not in table.columns:
-            raise InputError(f"--target {t}: {source} has no column '{t}'")
-    parsed = parse_models(models)
-    table = table.reset_index(drop=True)
-    if "run_id" not in table.columns:
-        table = table.assign(run_id=[f"row{i + 1}" for i in range(len(table))])
-    out: list[dict[str, Any]] = []
-    for target in targets:
-        sub, n_missing = target_rows(table, target, source)
-        masks = holdout_folds(sub, holdout, doms, seed=random_state)
-        obs = sub[target].to_numpy(dtype=np.float64)
-        rows = []
-        for label, name, opts in parsed:
-            pred, lo, hi = (np.full(len(sub), np.nan) for _ in range(3))
-            notes: list[Any] = [None] * len(sub)
-            tested = np.zeros(len(sub), dtype=bool)
-            n_train, n_par = [], 0
-            calibrations: list[str | None] = []
-            for m in masks:
-                train, test = sub[~m], sub[m]
-                p, a, b, n_par, why, cal = _predict_model(
-                    name, opts, train, test, doms, target, size_column, random_state, bootstrap, level
+    from mixlaw.fit.refine import decision_iterations
+
+    with decision_iterations(max_iter):
+        doms = list(domains)
+        check_mixture(table, doms, source)
+        if not 0 < level < 1:
+            raise InputError(f"--level {level}: expected a number in (0, 1)")
+        if bootstrap < 0:
+            raise InputError(f"--bootstrap {bootstrap}: expected a non-negative number of resamples")
+        for t in targets:
+            if t not in table.columns:
+                raise InputError(f"--target {t}: {source} has no column '{t}'")
+        parsed = parse_models(models)
+        table = table.reset_index(drop=True)
+        if "run_id" not in table.columns:
+            table = table.assign(run_id=[f"row{i + 1}" for i in range(len(table))])
+        out: list[dict[str, Any]] = []
+        for target in targets:
+            sub, n_missing = target_rows(table, target, source)
+            masks = holdout_folds(sub, holdout, doms, seed=random_state)
+            obs = sub[target].to_numpy(dtype=np.float64)
+            rows = []
+            for label, name, opts in parsed:
+                pred, lo, hi = (np.full(len(sub), np.nan) for _ in range(3))
+                notes: list[Any] = [None] * len(sub)
+                tested = np.zeros(len(sub), dtype=bool)
+                n_train, n_par = [], 0
+                calibrations: list[str | None] = []
+                for m in masks:
+                    train, test = sub[~m], sub[m]
+                    p, a, b, n_par, why, cal = _predict_model(
+                        name, opts, train, test, doms, target, size_column, random_state, bootstrap, level
+                    )
+                    pred[m], lo[m], hi[m] = p, a, b
+                    for i, note in zip(np.flatnonzero(m), why, strict=True):
+                        notes[i] = note
+                    tested |= m
+                    n_train.append(len(train))
+                    calibrations.append(cal)
+                idx = np.flatnonzero(tested)
+                has = np.isfinite(lo[idx]) & np.isfinite(hi[idx]) & np.isfinite(pred[idx])
+                inside = (lo[idx] <= obs[idx]) & (obs[idx] <= hi[idx])
+                for i, ok in zip(idx, has, strict=True):  # no silent gaps: every row without an interval says why
+                    notes[i] = None if ok else notes[i] or "no interval (prediction or interval not finite)"
+                rows.append(
+                    {
+                        "model": label,
+                        "n_parameters": n_par,
+                        "n_train": int(round(float(np.mean(n_train)))),
+                        "n_test": int(idx.size),
+                        "n_predicted": int(np.isfinite(pred[idx]).sum()),
+                        **metrics(pred[idx], obs[idx]),
+                        "coverage": float(inside[has].mean()) if has.any() else math.nan,
+                        "n_interval": int(has.sum()),
+                        "interval_method": (
+                            next((c for c in calibrations if c), name)
+                            if name in SURROGATES
+                            else _method_line(calibrations)
+                        ),
+                        "no_interval": interval_notes(
+                            [notes[i] for i in idx], [str(sub["run_id"].iloc[i]) for i in idx]
+                        ),
+                        "predictions": [
+                            {
+                                "run_id": str(sub["run_id"].iloc[i]),
+                                "predicted": float(pred[i]),
+                                "lo": float(lo[i]),
+                                "hi": float(hi[i]),
+                                "observed": float(obs[i]),
+                            }
+                            for i in idx
+                        ],
+                    }
                 )
-                pred[m], lo[m], hi[m] = p, a, b
-                for i, note in zip(np.flatnonzero(m), why, strict=True):
-                    notes[i] = note
-                tested |= m
-                n_train.append(len(train))
-                calibrations.append(cal)
-            idx = np.flatnonzero(tested)
-            has = np.isfinite(lo[idx]) & np.isfinite(hi[idx]) & np.isfinite(pred[idx])
-            inside = (lo[idx] <= obs[idx]) & (obs[idx] <= hi[idx])
-            for i, ok in zip(idx, has, strict=True):  # no silent gaps: every row without an interval says why
-                notes[i] = None if ok else notes[i] or "no interval (prediction or interval not finite)"
-            rows.append(
-                {
-                    "model": label,
-                    "n_parameters": n_par,
-                    "n_train": int(round(float(np.mean(n_train)))),
-                    "n_test": int(idx.size),
-                    "n_predicted": int(np.isfinite(pred[idx]).sum()),
-                    **metrics(pred[idx], obs[idx]),
-                    "coverage": float(inside[has].mean()) if has.any() else math.nan,
-                    "n_interval": int(has.sum()),
-                    "interval_method": (
-                        next((c for c in calibrations if c), name) if name in SURROGATES else _method_line(calibrations)
-                    ),
-                    "no_interval": interval_notes([notes[i] for i in idx], [str(sub["run_id"].iloc[i]) for i in idx]),
-                    "predictions": [
-                        {
-                            "run_id": str(sub["run_id"].iloc[i]),
-                            "predicted": float(pred[i]),
-                            "lo": float(lo[i]),
-                            "hi": float(hi[i]),
-                            "observed": float(obs[i]),
-                        }
-                        for i in idx
-                    ],
-                }
-            )
-        out.append({"target": target, "n_missing": n_missing, "models": rows})
-    return {"holdout": holdout, "domains": doms, "bootstrap": int(bootstrap), "level": level, "targets": out}
+            out.append({"target": target, "n_missing": n_missing, "models": rows})
+        return {"holdout": holdout, "domains": doms, "bootstrap": int(bootstrap), "level": level, "targets": out}

@@ -132,7 +132,7 @@ def size_calibrated(
     from mixlaw.fit.calibrate import Calibration, calibrate
     from mixlaw.fit.data import FitData
     from mixlaw.fit.intervals import inputs_of
-    from mixlaw.fit.refine import DECISION_MAX_ITER
+    from mixlaw.fit.refine import decision_max_iter
 
     law = res.law
     data = FitData(law, train, target=target, input_map=res.input_map, group_column="run_id")
@@ -140,7 +140,7 @@ def size_calibrated(
     seeds = np.asarray(law.to_internal(res.params), dtype=np.float64)[None, :]
     cal = calibrate(
         law, data, res.params, seeds, size_input=size_column, clusters=clusters, rng=np.random.default_rng([seed, 2]),
-        loss=res.loss, delta=res.delta, max_iter=DECISION_MAX_ITER,
+        loss=res.loss, delta=res.delta, max_iter=decision_max_iter(),
     )  # fmt: skip
     if cal is None:
         return lo, hi, None

@@ -93,11 +93,11 @@ def _build(law_name: str, law_options: Mapping[str, Any], domains: Sequence[str]
 
 def _fit(law: Any, rows: pd.DataFrame, target: str, random_state: int) -> Any:
     from mixlaw.fit import fit_law
-    from mixlaw.fit.refine import DECISION_MAX_ITER
+    from mixlaw.fit.refine import decision_max_iter
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        res = fit_law(law, rows, target=target, random_state=random_state, max_iter=DECISION_MAX_ITER)
+        res = fit_law(law, rows, target=target, random_state=random_state, max_iter=decision_max_iter())
     for w in caught:  # re-emit once, naming the law (boundary notes are expected on small fits)
         warnings.warn(f"{law.name} on {target}: {w.message}", w.category, stacklevel=3)
     return res
@@ -115,7 +115,7 @@ def _draws(res: Any, rows: pd.DataFrame, counts: np.ndarray) -> tuple[list[Fitte
     from mixlaw.fit.batch import threads
     from mixlaw.fit.bootstrap import refit_resamples
     from mixlaw.fit.data import FitData
-    from mixlaw.fit.refine import DECISION_MAX_ITER
+    from mixlaw.fit.refine import decision_max_iter
 
     law = res.law
     data = FitData(law, rows, target=res.target, input_map=res.input_map, group_column=None)
@@ -125,7 +125,7 @@ def _draws(res: Any, rows: pd.DataFrame, counts: np.ndarray) -> tuple[list[Fitte
         warnings.simplefilter("ignore")  # resample fits: boundary notes are not the point
         boot = refit_resamples(
             law, data, data.y, W, seeds, params=res.params, scheme="mixtures", unit="mixtures", loss=res.loss,
-            delta=res.delta, max_iter=DECISION_MAX_ITER,
+            delta=res.delta, max_iter=decision_max_iter(),
         )  # fmt: skip
     ok = boot.ok & (W.sum(axis=1) > 0)
     it = iter(boot.params.to_numpy(dtype=np.float64))
@@ -163,6 +163,7 @@ def optimize(
     candidates: Mapping[str, Mapping[str, float]] | None = None,
     random_state: int = 0,
     source: str = "table",
+    max_iter: int | None = None,
 ) -> dict[str, Any]:
     """Fit ``law`` to each target loss (and benchmark laws), and find the feasible mixture that is best for the goal.
 
@@ -176,91 +177,98 @@ def optimize(
     production): their objective, predictions and ``regret`` (objective minus the optimum's; for a weighted
     accuracy, the optimum's score minus theirs), and with ``bootstrap`` the intervals of each and of the *paired*
     regret — the candidate and the chosen mixture evaluated under the same resampled laws.
+
+    ``max_iter``: iteration cap of every fit the decision makes (``--max-iter``;
+    :func:`mixlaw.fit.refine.decision_iterations`); ``None`` (default): their own limits.
     """
-    doms = list(domains)
-    targets = [target] if isinstance(target, str) else list(target)
-    check_mixture(table, doms, source)
-    for t in targets:
-        if t not in table.columns:
-            raise InputError(f"--target {t}: {source} has no column '{t}'")
-    if bootstrap < 0:
-        raise InputError(f"--bootstrap {bootstrap}: expected a non-negative number of resamples")
-    if not 0 < level < 1:
-        raise InputError(f"--level {level}: expected a number in (0, 1)")
-    loss_w, bench_w = split_weights(weights, objective, targets, [str(c) for c in table.columns])
-    cons = MixtureConstraints(tuple(doms), **dict(constraints or {}))  # infeasible boxes fail before any fit
-    cands = _candidates(candidates, doms)
-    table = table.reset_index(drop=True)
-    if "run_id" not in table.columns:
-        table = table.assign(run_id=[f"row{i + 1}" for i in range(len(table))])
-    table = table.assign(_mixture=mixture_groups(table, doms))
-    law_obj = _build(law, law_options or {}, doms, size_column)
-    rows = {t: target_rows(table, t, source)[0] for t in targets}
-    fits = {t: _fit(law_obj, rows[t], t, random_state) for t in targets}
-    bench_fits: dict[str, Any] = {}
-    for b in bench_w:
-        sub = table.dropna(subset=targets)
-        sub, _ = target_rows(sub, b, source)
-        scale = 100.0 if float(sub[b].max()) > 1.0 else 1.0
-        blaw = _build_benchmark(targets, b, scale)
-        rows[b] = sub
-        bench_fits[b] = _fit(blaw, sub, b, random_state)
-    fixed_inputs: dict[str, float] = {}
-    for c in law_obj.inputs:
-        if str(c).startswith("w_"):
-            continue
-        if target_size is None:
-            raise InputError(f"--target-size: law '{law}' needs the target model size (its input '{c}')")
-        fixed_inputs[c] = float(target_size)
-    if sizes and not fixed_inputs:
-        raise InputError(f"--sizes: law '{law}' has no size input, its optimum does not depend on size")
+    from mixlaw.fit.refine import decision_iterations
 
-    def objective_of(losses: Mapping[str, FittedLaw], benches: Mapping[str, FittedLaw], size: float | None = None):
-        at = fixed_inputs if size is None else dict.fromkeys(fixed_inputs, float(size))
-        return MixtureObjective(
-            tuple(doms), losses, loss_weights=loss_w if not bench_w else {}, benchmarks=benches,
-            benchmark_weights=bench_w, fixed_inputs=at,
-        )  # fmt: skip
+    with decision_iterations(max_iter):
+        doms = list(domains)
+        targets = [target] if isinstance(target, str) else list(target)
+        check_mixture(table, doms, source)
+        for t in targets:
+            if t not in table.columns:
+                raise InputError(f"--target {t}: {source} has no column '{t}'")
+        if bootstrap < 0:
+            raise InputError(f"--bootstrap {bootstrap}: expected a non-negative number of resamples")
+        if not 0 < level < 1:
+            raise InputError(f"--level {level}: expected a number in (0, 1)")
+        loss_w, bench_w = split_weights(weights, objective, targets, [str(c) for c in table.columns])
+        cons = MixtureConstraints(tuple(doms), **dict(constraints or {}))  # infeasible boxes fail before any fit
+        cands = _candidates(candidates, doms)
+        table = table.reset_index(drop=True)
+        if "run_id" not in table.columns:
+            table = table.assign(run_id=[f"row{i + 1}" for i in range(len(table))])
+        table = table.assign(_mixture=mixture_groups(table, doms))
+        law_obj = _build(law, law_options or {}, doms, size_column)
+        rows = {t: target_rows(table, t, source)[0] for t in targets}
+        fits = {t: _fit(law_obj, rows[t], t, random_state) for t in targets}
+        bench_fits: dict[str, Any] = {}
+        for b in bench_w:
+            sub = table.dropna(subset=targets)
+            sub, _ = target_rows(sub, b, source)
+            scale = 100.0 if float(sub[b].max()) > 1.0 else 1.0
+            blaw = _build_benchmark(targets, b, scale)
+            rows[b] = sub
+            bench_fits[b] = _fit(blaw, sub, b, random_state)
+        fixed_inputs: dict[str, float] = {}
+        for c in law_obj.inputs:
+            if str(c).startswith("w_"):
+                continue
+            if target_size is None:
+                raise InputError(f"--target-size: law '{law}' needs the target model size (its input '{c}')")
+            fixed_inputs[c] = float(target_size)
+        if sizes and not fixed_inputs:
+            raise InputError(f"--sizes: law '{law}' has no size input, its optimum does not depend on size")
 
-    point_l = {t: FittedLaw.from_result(r) for t, r in fits.items()}
-    point_b = {b: FittedLaw.from_result(r) for b, r in bench_fits.items()}
-    obj = objective_of(point_l, point_b)
-    opt = optimize_mixture(obj, cons, random_state=random_state)
-    sign = -1.0 if bench_w else 1.0
-    out: dict[str, Any] = {
-        "law": law,
-        "law_options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in law_obj.options.items()},
-        "targets": targets,
-        "goal": "maximise weighted accuracy" if bench_w else "minimise weighted loss",
-        "objective_preset": objective,
-        "loss_weights": loss_w if not bench_w else {},
-        "benchmark_weights": bench_w,
-        "target_size": target_size,
-        "fits": {t: _fit_summary(r, len(rows[t])) for t, r in {**fits, **bench_fits}.items()},
-        **opt.to_dict(),
-        "score": sign * opt.objective,
-        **obj.report(opt.w),
-    }
-    grid = [float(m) for m in sizes or ()]
-    curve = [optimize_mixture(objective_of(point_l, point_b, m), cons, n_dirichlet=16) for m in grid]
-    if grid:
-        out["vs_size"] = [
-            {"size": m, "weights": o.weights, "objective": o.objective, "score": sign * o.objective}
-            for m, o in zip(grid, curve, strict=True)
-        ]
-    if cands:
-        out["candidates"] = []
-        for name, w in cands.items():
-            j = float(obj(torch.as_tensor(w)).detach())
-            out["candidates"].append(
-                {"name": name, "weights": dict(zip(doms, map(float, w), strict=True)), "objective": j,
-                 "score": sign * j, "regret": j - opt.objective, **obj.report(w)}
+        def objective_of(losses: Mapping[str, FittedLaw], benches: Mapping[str, FittedLaw], size: float | None = None):
+            at = fixed_inputs if size is None else dict.fromkeys(fixed_inputs, float(size))
+            return MixtureObjective(
+                tuple(doms), losses, loss_weights=loss_w if not bench_w else {}, benchmarks=benches,
+                benchmark_weights=bench_w, fixed_inputs=at,
             )  # fmt: skip
-    if bootstrap:
-        out["bootstrap"] = _bootstrap(
-            int(bootstrap), level, random_state, doms, cons, fits, bench_fits, rows, objective_of, opt, grid, curve, out
-        )
-    return out
+
+        point_l = {t: FittedLaw.from_result(r) for t, r in fits.items()}
+        point_b = {b: FittedLaw.from_result(r) for b, r in bench_fits.items()}
+        obj = objective_of(point_l, point_b)
+        opt = optimize_mixture(obj, cons, random_state=random_state)
+        sign = -1.0 if bench_w else 1.0
+        out: dict[str, Any] = {
+            "law": law,
+            "law_options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in law_obj.options.items()},
+            "targets": targets,
+            "goal": "maximise weighted accuracy" if bench_w else "minimise weighted loss",
+            "objective_preset": objective,
+            "loss_weights": loss_w if not bench_w else {},
+            "benchmark_weights": bench_w,
+            "target_size": target_size,
+            "fits": {t: _fit_summary(r, len(rows[t])) for t, r in {**fits, **bench_fits}.items()},
+            **opt.to_dict(),
+            "score": sign * opt.objective,
+            **obj.report(opt.w),
+        }
+        grid = [float(m) for m in sizes or ()]
+        curve = [optimize_mixture(objective_of(point_l, point_b, m), cons, n_dirichlet=16) for m in grid]
+        if grid:
+            out["vs_size"] = [
+                {"size": m, "weights": o.weights, "objective": o.objective, "score": sign * o.objective}
+                for m, o in zip(grid, curve, strict=True)
+            ]
+        if cands:
+            out["candidates"] = []
+            for name, w in cands.items():
+                j = float(obj(torch.as_tensor(w)).detach())
+                out["candidates"].append(
+                    {"name": name, "weights": dict(zip(doms, map(float, w), strict=True)), "objective": j,
+                     "score": sign * j, "regret": j - opt.objective, **obj.report(w)}
+                )  # fmt: skip
+        if bootstrap:
+            out["bootstrap"] = _bootstrap(
+                int(bootstrap), level, random_state, doms, cons, fits, bench_fits, rows, objective_of, opt, grid, curve,
+                out,
+            )
+        return out
 
 
 def _candidates(candidates: Mapping[str, Mapping[str, float]] | None, doms: Sequence[str]) -> dict[str, np.ndarray]:

@@ -1,0 +1,98 @@
+"""Issue 9 item 1: ``--max-iter`` exists on every verb that fits, and a decision's cap reaches every fit it makes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from mixlaw.cli import app
+from mixlaw.errors import InputError
+from mixlaw.fit.refine import decision_iterations, decision_max_iter
+
+REPO = Path(__file__).resolve().parents[1]
+MIX = str(REPO / "examples" / "mixture_probe" / "runs.csv")
+CMR = str(REPO / "examples" / "cmr_probe" / "runs.csv")
+
+
+@pytest.mark.parametrize(
+    "verb", [["fit"], ["validate"], ["cmr"], ["mix", "compare"], ["mix", "optimize"], ["mix", "nested"], ["plan"]]
+)
+def test_every_verb_that_fits_takes_max_iter(verb: list[str]) -> None:
+    r = CliRunner().invoke(app, [*verb, "--help"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "--max-iter" in r.output
+
+
+def test_decision_iterations_scopes_the_cap() -> None:
+    assert decision_max_iter() is None and decision_max_iter(300) == 300
+    with decision_iterations(7):
+        assert decision_max_iter() == 7 and decision_max_iter(300) == 7
+        with decision_iterations(None):  # no cap inside: each fit's own limit again
+            assert decision_max_iter(300) == 300
+        assert decision_max_iter(None) == 7
+    assert decision_max_iter() is None
+    with pytest.raises(InputError, match="--max-iter"):
+        with decision_iterations(0):
+            pass
+
+
+def _spy(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Record the ``max_iter`` of every engine fit and every batched resample refit."""
+    import mixlaw.fit as fit_mod
+    import mixlaw.fit.bootstrap as boot_mod
+
+    seen: list[Any] = []
+    fit_law, refit = fit_mod.fit_law, boot_mod._refit
+
+    def fit_spy(*a: Any, **kw: Any) -> Any:
+        seen.append(("fit_law", kw.get("max_iter")))
+        return fit_law(*a, **kw)
+
+    def refit_spy(*a: Any, **kw: Any) -> Any:
+        seen.append(("refit", kw.get("max_iter")))
+        return refit(*a, **kw)
+
+    monkeypatch.setattr(fit_mod, "fit_law", fit_spy)
+    monkeypatch.setattr(boot_mod, "_refit", refit_spy)
+    return seen
+
+
+@pytest.mark.parametrize("cap", [None, 3])
+def test_mix_optimize_caps_every_fit(monkeypatch: pytest.MonkeyPatch, cap: int | None) -> None:
+    seen = _spy(monkeypatch)
+    args = ["mix", "optimize", MIX, "--law", "dml", "--domains", "general,legal,docs,bio,code", "--target",
+            "loss_general", "--final", "--where", "n_params < 2e5", "--target-size", "252720", "--bootstrap", "4"]
+    r = CliRunner().invoke(app, args + ([] if cap is None else ["--max-iter", str(cap)]))
+    assert r.exit_code == 0, r.output
+    assert {k for k, _ in seen} == {"fit_law", "refit"}  # the point fit and the resample refits
+    assert all(m == cap for _, m in seen), seen  # None: the adaptive limit, as before
+    if cap is not None:
+        assert f"did not converge in {cap} iterations" in r.output
+
+
+@pytest.mark.parametrize("cap", [None, 4])
+def test_cmr_caps_every_fit(monkeypatch: pytest.MonkeyPatch, cap: int | None) -> None:
+    """The constant-LR CMR fits its curves, ratio laws and CMR laws with its own profiled least squares (a
+    pattern search of at most 200 rounds) and the engine: every one asks the decision's cap."""
+    import mixlaw.fit.refine as refine
+
+    got: list[Any] = []
+    real = refine.decision_max_iter
+
+    def spy(default: int | None = None) -> int | None:
+        got.append(real(default))
+        return got[-1]
+
+    monkeypatch.setattr(refine, "decision_max_iter", spy)
+    args = ["cmr", CMR, "--general-eval", "general", "--domain-eval", "legal", "--bootstrap", "3", "--json"]
+    r = CliRunner().invoke(app, args + ([] if cap is None else ["--max-iter", str(cap)]))
+    assert r.exit_code == 0, r.output
+    assert got  # the profiled fits
+    assert all(m == cap for m in got) if cap is not None else (4 not in got and 200 in got), got
+    if cap is not None:  # the cap changes the answer: four rounds of the pattern search do not finish
+        free = CliRunner().invoke(app, args)
+        assert free.exit_code == 0 and '"not converged"' not in free.stdout
+        assert '"not converged"' in r.stdout and free.stdout != r.stdout  # the same runs, deterministic otherwise
