@@ -87,6 +87,9 @@ def test_cli_progress_validate_and_a_report_that_leads_with_the_decision(tmp_pat
     lines = [ln for ln in res.stderr.splitlines() if ln.startswith("cmr: ")]
     assert len(lines) == 4 and all("done (4 resamples" in ln for ln in lines)  # 2 sizes × 2 domains, not a tty
     assert re.search(r"legal: (CMR \d\.\d\d|no CMR).* at 13.2k parameters and 299k CPT tokens; status ", res.stdout)
+    # every interval says how many of its resamples were unusable (issue 9 item 1): the sentences and the table
+    assert len(re.findall(r"CMR \d\.\d\d \[[-\d.]+, [-\d.]+\] \(\d+/4 resamples unusable\)", res.stdout)) >= 2
+    assert re.search(r"\b\d+/4 unusable", res.stdout)  # the table's 95% CI column
     page = report.read_text()
     first_sentence = page.index("legal: ")
     assert first_sentence < page.index("<img") < page.index("Critical mixture ratio per size")

@@ -60,6 +60,8 @@ def print_decision(decision: Any, domain: str | None = None) -> None:
         t.add_column(col)
     for s in decision.sizes:
         ci = f"[{s.ci[0]:.3f}, {s.ci[1]:.3f}]" if s.ci else "—"
+        if s.n_bootstrap:  # unusable resamples beside every interval
+            ci += f"\n{s.n_bootstrap_failed}/{s.n_bootstrap} unusable"
         tb = f"{s.tolerance_boundary:.3f}" if s.tolerance_boundary is not None else s.tolerance_status
         mf = f"{s.model_free_crossing:.3f}" if s.model_free_crossing is not None else "—"
         style = "green" if s.status == "ok" else "yellow"
@@ -145,14 +147,17 @@ def print_schedule(results: list[SizeScheduleCMR], decision: Any, epsilon: float
         civ = res.constant_lr_interval if res is not None else None
         ps = paper.get(size_value(r.n_params))
         style = "green" if r.status == "ok" else "yellow"
+        lost = ""  # the fit's unusable resamples beside the intervals it draws
+        if r.fit is not None and r.fit.n_bootstrap:
+            lost = f"\n{r.fit.n_failed_resamples}/{r.fit.n_bootstrap} unusable"
         t.add_row(
             fmt_size(r.n_params) if r.n_params is not None else "—",
             str(r.budget_steps),
             fmt_tokens(r.budget_tokens),
             f"{r.cmr:.3f}" if r.cmr is not None else "—",
-            f"[{r.ci[0]:.3f}, {r.ci[1]:.3f}]" if r.ci else "—",
+            f"[{r.ci[0]:.3f}, {r.ci[1]:.3f}]{lost}" if r.ci else "—",
             f"{c:.3f}" if c is not None else "—",
-            f"[{civ[0]:.3f}, {civ[1]:.3f}]" if civ else "—",
+            f"[{civ[0]:.3f}, {civ[1]:.3f}]{lost}" if civ else "—",
             f"{ps.cmr:.3f}" if ps is not None and ps.cmr is not None else "—",
             f"[{style}]{r.status}[/{style}]",
         )

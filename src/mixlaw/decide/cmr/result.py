@@ -59,6 +59,8 @@ class SizeCMR:
 
         val = "no CMR" if self.cmr is None else f"CMR {self.cmr:.2f}"
         ci = f" [{self.ci[0]:.2f}, {self.ci[1]:.2f}]" if self.ci else ""
+        if self.n_bootstrap:  # the resamples behind the interval, beside it (none silently dropped)
+            ci += f" ({self.n_bootstrap_failed}/{self.n_bootstrap} resamples unusable)"
         why = f" ({'; '.join(self.weak_reasons)})" if self.weak_reasons else ""
         return (f"{domain}: {val}{ci} at {fmt_size(self.n_params)} parameters and {fmt_tokens(self.budget_tokens)} "
                 f"CPT tokens; status {self.status}{why}")  # fmt: skip
