@@ -169,3 +169,4 @@ DecisionMaxIterOpt = Annotated[
         "it runs while the fit improves).",
     ),
 ]
+LevelOpt = Annotated[float, typer.Option("--level", help="Interval level, e.g. 0.95.")]

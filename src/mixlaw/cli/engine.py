@@ -13,6 +13,7 @@ from mixlaw.cli._common import (
     LawFileOpt,
     LawOpt,
     LawOptionOpt,
+    LevelOpt,
     StoreOpt,
     TableArg,
     console,
@@ -48,7 +49,6 @@ ResampleOpt = Annotated[
         "residuals | parametric | sizes | wild (few runs: reweight each run's residuals).",
     ),
 ]
-LevelOpt = Annotated[float, typer.Option("--level", help="Interval level, e.g. 0.95.")]
 IntervalOpt = Annotated[str, typer.Option("--interval", help="confidence (the law) or prediction (a new point).")]
 MethodOpt = Annotated[
     str, typer.Option("--method", help="Interval method: auto (calibrated if the fit has it) | bootstrap | calibrated.")

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from mixlaw.cli._common import DecisionMaxIterOpt, JsonOpt, LawOptionOpt, console, emit_json, verb
+from mixlaw.cli._common import DecisionMaxIterOpt, JsonOpt, LawOptionOpt, LevelOpt, console, emit_json, verb
 from mixlaw.cli._table import (
     AllowMissingOpt,
     DeriveOpt,
@@ -99,7 +99,7 @@ def compare_cmd(
     ] = "camel,dml,blind",
     size_column: SizeColOpt = "n_params",
     bootstrap: Annotated[
-        int, typer.Option("--bootstrap", help="Resamples of the training mixtures for the 95% intervals (0 = none).")
+        int, typer.Option("--bootstrap", help="Resamples of the training mixtures for the intervals (0 = none).")
     ] = 50,
     where: WhereOpt = None,
     maps: MapOpt = None,
@@ -111,6 +111,7 @@ def compare_cmd(
     steps: StepsOpt = None,
     allow_missing: AllowMissingOpt = False,
     random_state: SeedOpt = 0,
+    level: LevelOpt = 0.95,
     max_iter: DecisionMaxIterOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -129,6 +130,7 @@ def compare_cmd(
         random_state=random_state,
         source=runs.name,
         max_iter=max_iter,
+        level=level,
     )
     if as_json:
         return emit_json(out)
@@ -137,7 +139,8 @@ def compare_cmd(
     con = _console()
     for t in out["targets"]:
         tab = Table(title=f"{t['target']} — holdout {out['holdout']}")
-        for col in ("model", "params", "n_train", "n_test", "MAE", "MRE %", "bias %", "Spearman", "in 95% PI"):
+        pi = f"in {100 * out['level']:g}% PI"
+        for col in ("model", "params", "n_train", "n_test", "MAE", "MRE %", "bias %", "Spearman", pi):
             tab.add_column(col, justify="left" if col == "model" else "right")
         for m in t["models"]:
             cov = m["coverage"]
@@ -231,6 +234,7 @@ def optimize_cmd(
     steps: StepsOpt = None,
     allow_missing: AllowMissingOpt = False,
     random_state: SeedOpt = 0,
+    level: LevelOpt = 0.95,
     max_iter: DecisionMaxIterOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -267,6 +271,7 @@ def optimize_cmd(
         random_state=random_state,
         source=runs.name,
         max_iter=max_iter,
+        level=level,
     )
     if report is not None:
         from mixlaw.report.mix_page import write_mix_report
@@ -282,6 +287,7 @@ def optimize_cmd(
             random_state=random_state,
             source=runs.name,
             max_iter=max_iter,
+            level=level,
         )
         out["report"] = str(write_mix_report(report, out, held, source=runs.name))
     if as_json:
@@ -316,7 +322,8 @@ def _print_optimum(out: dict[str, Any]) -> None:
         goal = " + ".join(f"{a:g}·{t}" for t, a in out["loss_weights"].items())
     size = out["target_size"]
     tab = Table(title=f"optimal mixture — {out['law']}, {goal}" + (f" at {size:g}" if size else ""))
-    for col in ("domain", "weight", "95% interval" if band else ""):
+    pct = f"{100 * out.get('bootstrap', {}).get('level', 0.95):g}%"
+    for col in ("domain", "weight", f"{pct} interval" if band else ""):
         if col:
             tab.add_column(col, justify="left" if col == "domain" else "right")
     for d, w in out["weights"].items():

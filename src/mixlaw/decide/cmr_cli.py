@@ -27,7 +27,7 @@ from typing import Annotated, Any
 
 import typer
 
-from mixlaw.cli._common import DecisionMaxIterOpt, verb
+from mixlaw.cli._common import DecisionMaxIterOpt, LevelOpt, verb
 from mixlaw.cli._table import AllowMissingOpt, DeriveOpt, DropOpt, EveryOpt, FinalOpt, MapOpt, SetOpt, StepsOpt
 
 app = typer.Typer(help="Critical mixture ratio of CPT runs (CMR scaling law).", add_completion=False)
@@ -147,6 +147,7 @@ def cmr_command(
         bool,
         typer.Option("--validate", help="Held-out checks: refit without the largest size and each interior ratio"),
     ] = False,
+    level: LevelOpt = 0.95,
     max_iter: DecisionMaxIterOpt = None,
     maps: MapOpt = None,
     set_: SetOpt = None,

@@ -27,6 +27,7 @@ class CmrJob:
     sched_results: list[Any] | None = None
     decision_error: str | None = None
     queries: list[dict[str, Any]] = field(default_factory=list)
+    level: float = 0.95
 
     @property
     def single(self) -> Any:
@@ -109,6 +110,7 @@ def run_cmr_job(
     validate: bool,
     make_progress: Callable[[int, bool], Any],
     max_iter: int | None = None,
+    level: float = 0.95,
     table_options: Any = None,
 ) -> CmrJob:
     """Check the options, load the runs, run the decision(s) and write ``report``; options as ``mixlaw cmr``.
@@ -134,6 +136,8 @@ def run_cmr_job(
             from mixlaw.decide.cmr import resolve_ratio_law
 
             resolve_ratio_law(ratio_law)
+        if not 0 < level < 1:
+            raise InputError(f"--level {level}: expected a number in (0, 1)")
         if c_method not in ("fit", "corr_grid"):
             raise InputError(f"--c-method must be 'fit' or 'corr_grid', got {c_method!r}")
         lam = parse_lambda(lagrange)
@@ -145,6 +149,7 @@ def run_cmr_job(
                 frame, sched, general_eval=general_eval, domain_eval=domain_eval[0], ratio_column=ratio_column,
                 size_column=size_column, epsilon=epsilon, budget_steps=budget_steps, budget_tokens=budget_tokens,
                 tokens_per_step=tokens_per_step, bootstrap=bootstrap, random_state=seed, law=law, max_iter=max_iter,
+                level=level,
             )  # fmt: skip
             budgets = {r.budget_tokens for r in sched_results}
             if dec_budget is None and len(budgets) == 1 and None not in budgets:
@@ -160,7 +165,7 @@ def run_cmr_job(
                 ratio_column=ratio_column, size_column=size_column, epsilon=epsilon, lagrange_mult=lam,
                 budget_tokens=dec_budget, ratio_law=ratio_law, c_method=c_method, pin_zero=pin_zero,
                 bootstrap=bootstrap, random_state=seed, relative_to_control=relative_to_control,
-                validate=validate, progress=progress, max_iter=max_iter,
+                validate=validate, progress=progress, max_iter=max_iter, level=level,
             )  # fmt: skip
 
         decisions: dict[str, Any] = {}
@@ -192,7 +197,8 @@ def run_cmr_job(
             progress.close()
     queries = [s.assess_ratio(q, epsilon) | {"domain": d} for d, dec in decisions.items() for s in dec.sizes
                for q in query_ratio or []]  # fmt: skip
-    return CmrJob(decisions=decisions, sched_results=sched_results, decision_error=decision_error, queries=queries)
+    return CmrJob(decisions=decisions, sched_results=sched_results, decision_error=decision_error, queries=queries,
+                  level=level)  # fmt: skip
 
 
 def emit_job(job: CmrJob, *, epsilon: float, as_json: bool, report: Path | None) -> None:
@@ -204,7 +210,7 @@ def emit_job(job: CmrJob, *, epsilon: float, as_json: bool, report: Path | None)
     decisions, sched_results, single, queries = job.decisions, job.sched_results, job.single, job.queries
     decision_error = job.decision_error
     if sched_results is not None:
-        emit_schedule(sched_results, single, decision_error, queries, epsilon, as_json)
+        emit_schedule(sched_results, single, decision_error, queries, epsilon, as_json, level=job.level)
         if report is not None and not as_json:
             typer.echo(f"report written to {report}")
         return

@@ -100,7 +100,7 @@ def critical_mixture_ratio(
     with decision_iterations(max_iter):
         if not isinstance(table, pd.DataFrame):
             raise InputError(f"expected a pandas DataFrame, got {type(table).__name__}")
-        check_args(epsilon, lagrange_mult, budget_tokens, bootstrap)
+        check_args(epsilon, lagrange_mult, budget_tokens, bootstrap, level)
         if ratio_law != "auto":
             resolve_ratio_law(ratio_law)
         if c_method not in ("fit", "corr_grid"):

@@ -54,7 +54,8 @@ def print_decision(decision: Any, domain: str | None = None) -> None:
         f"ratio law {s0['ratio_law']}; increments {s0['increments']})"
     )
     other = next((s.control_reading["reading"] for s in decision.sizes if s.control_reading), None)
-    cols = ["model size", "budget (tokens)", "CMR", "95% CI", "from", "tolerance boundary", "model-free crossing"]
+    pct = f"{100 * s0.get('level', 0.95):g}%"
+    cols = ["model size", "budget (tokens)", "CMR", f"{pct} CI", "from", "tolerance boundary", "model-free crossing"]
     cols += [f"CMR {other}"] if other else []
     for col in [*cols, "status"]:
         t.add_column(col)
@@ -126,7 +127,7 @@ def validation_text(v: dict[str, Any]) -> str:
     return "validation: " + ("; ".join(parts) if parts else "not enough sizes or interior ratios")
 
 
-def print_schedule(results: list[SizeScheduleCMR], decision: Any, epsilon: float) -> None:
+def print_schedule(results: list[SizeScheduleCMR], decision: Any, epsilon: float, level: float = 0.95) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -135,8 +136,9 @@ def print_schedule(results: list[SizeScheduleCMR], decision: Any, epsilon: float
         console = Console(width=160)
     sched = results[0].schedule.spec()
     t = Table(title=f"Schedule-aware CMR — domain share of the CPT mix under {sched} (ε = {epsilon:g}, cpt_replay)")
-    for col in ("model size", "budget (steps)", "budget (tokens)", "CMR", "95% CI", "constant LR (law)",
-                "95% CI ", "CMR paper (data)", "status"):  # fmt: skip
+    pct = f"{100 * level:g}%"
+    for col in ("model size", "budget (steps)", "budget (tokens)", "CMR", f"{pct} CI", "constant LR (law)",
+                f"{pct} CI ", "CMR paper (data)", "status"):  # fmt: skip
         t.add_column(col)
     paper = {}
     if decision is not None:
@@ -174,6 +176,7 @@ def emit_schedule(
     queries: list[dict[str, Any]],
     epsilon: float,
     as_json: bool,
+    level: float = 0.95,
 ) -> None:
     """Output of ``--law cpt_replay``: the schedule-aware CMR per size beside the constant-LR decision."""
     paper = {} if decision is None else {size_value(s.n_params): s for s in decision.sizes}
@@ -200,7 +203,7 @@ def emit_schedule(
             obj["queries"] = queries
         typer.echo(json.dumps(obj, default=json_default, allow_nan=False))
         return
-    print_schedule(results, decision, epsilon)
+    print_schedule(results, decision, epsilon, level=level)
     if decision is not None:
         typer.echo("\nConstant-LR decision (CMR paper) on the same runs:")
         print_decision(decision)

@@ -381,8 +381,12 @@ def decide_size(
     return out, sens, boot_cmr, boot_rfits
 
 
-def check_args(epsilon: float, lagrange_mult: float, budget_tokens: float | None, bootstrap: int) -> None:
+def check_args(
+    epsilon: float, lagrange_mult: float, budget_tokens: float | None, bootstrap: int, level: float = 0.95
+) -> None:
     """One-line errors for impossible settings."""
+    if not 0 < level < 1:
+        raise InputError(f"--level {level}: expected a number in (0, 1)")
     if not (math.isfinite(epsilon) and epsilon >= 0):
         raise InputError(f"epsilon must be a finite number ≥ 0, got {epsilon}")
     if not lagrange_mult > 0:

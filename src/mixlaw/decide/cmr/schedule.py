@@ -175,6 +175,8 @@ def schedule_cmr_by_size(
     """
     from mixlaw.fit.refine import decision_iterations
 
+    if not 0 < level < 1:
+        raise InputError(f"--level {level}: expected a number in (0, 1)")
     with decision_iterations(max_iter):
         from mixlaw.decide.cmr import resolve_columns
         from mixlaw.decide.cpt import schedule_aware_cmr
