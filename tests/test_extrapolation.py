@@ -47,6 +47,35 @@ def test_factors_sides_and_the_additive_scale() -> None:
     assert texts(out)[1] == "" and "+2 in r" in texts(out)[3]
 
 
+def test_mixture_shares_are_measured_by_difference() -> None:
+    """A share of 0 is 0.011 below the smallest fitted share 0.011, not "×1e+20" below it (a mixture optimum at a
+    vertex of the simplex); sizes keep their factor."""
+    ranges = {"w_docs": [0.0111, 0.6], "ratio": [0.125, 0.75], "n_params": [1.3e4, 1.13e5]}
+    x = {"w_docs": np.array([1e-22, 0.7]), "ratio": np.array([0.5, 1.0]), "n_params": np.array([2.5272e5, 5e4])}
+    a, b = extrapolation(ranges, x)
+    by = {e["input"]: e for e in a["inputs"]}
+    assert by["w_docs"]["factor"] is None and by["w_docs"]["distance"] == pytest.approx(0.0111)
+    assert by["n_params"]["factor"] == pytest.approx(2.2365, rel=1e-3)
+    assert a["text"] == (
+        "×2.24 in n_params beyond the largest fitted (1.13e+05), −0.0111 in w_docs below the smallest fitted (0.0111)"
+    )
+    assert "+0.1 in w_docs beyond the largest fitted (0.6)" in b["text"] and "+0.25 in ratio" in b["text"]
+
+
+def test_mix_optimize_says_how_far_its_optimum_extrapolates() -> None:
+    from pathlib import Path
+
+    runs = Path(__file__).resolve().parents[1] / "examples" / "mixture_probe" / "runs.csv"
+    args = ["mix", "optimize", str(runs), "--law", "camel", "--domains", "general,legal,docs,bio,code", "--target",
+            "loss_general", "--final", "--where", "n_params < 2e5", "--target-size", "252720"]
+    r = CliRunner().invoke(app, [*args, "--json"])
+    assert r.exit_code == 0, r.output
+    far = json.loads(r.stdout)["extrapolation"]["loss_general"]
+    assert far.startswith("×2.23 in n_params beyond the largest fitted (1.13e+05)")  # 252720 / 113184
+    text = CliRunner().invoke(app, args)
+    assert "extrapolates: ×2.23 in n_params" in text.output
+
+
 def test_predict_json_and_table_say_how_far(tmp_path) -> None:
     df = _table(seed=11)
     res = fit_law("chinchilla", df)

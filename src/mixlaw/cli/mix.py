@@ -342,6 +342,11 @@ def _print_optimum(out: dict[str, Any]) -> None:
         if str(out["bootstrap"].get("status", "ok")).startswith("weak"):
             score += " — WEAK: > 20 % of the resamples unusable"
     con.print(score + "; predicted " + ", ".join(f"{t} {v:.5g}" for t, v in preds.items()))
+    far = out.get("extrapolation") or {}
+    if far and len(set(far.values())) == 1 and len(far) == len(preds):
+        con.print(f"extrapolates: {next(iter(far.values()))}")
+    for t, text in (far.items() if len(set(far.values())) > 1 or len(far) < len(preds) else ()):
+        con.print(f"{t} extrapolates: {text}")
     con.print("active constraints: " + (", ".join(out["active_constraints"]) or "none"))
     if out.get("candidates"):
         ct = Table(title="other mixtures under the same laws (regret = their objective minus the optimum's)")

@@ -3,11 +3,12 @@
 A fit records ``input_ranges`` — ``{input: [min, max]}`` of the rows it was fitted on. A prediction at a value
 ``v`` above the largest fitted ``hi`` extrapolates by the factor ``v / hi`` (both positive: the scale on which
 scaling laws extrapolate, "×70 in n_params beyond the largest fitted (1.3e+09)"), or by the difference
-``v − hi`` when the range includes zero or negative values; below the smallest fitted ``lo`` by ``lo / v``
-(respectively ``lo − v``). A value within a relative ``1e-9`` of the range counts as inside. Each row of a
-prediction gets ``None`` (inside on every input) or ``{"text", "inputs"}``: one line naming the inputs, largest
-factor first, and per input ``input``, ``column``, ``side`` (``above`` / ``below``), ``limit``, ``value``,
-``factor`` (``None`` on an additive scale) and ``distance``.
+``v − hi`` when the range includes zero or negative values, or when the input is a share of a mixture (the law's
+``w_<domain>`` inputs and ``ratio``: a share of 0 is 0.011 below the smallest fitted 0.011, not "×1e+20" below
+it); below the smallest fitted ``lo`` by ``lo / v`` (respectively ``lo − v``). A value within a relative ``1e-9``
+of the range counts as inside. Each row of a prediction gets ``None`` (inside on every input) or ``{"text",
+"inputs"}``: one line naming the inputs, largest factor first, and per input ``input``, ``column``, ``side``
+(``above`` / ``below``), ``limit``, ``value``, ``factor`` (``None`` on an additive scale) and ``distance``.
 """
 
 from __future__ import annotations
@@ -24,11 +25,18 @@ SHOWN = 3
 """Inputs named in the text of one row (laws with many derived inputs list the farthest and count the rest)."""
 
 
-def _scale(lo: float, hi: float, v: np.ndarray, above: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def is_share(name: str) -> bool:
+    """Whether a law input is a share of a mixture (``w_<domain>``, ``ratio``): measured by difference."""
+    return name.startswith("w_") or name == "ratio"
+
+
+def _scale(
+    lo: float, hi: float, v: np.ndarray, above: np.ndarray, share: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """Distance beyond the range and the multiplicative factor (NaN where the scale is additive)."""
     limit = np.where(above, hi, lo)
     dist = np.where(above, v - hi, lo - v)
-    ratio_ok = (lo > 0) & (v > 0)  # a range that holds zero or negatives is measured by difference
+    ratio_ok = (lo > 0) & (v > 0) & (not share)  # zero or negatives in the range, or a share: by difference
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         factor = np.where(above, v / limit, limit / v)
     return dist, np.where(ratio_ok, factor, np.nan)
@@ -54,7 +62,7 @@ def extrapolation(
         out = np.flatnonzero(above | below)
         if out.size == 0:
             continue
-        dist, factor = _scale(lo, hi, v[out], above[out])
+        dist, factor = _scale(lo, hi, v[out], above[out], share=is_share(name))
         for k, i in enumerate(out):
             f = float(factor[k])
             per_row[int(i)].append(
@@ -79,7 +87,8 @@ def _text(items: list[dict[str, Any]]) -> str:
     parts = []
     for e in ordered[:SHOWN]:
         where = "beyond the largest" if e["side"] == "above" else "below the smallest"
-        amount = f"×{e['factor']:.3g}" if e["factor"] is not None else f"{e['distance']:+.3g}"
+        sign = "+" if e["side"] == "above" else "−"  # an additive distance: up beyond the top, down below the bottom
+        amount = f"×{e['factor']:.3g}" if e["factor"] is not None else f"{sign}{abs(e['distance']):.3g}"
         parts.append(f"{amount} in {e['column']} {where} fitted ({e['limit']:.3g})")
     if len(ordered) > SHOWN:
         parts.append(f"and {len(ordered) - SHOWN} more inputs")

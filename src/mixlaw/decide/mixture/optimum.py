@@ -247,6 +247,7 @@ def optimize(
             **opt.to_dict(),
             "score": sign * opt.objective,
             **obj.report(opt.w),
+            "extrapolation": _extrapolation({**fits, **bench_fits}, doms, opt.w, fixed_inputs),
         }
         grid = [float(m) for m in sizes or ()]
         curve = [optimize_mixture(objective_of(point_l, point_b, m), cons, n_dirichlet=16) for m in grid]
@@ -291,6 +292,27 @@ def _build_benchmark(losses: Sequence[str], benchmark: str, scale: float) -> Any
     from mixlaw.laws import get_law
 
     return get_law("benchmark_logistic", losses=tuple(losses), benchmark=benchmark, scale=scale)
+
+
+def _extrapolation(
+    fits: Mapping[str, Any], doms: Sequence[str], w: Any, fixed: Mapping[str, float]
+) -> dict[str, str]:
+    """Per fitted target, how far the optimum (its mixture at the fixed inputs, e.g. the target size) lies beyond
+    the fitted range of each input (:mod:`mixlaw.fit.extrapolation`; targets predicted inside every range are
+    left out): "×2.2 in n_params beyond the largest fitted (1.13e+05)"."""
+    from mixlaw.fit.extrapolation import extrapolation_of
+
+    at = {f"w_{d}": [float(v)] for d, v in zip(doms, np.asarray(w, dtype=np.float64), strict=True)}
+    at |= {k: [float(v)] for k, v in fixed.items()}
+    out = {}
+    for t, res in fits.items():
+        try:
+            e = extrapolation_of(res, at)[0]
+        except InputError:  # a benchmark law whose inputs are not the mixture's: nothing to say
+            continue
+        if e is not None:
+            out[t] = str(e["text"])
+    return out
 
 
 def _fit_summary(res: Any, n_rows: int) -> dict[str, Any]:
