@@ -40,7 +40,7 @@ EXPECTED: dict[str, set[str]] = {
     "cmr": {"TABLE", "--general-eval", "--domain-eval", "--ratio-column", "--size-column", "--where", "--epsilon"}
     | {"--law", "--ratio-law", "--pin-zero", "--c-method", "--lambda", "--bootstrap", "--seed", "--json"}
     | {"--schedule", "--tokens-per-step", "--budget-steps", "--budget-tokens", "--query-ratio", "--report"}
-    | {"--paper-decision", "--relative-to-control", "--validate"}
+    | {"--paper-decision", "--relative-to-control", "--validate", "--level", "--max-iter"}
     | TABLE,
     "cpt predict": {"FIT", "--plan", "--weights", "--level", "--json"},
     "cpt optimize": {"FIT", "--plan", "--weights", "--over", "--grid", "--json"},
@@ -50,21 +50,22 @@ EXPECTED: dict[str, set[str]] = {
     "probe plan": {"SPEC"},
     "corpora prepare": {"--out", "--source", "--cache", "--tokenizer", "--vocab-size", "--json"},
     "mix compare": {"RUNS", "--domains", "--target", "--holdout", "--models", "--size-column", "--where", "--map"}
-    | {"--random-state", "--json", "--bootstrap"}
+    | {"--random-state", "--json", "--bootstrap", "--level", "--max-iter"}
     | TABLE,
     "mix optimize": {"RUNS", "--domains", "--law", "--target", "--weights", "--target-size", "--size-column"}
     | {"--law-option", "--objective", "--report", "--holdout", "--evaluate"}
     | {"--cap", "--floor", "--fix", "--max-epochs", "--unique-tokens", "--target-tokens", "--prior", "--kl-max"}
     | {"--kl-weight", "--bootstrap", "--sizes", "--where", "--map", "--random-state", "--json"}
+    | {"--level", "--max-iter"}
     | TABLE,
     "mix nested": {"RUNS", "--domains", "--target-size", "--target-step", "--target", "--max-fit-step"}
     | {"--step-column", "--size-column", "--law", "--law-option", "--where", "--map", "--random-state", "--json"}
-    | {"--tie-size-exponent"}
+    | {"--tie-size-exponent", "--max-iter"}
     | TABLE,
     "plan": {"--sizes", "--target-size", "--budget", "--domains", "--strategy", "--compare", "--simulate", "--out"}
     | {"--tokens-per-param", "--flops-per-s", "--floor-runs", "--cap-runs", "--prior", "--mixture-floor"}
     | {"--mixtures", "--max-mixtures", "--k", "--noise", "--seed", "--name", "--data-dir", "--work-dir"}
-    | {"--block-size", "--batch-size", "--eval-tokens", "--cost-runs", "--cost-column", "--json"},
+    | {"--block-size", "--batch-size", "--eval-tokens", "--cost-runs", "--cost-column", "--json", "--max-iter"},
 }
 
 
