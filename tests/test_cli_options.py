@@ -43,7 +43,7 @@ EXPECTED: dict[str, set[str]] = {
     | {"--paper-decision", "--relative-to-control", "--validate", "--level", "--max-iter"}
     | TABLE,
     "cpt predict": {"FIT", "--plan", "--weights", "--level", "--json"},
-    "cpt optimize": {"FIT", "--plan", "--weights", "--over", "--grid", "--json"},
+    "cpt optimize": {"FIT", "--plan", "--weights", "--over", "--grid", "--level", "--json"},
     "cpt critical": {"FIT", "--plan", "--weights", "--horizon", "--json"},
     "probe run": {"SPEC", "--store", "--workers", "--ray-address", "--log", "--data-dir", "--work-dir"},
     "probe status": {"SPEC", "--store", "--json", "--data-dir", "--work-dir"},

@@ -66,6 +66,22 @@ def test_unequal_resample_counts_predict_and_optimize_from_the_cli(tmp_path, pla
         app, ["optimize", str(fit), "--over", "replay", "--weights", "0.5,0.5", "--plan", str(plan_file), "--json"]
     )
     assert json.loads(r.stdout)["n_boot"] == 15  # paired over the smaller count
+    # --level (95 % by default, as every interval of the package; it was a fixed 90 %), and the objective's own
+    # interval at the best value, nested as the level falls
+    got = {}
+    for level in ("0.95", "0.5"):
+        r = runner.invoke(app, ["optimize", str(fit), "--over", "replay", "--weights", "0.5,0.5", "--plan",
+                                str(plan_file), "--json", "--level", level])  # fmt: skip
+        assert r.exit_code == 0, r.output
+        got[level] = json.loads(r.stdout)
+    assert got["0.95"]["level"] == 0.95 and got["0.5"]["level"] == 0.5
+    (wlo, whi), (nlo, nhi) = got["0.95"]["objective_interval"], got["0.5"]["objective_interval"]
+    assert wlo <= nlo <= nhi <= whi and nhi - nlo < whi - wlo
+    (blo, bhi), (clo, chi) = got["0.95"]["interval"], got["0.5"]["interval"]
+    assert blo <= clo <= chi <= bhi
+    text = runner.invoke(app, ["optimize", str(fit), "--over", "replay", "--weights", "0.5,0.5", "--plan",
+                               str(plan_file), "--level", "0.5"])  # fmt: skip
+    assert "50% [" in text.stdout and "from 15 paired resamples" in text.stdout
 
 
 def test_composite_band_pairs_resamples_by_position() -> None:

@@ -171,7 +171,7 @@ def test_cpt_verbs_option_sets_are_pinned() -> None:
     }
     assert got == {
         "predict": sorted(["fit", "--plan", "--weights", "--level", "--json"]),
-        "optimize": sorted(["fit", "--over", "--weights", "--plan", "--grid", "--json"]),
+        "optimize": sorted(["fit", "--over", "--weights", "--plan", "--grid", "--level", "--json"]),
         "critical": sorted(["fit", "--plan", "--weights", "--horizon", "--json"]),
     }
     for name in got:

@@ -122,6 +122,7 @@ def optimize(
     weights: Annotated[str, typer.Option(help="W_PT,W_CPT objective weights (sum to 1)")],
     plan: Annotated[Path | None, typer.Option("--plan", help="base PLAN.toml (default: the paper's setting)")] = None,
     grid: Annotated[str | None, typer.Option(help="comma-separated grid of values to try")] = None,
+    level: Annotated[float, typer.Option("--level", help="Interval level, e.g. 0.95.")] = 0.95,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
     """Best replay ratio, CPT peak LR or loss potential for the weighted objective w_pt·L_pt + w_cpt·L_cpt."""
@@ -142,18 +143,23 @@ def optimize(
         raise MixlawError("--weights W_PT,W_CPT is required")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ExtrapolationWarning)
-        res = run_optimize(fits, _plan(plan), over, w, grid=g)  # type: ignore[arg-type]
+        res = run_optimize(fits, _plan(plan), over, w, grid=g, level=level)  # type: ignore[arg-type]
     msgs = _emit_warnings(caught, as_json)
     if as_json:
         d = res.to_dict()
         d["warnings"] = msgs
         typer.echo(json.dumps(d))
         return
-    iv = "—" if res.interval is None else f"{res.interval[0]:.4g} – {res.interval[1]:.4g}"
+    pct = f"{100 * res.level:g}%"
+    iv = "—" if res.interval is None else f"[{res.interval[0]:.4g}, {res.interval[1]:.4g}]"
+    oiv = ""
+    if res.objective_interval is not None:
+        oiv = f" {pct} [{res.objective_interval[0]:.4f}, {res.objective_interval[1]:.4f}]"
     edge = " (at the edge of the grid: widen it)" if res.at_edge else ""
+    boot = f" from {res.n_boot} paired resamples" if res.n_boot else " (no bootstrap draws in the fits)"
     typer.echo(
-        f"best {over} = {res.best:.4g}{edge}; objective {res.best_objective:.4f} "
-        f"(w_pt={res.weights[0]:g}, w_cpt={res.weights[1]:g}); bootstrap interval {iv}"
+        f"best {over} = {res.best:.4g} {pct} {iv}{edge}; objective {res.best_objective:.4f}{oiv} "
+        f"(w_pt={res.weights[0]:g}, w_cpt={res.weights[1]:g}); bootstrap intervals{boot}"
     )
 
 

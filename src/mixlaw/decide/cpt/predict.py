@@ -149,6 +149,9 @@ class OptimizeResult:
     final_losses: dict[str, np.ndarray]  # set -> (n_grid,) final predicted loss
     warnings: list[str]
     n_boot: int = 0  # paired D_pt/D_cpt resamples behind the interval
+    level: float = 0.95
+    #: Bootstrap percentile interval of the objective at the best value (``None`` without resamples).
+    objective_interval: tuple[float, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -163,6 +166,8 @@ class OptimizeResult:
             "final_losses": {k: v.tolist() for k, v in self.final_losses.items()},
             "warnings": self.warnings,
             "n_boot": self.n_boot,
+            "level": self.level,
+            "objective_interval": None if self.objective_interval is None else list(self.objective_interval),
         }
 
 
@@ -199,15 +204,18 @@ def optimize(
     weights: tuple[float, float],
     *,
     grid: Sequence[float] | np.ndarray | None = None,
-    level: float = 0.9,
+    level: float = 0.95,
 ) -> OptimizeResult:
     """Best value of one schedule-family hyper-parameter for ``weights = (w_pt, w_cpt)``.
 
     Objective: ``w_pt·L_pt + w_cpt·L_cpt`` at the final CPT step (the signed form of the paper's Eq. 5,
     laws.md §5.7 item 1). ``over``: ``"replay"`` (replay share ``r_pt`` of the CPT mix; needs a replay law),
     ``"peak_lr"`` (CPT schedule rescaled to each peak) or ``"loss_potential"`` (PT annealed to ``lp·peak``).
-    The best grid value is reported with the bootstrap percentile interval of the per-resample argmin.
+    The best grid value is reported with the bootstrap percentile interval (``level``) of the per-resample argmin,
+    and the objective there with the percentile interval of the resamples' objectives at that value.
     """
+    if not 0 < level < 1:
+        raise InputError(f"--level {level}: expected a number in (0, 1)")
     w_pt, w_cpt = _check_weights(weights)
     if fits.cpt_set is None:
         raise InputError("optimisation needs fits for both the D_pt and the D_cpt set")
@@ -233,11 +241,13 @@ def optimize(
     f_pt, f_cpt = paired(F[fits.pt_set], F[fits.cpt_set])  # (1 + S, n_grid), S = the common resample count
     obj = w_pt * f_pt + w_cpt * f_cpt
     k = int(np.argmin(obj[0]))
-    interval = None
+    interval = obj_iv = None
     if obj.shape[0] > 2:
         boots = g[np.argmin(obj[1:], axis=1)]
         q = (1 - level) / 2
         interval = (float(np.quantile(boots, q)), float(np.quantile(boots, 1 - q)))
+        at_best = obj[1:, k]
+        obj_iv = (float(np.quantile(at_best, q)), float(np.quantile(at_best, 1 - q)))
     for m in msgs:
         warnings.warn(m, ExtrapolationWarning, stacklevel=2)
     return OptimizeResult(
@@ -252,6 +262,8 @@ def optimize(
         final_losses={n: v[0] for n, v in F.items()},
         warnings=msgs,
         n_boot=obj.shape[0] - 1,
+        level=level,
+        objective_interval=obj_iv,
     )
 
 
