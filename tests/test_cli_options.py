@@ -44,7 +44,7 @@ EXPECTED: dict[str, set[str]] = {
     | TABLE,
     "cpt predict": {"FIT", "--plan", "--weights", "--level", "--json"},
     "cpt optimize": {"FIT", "--plan", "--weights", "--over", "--grid", "--level", "--json"},
-    "cpt critical": {"FIT", "--plan", "--weights", "--horizon", "--json"},
+    "cpt critical": {"FIT", "--plan", "--weights", "--horizon", "--level", "--json"},
     "probe run": {"SPEC", "--store", "--workers", "--ray-address", "--log", "--data-dir", "--work-dir"},
     "probe status": {"SPEC", "--store", "--json", "--data-dir", "--work-dir"},
     "probe plan": {"SPEC"},

@@ -172,7 +172,7 @@ def test_cpt_verbs_option_sets_are_pinned() -> None:
     assert got == {
         "predict": sorted(["fit", "--plan", "--weights", "--level", "--json"]),
         "optimize": sorted(["fit", "--over", "--weights", "--plan", "--grid", "--level", "--json"]),
-        "critical": sorted(["fit", "--plan", "--weights", "--horizon", "--json"]),
+        "critical": sorted(["fit", "--plan", "--weights", "--horizon", "--level", "--json"]),
     }
     for name in got:
         r = runner.invoke(app, [name, "--help"])
@@ -187,3 +187,35 @@ def test_fit_verb_has_report_and_validate_options() -> None:
     fit = typer.main.get_command(main_app).get_command(None, "fit")  # type: ignore[attr-defined,arg-type]
     opts = {o for p in fit.params for o in p.opts}
     assert {"--report", "--validate", "--out", "--bootstrap", "--law"} <= opts
+
+
+def test_critical_point_and_turning_length_have_bootstrap_intervals(files, tmp_path) -> None:
+    """Issue 9 item 2: the critical point and the turning length get their percentile intervals over the fits'
+    draws (paired D_pt/D_cpt draws for the composite); a draw without an answer in range is counted, not dropped."""
+    fit, short = files
+    long_plan = tmp_path / "long.toml"
+    long_plan.write_text(
+        '[pt]\nschedule = "constant:peak=2e-4,steps=20000"\n[cpt]\nschedule = "constant:peak=2e-4,steps=3000"\n'
+        "[areas]\neval_every = 500\n"
+    )
+    got = {}
+    for level in ("0.95", "0.5"):
+        r = runner.invoke(app, ["critical", str(fit), "--plan", str(long_plan), "--json", "--level", level,
+                                "--horizon", "400000"])  # fmt: skip
+        assert r.exit_code == 0, r.output
+        got[level] = json.loads(r.stdout)
+    cp, iv = got["0.95"]["critical_point"], got["0.95"]["critical_point"]["interval"]
+    assert cp["pt_step"] == pytest.approx(8994, abs=2)  # the constant-LR critical point of the published fit
+    assert iv["n_draws"] == 12 and iv["n_censored"] == 0 and iv["lo"] < cp["pt_step"] < iv["hi"]
+    narrow = got["0.5"]["critical_point"]["interval"]
+    assert iv["lo"] <= narrow["lo"] <= narrow["hi"] <= iv["hi"] and narrow["hi"] - narrow["lo"] < iv["hi"] - iv["lo"]
+    # the 8000-step PT of the short plan is pre-critical at every branch: for every draw too, censored beyond it
+    r = runner.invoke(app, ["critical", str(fit), "--plan", str(short), "--json", "--horizon", "300000"])
+    d = json.loads(r.stdout)
+    assert d["critical_point"]["pt_step"] is None
+    assert d["critical_point"]["interval"] == {"lo": "inf", "hi": "inf", "level": 0.95, "n_draws": 12,
+                                               "n_censored": 12}  # fmt: skip
+    t, tiv = d["turning_length"], d["turning_length"]["interval"]  # returns within the horizon: a finite interval
+    assert not t["infinite"] and tiv["n_censored"] == 0 and tiv["lo"] <= t["steps"] <= tiv["hi"]
+    text = runner.invoke(app, ["critical", str(fit), "--plan", str(short), "--horizon", "300000"])
+    assert "95% [beyond the PT schedule, beyond the PT schedule] over 12 draws" in text.stdout

@@ -170,10 +170,19 @@ def critical(
     plan: Annotated[Path | None, typer.Option("--plan", help="PLAN.toml (default: the paper's setting)")] = None,
     weights: Annotated[str | None, typer.Option(help="W_PT,W_CPT: also analyse the composite loss")] = None,
     horizon: Annotated[int | None, typer.Option(help="turning-length horizon in CPT steps")] = None,
+    level: Annotated[float, typer.Option("--level", help="Interval level, e.g. 0.95.")] = 0.95,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
-    """Critical point (PT step whose CPT curve converges back to its start) and turning length."""
+    """Critical point (PT step whose CPT curve converges back to its start) and turning length, each with its
+    bootstrap interval over the fits' draws."""
     from mixlaw.decide.cpt import critical_point, critical_s1_constant, load_fits, turning_length
+    from mixlaw.decide.cpt.critical_draws import critical_point_interval, turning_length_interval
+
+    if not 0 < level < 1:
+        raise MixlawError(f"--level {level}: expected a number in (0, 1)")
+
+    def with_iv(d: dict[str, Any], iv: Any) -> dict[str, Any]:
+        return {**d, "interval": None if iv is None else iv.to_dict()}
 
     fits = load_fits(fit)
     p = _plan(plan)
@@ -187,18 +196,25 @@ def critical(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ExtrapolationWarning)
         cp = critical_point(fits, p)
-        out["critical_point"] = {"pt_step": _num(cp.step), "s1_pt": _num(cp.s1_pt), "reason": cp.reason}
-        out["turning_length"] = turning_length(fits, p, horizon=horizon).to_dict()
+        cp_iv = critical_point_interval(fits, p, level=level) if p.pt is not None else None
+        out["critical_point"] = with_iv({"pt_step": _num(cp.step), "s1_pt": _num(cp.s1_pt), "reason": cp.reason},
+                                        cp_iv)  # fmt: skip
+        out["turning_length"] = with_iv(
+            turning_length(fits, p, horizon=horizon).to_dict(),
+            turning_length_interval(fits, p, horizon=horizon, level=level),
+        )
         if w is not None:
             cpc = critical_point(fits, p, weights=w)
             out["composite"] = {
                 "weights": list(w),
-                "critical_point": {
-                    "pt_step": _num(cpc.step),
-                    "s1_pt": _num(cpc.s1_pt),
-                    "reason": cpc.reason,
-                },
-                "turning_length": turning_length(fits, p, weights=w, horizon=horizon).to_dict(),
+                "critical_point": with_iv(
+                    {"pt_step": _num(cpc.step), "s1_pt": _num(cpc.s1_pt), "reason": cpc.reason},
+                    critical_point_interval(fits, p, weights=w, level=level) if p.pt is not None else None,
+                ),
+                "turning_length": with_iv(
+                    turning_length(fits, p, weights=w, horizon=horizon).to_dict(),
+                    turning_length_interval(fits, p, weights=w, horizon=horizon, level=level),
+                ),
             }
     out["warnings"] = _emit_warnings(caught, as_json)
     if as_json:
@@ -210,12 +226,22 @@ def critical(
     else:
         typer.echo(f"constant-LR critical point: {out.get('s1_pt_star_constant_lr_reason')}")
     blocks = [("D_pt", out)] + ([("composite", out["composite"])] if "composite" in out else [])
+    pct = f"{100 * level:g}%"
+
+    def iv_text(iv: dict[str, Any] | None, inf: str) -> str:
+        if iv is None:
+            return " (no bootstrap draws in the fits: no interval)"
+        ends = [inf if v == "inf" else f"{v:.0f}" for v in (iv["lo"], iv["hi"])]
+        cens = f", {iv['n_censored']} without one in range" if iv["n_censored"] else ""
+        return f" {pct} [{ends[0]}, {ends[1]}] over {iv['n_draws']} draws{cens}"
+
     for label, b in blocks:
         c, t = b["critical_point"], b["turning_length"]
         where = "—" if c["pt_step"] is None else f"PT step {c['pt_step']:.0f} (S1_pt {c['s1_pt']:.4f})"
         turn = "∞" if t["infinite"] else f"{t['steps']:.0f} CPT steps"
-        typer.echo(f"[{label}] critical point: {where} — {c['reason']}")
-        typer.echo(f"[{label}] turning length: {turn} — {t['reason']}; asymptotic class {t['asymptotic_class']}")
+        cpi, tli = iv_text(c["interval"], "beyond the PT schedule"), iv_text(t["interval"], "∞")
+        typer.echo(f"[{label}] critical point: {where}{cpi} — {c['reason']}")
+        typer.echo(f"[{label}] turning length: {turn}{tli} — {t['reason']}; asymptotic class {t['asymptotic_class']}")
 
 
 def main() -> None:  # pragma: no cover - convenience entry point
