@@ -70,6 +70,7 @@ def test_epoch_report_has_every_piece(epoch_report) -> None:
     for name in ("A", "B", "E", "alpha", "beta"):
         assert f"<td>{name}</td>" in page
     assert "95% lo" in page and "at bound" in page and "20 resamples of residuals (pooled) (scheme residuals)" in page
+    assert "Identifiability: ok: rank 5/5" in page  # which parameters the data pin down, as the CLI says
     assert f"{d['params']['E']:.4f}" in page  # E = 1.8172, as published
     # the start table summary: Hoffmann's 4,500-start grid
     assert "4,500" in page and "best 5 starts" in page
