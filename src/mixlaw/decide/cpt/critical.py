@@ -115,6 +115,30 @@ def _asymptote(fits: CptFits, plan: CptPlan, weights: tuple[float, float] | None
     return w_pt * one(fits.fits[fits.pt_set]) + w_cpt * one(fits.fits[fits.cpt_set])
 
 
+def scan_plan(plan: CptPlan, n_scan: int) -> tuple[CptPlan, str, np.ndarray]:
+    """The plan the critical point scans (CPT continued at a constant LR where the planned schedule ends at LR 0,
+    with a note saying so) and its ``n_scan`` branch steps over the PT schedule (which the plan must have)."""
+    note = ""
+    if plan.cpt.lrs()[-1] <= 0:
+        plan = replace(plan, cpt=Schedule(kind="constant", peak_lr=plan.cpt.peak_lr, total_steps=plan.cpt.total_steps))
+        note = f" (CPT continued at a constant {plan.cpt.peak_lr:g}: the planned schedule ends at LR 0)"
+    T = plan.pt.total_steps if plan.pt is not None else 1
+    return plan, note, np.unique(np.linspace(1, T, n_scan).round().astype(np.int64))
+
+
+def continued_plan(plan: CptPlan, horizon: int | None) -> tuple[CptPlan, int]:
+    """The plan with its CPT schedule continued at its final LR up to ``horizon`` CPT steps (default: the schedule
+    when it ends at LR 0, else the longer of it and 1,000,000 steps), and that horizon."""
+    final = float(plan.cpt.lrs()[-1])
+    if horizon is None:
+        horizon = plan.cpt.total_steps if final <= 0 else max(plan.cpt.total_steps, 1_000_000)
+    horizon = int(horizon)
+    if horizon > plan.cpt.total_steps:
+        ext = np.concatenate([plan.cpt.lrs(), np.full(horizon - plan.cpt.total_steps, final)])
+        return replace(plan, cpt=Schedule.from_lr(ext)), horizon
+    return replace(plan, cpt=Schedule.from_lr(plan.cpt.lrs()[:horizon])), horizon
+
+
 def critical_point(
     fits: CptFits,
     plan: CptPlan,
@@ -133,13 +157,8 @@ def critical_point(
     """
     if plan.pt is None:
         raise InputError("the critical point needs a PT schedule (not available in black-box mode)")
-    pt_sched: Schedule = plan.pt
-    note = ""
-    if plan.cpt.lrs()[-1] <= 0:
-        plan = replace(plan, cpt=Schedule(kind="constant", peak_lr=plan.cpt.peak_lr, total_steps=plan.cpt.total_steps))
-        note = f" (CPT continued at a constant {plan.cpt.peak_lr:g}: the planned schedule ends at LR 0)"
-    T = pt_sched.total_steps
-    b = np.unique(np.linspace(1, T, n_scan).round().astype(np.int64))
+    plan, note, b = scan_plan(plan, n_scan)
+    T = int(b[-1])
     l_init = np.empty(b.size)
     l_inf = np.empty(b.size)
     for i, bi in enumerate(b):
@@ -240,14 +259,7 @@ def turning_length(
     inferred from the root search (a post-critical curve can dip below its start transiently, laws.md §5.5).
     """
     final = float(plan.cpt.lrs()[-1])
-    if horizon is None:
-        horizon = plan.cpt.total_steps if final <= 0 else max(plan.cpt.total_steps, 1_000_000)
-    horizon = int(horizon)
-    if horizon > plan.cpt.total_steps:
-        ext = np.concatenate([plan.cpt.lrs(), np.full(horizon - plan.cpt.total_steps, final)])
-        long_plan = replace(plan, cpt=Schedule.from_lr(ext))
-    else:
-        long_plan = replace(plan, cpt=Schedule.from_lr(plan.cpt.lrs()[:horizon]))
+    long_plan, horizon = continued_plan(plan, horizon)
     areas = plan_areas(long_plan)
     T_pt = long_plan.pt_steps
     idx = np.arange(T_pt, T_pt + horizon + 1)

@@ -29,12 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from mixlaw.decide.cpt.critical import continued_limits
+from mixlaw.decide.cpt.critical import continued_limits, continued_plan, scan_plan
 from mixlaw.decide.cpt.fits import CptFits, LawFit
 from mixlaw.decide.cpt.plan import CptPlan, _features, plan_areas
 from mixlaw.decide.cpt.predict import _check_weights
 from mixlaw.errors import InputError
-from mixlaw.schedules import Schedule
 
 __all__ = ["EVERY_STEP", "LOG_POINTS", "DrawInterval", "critical_point_interval", "turning_length_interval"]
 
@@ -118,13 +117,9 @@ def critical_point_interval(
     without at least two draws."""
     sets = _sets(fits, weights, set_name)
     draws = _draws(sets)
-    pt = plan.pt
-    if draws[0].shape[0] < 2 or pt is None:
+    if draws[0].shape[0] < 2 or plan.pt is None:
         return None
-    if plan.cpt.lrs()[-1] <= 0:  # as critical_point: CPT continued at a constant LR when the schedule ends at 0
-        plan = replace(plan, cpt=Schedule(kind="constant", peak_lr=plan.cpt.peak_lr, total_steps=plan.cpt.total_steps))
-    T = pt.total_steps
-    b = np.unique(np.linspace(1, T, n_scan).round().astype(np.int64))
+    plan, _, b = scan_plan(plan, n_scan)  # the scan of critical_point
     diff = np.empty((draws[0].shape[0], b.size))
     for i, bi in enumerate(b):
         p = replace(plan, branch_step=int(bi))
@@ -159,15 +154,7 @@ def turning_length_interval(
     draws = _draws(sets)
     if draws[0].shape[0] < 2:
         return None
-    final = float(plan.cpt.lrs()[-1])
-    if horizon is None:  # as turning_length
-        horizon = plan.cpt.total_steps if final <= 0 else max(plan.cpt.total_steps, 1_000_000)
-    horizon = int(horizon)
-    if horizon > plan.cpt.total_steps:
-        ext = np.concatenate([plan.cpt.lrs(), np.full(horizon - plan.cpt.total_steps, final)])
-        long_plan = replace(plan, cpt=Schedule.from_lr(ext))
-    else:
-        long_plan = replace(plan, cpt=Schedule.from_lr(plan.cpt.lrs()[:horizon]))
+    long_plan, horizon = continued_plan(plan, horizon)  # as turning_length
     k = np.arange(min(horizon, EVERY_STEP) + 1)
     if horizon > EVERY_STEP:
         k = np.unique(np.concatenate([k, np.geomspace(EVERY_STEP, horizon, LOG_POINTS).round().astype(np.int64)]))
