@@ -34,14 +34,15 @@ def _interval_info(result: FitResult, b: Any, level: float, interval: str) -> di
 
 
 def _confidence_note(
-    result: FitResult, x: Mapping[str, np.ndarray], level: float, interval: str, method: str
+    result: FitResult, x: Mapping[str, np.ndarray], level: float, interval: str, method: str, with_band: bool = True
 ) -> tuple[str | None, Any]:
     """Where a *confidence* interval is asked for at rows that extrapolate beyond the fitted range of a calibrated
     fit: a note that it is the parameter spread only, and the extrapolation-calibrated prediction band beside it.
 
     The calibration (:mod:`mixlaw.fit.calibrate`) measures how far the law misses beyond its fitted range — an error
     of the curve itself, not noise — and only the prediction interval carries it: on Epoch's N > 5e9 the bootstrap
-    interval alone covers 59 % of the held-out points, the calibrated one 94 % (``docs/laws.md``)."""
+    interval alone covers 59 % of the held-out points, the calibrated one 94 % (``docs/laws.md``). ``with_band``:
+    also compute that band (a point prediction prints it; a table only says which rows the note concerns)."""
     if interval != "confidence" or method != "auto" or not result.calibration:
         return None, None
     from mixlaw.fit.calibrate import Calibration
@@ -51,8 +52,8 @@ def _confidence_note(
     far = cal.distance(x, m) > 0
     if m == 0 or not far.any() or result.bootstrap_params is None:
         return None, None
-    pb = band(result, x, level=level, kind="prediction", method="auto")
-    if pb is None:
+    pb = band(result, x, level=level, kind="prediction", method="auto") if with_band else None
+    if with_band and pb is None:
         return None, None
     rows = "this prediction extrapolates" if m == 1 else f"{int(far.sum())} of {m} rows extrapolate"
     return (
@@ -118,7 +119,7 @@ def predict_rows(
     for rec, extra in zip(out["rows"], extrapolation_of(result, table), strict=True):
         rec["extrapolation"] = extra  # how far outside the fitted range of each input (None inside)
     out.update(_interval_info(result, b, level, interval))
-    note, _ = _confidence_note(result, inputs_of(result, table), level, interval, method)
+    note, _ = _confidence_note(result, inputs_of(result, table), level, interval, method, with_band=False)
     if note is not None:
         out["confidence_note"] = note
     if observed is not None:
