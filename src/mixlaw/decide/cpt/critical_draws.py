@@ -98,9 +98,10 @@ def _asymptotes(sets: list[tuple[LawFit, float]], draws: list[np.ndarray], limit
 
     out = np.zeros(draws[0].shape[0])
     for (f, w), d in zip(sets, draws, strict=True):
-        names = f.law.param_names
-        out += w * np.array([law_asymptote(replace(f, params=dict(zip(names, row, strict=True)), bootstrap=None),
-                                           limits) for row in d])  # fmt: skip
+        law_asymptote(f, limits)  # the law's checks (an asymptote, the inputs it needs) once, on the point fit
+        names, law = f.law.param_names, f.law
+        out += w * np.array([law.continued_asymptote(dict(zip(names, row, strict=True)), limits)  # type: ignore[attr-defined]
+                             for row in d])  # fmt: skip
     return out
 
 
