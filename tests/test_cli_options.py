@@ -62,6 +62,10 @@ EXPECTED: dict[str, set[str]] = {
     | {"--step-column", "--size-column", "--law", "--law-option", "--where", "--map", "--random-state", "--json"}
     | {"--tie-size-exponent", "--max-iter"}
     | TABLE,
+    "decide": {"NAME", "TABLE", "--option", "-o", "--bootstrap", "--level", "--seed", "--max-iter", "--report"}
+    | {"--decision-file", "--json"}
+    | TABLE,
+    "decisions": {"--decision-file", "--json"},
     "plan": {"--sizes", "--target-size", "--budget", "--domains", "--strategy", "--compare", "--simulate", "--out"}
     | {"--tokens-per-param", "--flops-per-s", "--floor-runs", "--cap-runs", "--prior", "--mixture-floor"}
     | {"--mixtures", "--max-mixtures", "--k", "--noise", "--seed", "--name", "--data-dir", "--work-dir"}

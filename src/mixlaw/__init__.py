@@ -25,8 +25,14 @@ from mixlaw.errors import (
 if TYPE_CHECKING:
     __version__: str
     from mixlaw import api as api
+    from mixlaw.api import decide as decide
     from mixlaw.api import load_fit as load_fit
     from mixlaw.api import load_table as load_table
+    from mixlaw.decide.contract import Decision as Decision
+    from mixlaw.decide.contract import DecisionResult as DecisionResult
+    from mixlaw.decide.contract import Estimate as Estimate
+    from mixlaw.decide.contract import Status as Status
+    from mixlaw.decide.registry import register_decision as register_decision
     from mixlaw.fit import FitResult as FitResult
     from mixlaw.fit import fit_law as fit_law
     from mixlaw.fit.features import add_features as add_features
@@ -36,6 +42,9 @@ if TYPE_CHECKING:
     from mixlaw.laws import law_names as law_names
     from mixlaw.laws import load_law_file as load_law_file
     from mixlaw.laws import register as register
+    from mixlaw.options import IntervalOptions as IntervalOptions
+    from mixlaw.options import SolverOptions as SolverOptions
+    from mixlaw.runs.select import TableOptions as TableOptions
     from mixlaw.schedules import Schedule as Schedule
 
 
@@ -54,6 +63,15 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "load_law_file": ("mixlaw.laws", "load_law_file"),
     "register": ("mixlaw.laws", "register"),
     "Schedule": ("mixlaw.schedules", "Schedule"),
+    "decide": ("mixlaw.api", "decide"),
+    "Decision": ("mixlaw.decide.contract", "Decision"),
+    "DecisionResult": ("mixlaw.decide.contract", "DecisionResult"),
+    "Estimate": ("mixlaw.decide.contract", "Estimate"),
+    "Status": ("mixlaw.decide.contract", "Status"),
+    "register_decision": ("mixlaw.decide.registry", "register_decision"),
+    "IntervalOptions": ("mixlaw.options", "IntervalOptions"),
+    "SolverOptions": ("mixlaw.options", "SolverOptions"),
+    "TableOptions": ("mixlaw.runs.select", "TableOptions"),
 }
 
 __all__ = [

@@ -43,6 +43,10 @@ __all__ = [
     "sweep_status",
     "run_sweep",
     "InputError",
+    "decide",
+    "list_decisions",
+    "load_decision_files",
+    "decision_report",
 ]
 
 STORE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
@@ -462,3 +466,34 @@ def fit_report(
     if validation is not None:
         summary = {"scheme": validate, "mre": validation.mre, "intervals": validation.interval_note()}
     return {"report": str(out), "validation": summary}
+
+
+def decide(table: pd.DataFrame | None, name: str, options: Any = None, *, intervals: Any = None,
+           solver: Any = None) -> Any:
+    """Run the registered decision ``name`` (``mixlaw decisions``) on a RunTable: a frozen DecisionResult (status,
+    reason codes, answers with intervals, ``to_json``). ``options``: its options dataclass or a mapping of its fields;
+    ``intervals``: :class:`~mixlaw.options.IntervalOptions`; ``solver``: :class:`~mixlaw.options.SolverOptions`."""
+    from mixlaw.decide.run import run_decision
+
+    return run_decision(table, name, options, intervals=intervals, solver=solver)
+
+
+def list_decisions() -> list[dict[str, Any]]:
+    """Every registered decision with its summary and options (``mixlaw decisions``)."""
+    from mixlaw.decide.run import describe_decisions
+
+    return describe_decisions()
+
+
+def load_decision_files(paths: Sequence[str | Path] | None) -> list[str]:
+    """Run users' decision files (each defines and registers a Decision); the names they added."""
+    from mixlaw.decide.registry import load_decision_file
+
+    return [n for p in paths or () for n in load_decision_file(p)]
+
+
+def decision_report(result: Any, path: str | Path) -> Path:
+    """Write the HTML report of a decision result (atomically)."""
+    from mixlaw.report.decision_page import decision_report as write
+
+    return write(result, path)

@@ -47,6 +47,8 @@ VERBS: dict[str, tuple[str, str, str]] = {
     ),
     "corpora": ("mixlaw.cli.probe", "corpora_app", "Probe corpora: fetch, deduplicate, split, tokenise."),
     "mix": ("mixlaw.cli.mix", "app", "Multi-domain mixtures: compare laws on held-out runs, optimise the mixture."),
+    "decide": ("mixlaw.cli.decide", "decide_cmd", "Run a registered decision on a run table (`mixlaw decisions`)."),
+    "decisions": ("mixlaw.cli.decide", "decisions_cmd", "List the registered decisions and their options."),
     "plan": (
         "mixlaw.cli.plan",
         "plan_cmd",

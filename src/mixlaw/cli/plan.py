@@ -141,23 +141,9 @@ def plan_cmd(
 
 
 def _as_json(res: dict[str, Any], out: Path | None) -> dict[str, Any]:
-    t, b = res["target"], res["budget"]
-    return {
-        "target": {
-            "size": t.label,
-            "probe_size": t.probe_size,
-            "n_params": t.n_params,
-            "tokens": t.tokens,
-            "cost": t.cost,
-        },
-        "budget": {"flops": b.flops, "text": b.text, "unit": b.unit, "cost_unit": b.cost_unit},
-        "domains": res["domains"],
-        "allocation": res["allocation"].to_dict(),
-        "compare": [a.to_dict() for a in res["compare"]],
-        "simulation": None if res["simulation"] is None else res["simulation"].to_dict(),
-        "spec": None if out is None else str(out),
-        "notes": res["notes"],
-    }
+    from mixlaw.design.plan import plan_to_dict
+
+    return {**plan_to_dict(res), "spec": None if out is None else str(out)}
 
 
 def _print(res: dict[str, Any], out: Path | None) -> None:

@@ -17,7 +17,7 @@ from mixlaw.design.budget import CostFn, SizeSpec, parse_budget, resolve_sizes
 from mixlaw.design.strategies import Allocation, Strategy, allocate, parse_strategies
 from mixlaw.errors import InputError
 
-__all__ = ["DEFAULT_SCHEDULE", "natural_prior", "parse_prior", "plan", "sweep_toml"]
+__all__ = ["DEFAULT_SCHEDULE", "natural_prior", "parse_prior", "plan", "plan_to_dict", "sweep_toml"]
 
 #: PT schedule of the written spec: WSD with a cool-down to a tenth of the peak (as the shipped CMR bases).
 DEFAULT_SCHEDULE: dict[str, Any] = {
@@ -150,6 +150,21 @@ def plan(
         "simulation": sim,
         "notes": [*notes, *(n.replace("size", "target size", 1) for n in tnotes), *chosen.notes],
     }
+
+
+def plan_to_dict(res: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON-ready form of a :func:`plan` result (what ``mixlaw plan --json`` prints, less the spec path)."""
+    t, b = res["target"], res["budget"]
+    return {
+        "target": {"size": t.label, "probe_size": t.probe_size, "n_params": t.n_params, "tokens": t.tokens,
+                   "cost": t.cost},
+        "budget": {"flops": b.flops, "text": b.text, "unit": b.unit, "cost_unit": b.cost_unit},
+        "domains": res["domains"],
+        "allocation": res["allocation"].to_dict(),
+        "compare": [a.to_dict() for a in res["compare"]],
+        "simulation": None if res["simulation"] is None else res["simulation"].to_dict(),
+        "notes": res["notes"],
+    }  # fmt: skip
 
 
 def _toml_value(v: Any) -> str:

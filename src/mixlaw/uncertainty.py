@@ -1,0 +1,215 @@
+"""One place for the arithmetic of intervals: percentile and bias-corrected intervals, unusable-resample counts, and
+the run-level bootstrap every decision can use.
+
+- :func:`percentile_interval` — the ``(1 − level)/2`` and ``(1 + level)/2`` quantiles of the usable draws.
+- :func:`bias_corrected_interval` — Efron's bias-corrected percentile (BC) interval (Efron 1987, *JASA* 82:171;
+  Efron & Tibshirani 1993, §14.3):
+
+  .. math:: z_0 = \\Phi^{-1}(\\hat p_0), \\qquad [\\,\\hat G^{-1}(\\Phi(2 z_0 + z_{\\alpha/2})),\\;
+            \\hat G^{-1}(\\Phi(2 z_0 + z_{1-\\alpha/2}))\\,]
+
+  with ``p̂0`` the share of draws below the point estimate (ties count half) and ``Ĝ`` their empirical
+  distribution. When the point estimate lies outside the result, the end on its side is moved to it and
+  ``extended`` says so.
+- :func:`run_resamples` — the index sets of a bootstrap over runs (whole runs drawn with replacement: the rows of
+  one run are not independent evidence), and :func:`bootstrap_answers`, which re-evaluates any statistic of a
+  table on them and counts the resamples that gave no answer.
+
+Every interval carries the number of resamples it rests on and how many of them were unusable
+(:class:`Interval`), and :func:`interval_health` says when that share makes it weak. The level is checked by
+:func:`mixlaw.options.check_level`, the one check of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mixlaw.options import check_level
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "LOST_MAX",
+    "Interval",
+    "bias_corrected_interval",
+    "bootstrap_answers",
+    "interval_from_draws",
+    "interval_health",
+    "percentile_interval",
+    "run_resamples",
+]
+
+_N = NormalDist()
+
+#: An interval is weak when more than this share of its resamples is unusable: it then describes a selection of
+#: resamples that the scheme did not draw.
+LOST_MAX = 0.2
+
+
+@dataclass(frozen=True)
+class Interval:
+    """An interval with what it rests on.
+
+    Attributes
+    ----------
+    lo, hi
+        The ends (``lo <= hi``).
+    level
+        Its nominal coverage.
+    method
+        ``"percentile"`` or ``"bias_corrected"``.
+    n_resamples
+        Resamples drawn.
+    n_unusable
+        Resamples that gave no finite answer (failed fits, no answer in range); they are counted, never dropped
+        silently.
+    extended
+        True when an end was moved to the point estimate (bias-corrected intervals only).
+    """
+
+    lo: float
+    hi: float
+    level: float
+    method: str = "percentile"
+    n_resamples: int = 0
+    n_unusable: int = 0
+    extended: bool = False
+
+    @property
+    def weak(self) -> bool:
+        """More than :data:`LOST_MAX` of the resamples were unusable."""
+        return interval_health(self.n_unusable, self.n_resamples) == "weak"
+
+    def contains(self, value: float) -> bool:
+        """``lo <= value <= hi``."""
+        return self.lo <= value <= self.hi
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "lo": self.lo, "hi": self.hi, "level": self.level, "method": self.method,
+            "n_resamples": self.n_resamples, "n_unusable": self.n_unusable, "extended": self.extended,
+        }  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Interval:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            lo=float(d["lo"]), hi=float(d["hi"]), level=float(d["level"]), method=str(d.get("method", "percentile")),
+            n_resamples=int(d.get("n_resamples", 0)), n_unusable=int(d.get("n_unusable", 0)),
+            extended=bool(d.get("extended", False)),
+        )  # fmt: skip
+
+
+def interval_health(n_unusable: int, n_resamples: int) -> str:
+    """``"none"`` (no resamples), ``"weak"`` (more than :data:`LOST_MAX` unusable) or ``"ok"``."""
+    if n_resamples <= 0:
+        return "none"
+    return "weak" if n_unusable > LOST_MAX * n_resamples else "ok"
+
+
+def _usable(draws: Any) -> np.ndarray:
+    b = np.asarray(draws, dtype=np.float64).ravel()
+    return b[np.isfinite(b)]
+
+
+def percentile_interval(draws: Any, level: float = 0.95) -> Interval | None:
+    """The percentile interval of the finite ``draws`` (``None`` when none is finite)."""
+    level = check_level(level)
+    raw = np.asarray(draws, dtype=np.float64).ravel()
+    b = raw[np.isfinite(raw)]
+    if b.size == 0:
+        return None
+    a = (1.0 - level) / 2.0
+    return Interval(float(np.quantile(b, a)), float(np.quantile(b, 1.0 - a)), level, "percentile",
+                    n_resamples=int(raw.size), n_unusable=int(raw.size - b.size))  # fmt: skip
+
+
+def bias_corrected_interval(draws: Any, point: float | None, level: float = 0.95) -> Interval | None:
+    """Efron's bias-corrected percentile interval of ``point`` from its ``draws`` (module docstring).
+
+    Without a finite point estimate it is the percentile interval; ``None`` when no draw is finite."""
+    level = check_level(level)
+    raw = np.asarray(draws, dtype=np.float64).ravel()
+    b = raw[np.isfinite(raw)]
+    if b.size == 0:
+        return None
+    n_unusable = int(raw.size - b.size)
+    a = (1.0 - level) / 2.0
+    if point is None or not np.isfinite(point):
+        return Interval(float(np.quantile(b, a)), float(np.quantile(b, 1 - a)), level, "bias_corrected",
+                        n_resamples=int(raw.size), n_unusable=n_unusable)  # fmt: skip
+    n = b.size
+    p0 = (np.sum(b < point) + 0.5 * np.sum(b == point)) / n
+    p0 = min(max(p0, 0.5 / n), 1.0 - 0.5 / n)
+    z0 = _N.inv_cdf(p0)
+    za = _N.inv_cdf(1.0 - a)
+    lo = float(np.quantile(b, _N.cdf(2 * z0 - za)))
+    hi = float(np.quantile(b, _N.cdf(2 * z0 + za)))
+    ext = lo > point + 1e-12 or hi < point - 1e-12
+    return Interval(min(lo, float(point)), max(hi, float(point)), level, "bias_corrected",
+                    n_resamples=int(raw.size), n_unusable=n_unusable, extended=bool(ext))  # fmt: skip
+
+
+def interval_from_draws(draws: Any, point: float | None, level: float, method: str) -> Interval | None:
+    """The ``method`` interval (``"percentile"`` or ``"bias_corrected"``) of ``draws``."""
+    if method == "bias_corrected":
+        return bias_corrected_interval(draws, point, level)
+    if method == "percentile":
+        return percentile_interval(draws, level)
+    raise ValueError(f"unknown interval method {method!r}")
+
+
+def run_resamples(run_ids: Any, n: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """``n`` row-index arrays of a bootstrap over runs: each draws as many runs as there are, with replacement,
+    and keeps every row of each drawn run (a run drawn twice contributes its rows twice, under new run ids)."""
+    ids = np.asarray(run_ids)
+    uniq, inv = np.unique(ids.astype(str), return_inverse=True)
+    rows_of = [np.flatnonzero(inv == k) for k in range(uniq.size)]
+    out = []
+    for _ in range(n):
+        pick = rng.integers(0, uniq.size, size=uniq.size)
+        out.append(np.concatenate([rows_of[k] for k in pick]) if uniq.size else np.array([], dtype=int))
+    return out
+
+
+def bootstrap_answers(
+    table: pd.DataFrame,
+    statistic: Callable[[pd.DataFrame], Mapping[str, float | None]],
+    names: list[str],
+    n: int,
+    rng: np.random.Generator,
+    run_column: str = "run_id",
+) -> np.ndarray:
+    """``(n, len(names))`` draws of ``statistic`` over a bootstrap over runs (rows when there is no run column).
+
+    A resample whose statistic raises a :class:`~mixlaw.errors.MixlawError`, or returns no finite value for a
+    name, gives NaN there: the caller counts it as unusable (the intervals of this module do)."""
+    from mixlaw.errors import MixlawError
+
+    ids = table[run_column].to_numpy() if run_column in table.columns else np.arange(len(table))
+    out = np.full((n, len(names)), np.nan)
+    for i, idx in enumerate(run_resamples(ids, n, rng)):
+        sample = table.iloc[idx].copy()
+        if run_column in sample.columns:  # a run drawn twice becomes two runs
+            dup = sample.groupby(level=0).cumcount().to_numpy()
+            sample[run_column] = sample[run_column].astype(str) + np.where(dup > 0, "#" + dup.astype(str), "")
+        sample = sample.reset_index(drop=True)
+        try:
+            got = statistic(sample)
+        except MixlawError:
+            continue
+        for j, name in enumerate(names):
+            v = got.get(name)
+            if v is not None:
+                try:
+                    out[i, j] = float(v)
+                except (TypeError, ValueError):
+                    pass
+    return out
