@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from mixlaw.cli.cmr import app
 from mixlaw.decide.cmr import critical_mixture_ratio
-from mixlaw.decide.cmr_cli import app
 
 # The first shipped grid (5 sizes, 13k-200k): the cases issue 13 measured (200k legal R = 1/2, ...) are its runs.
 RUNS = Path(__file__).resolve().parents[1] / "examples" / "cmr_probe" / "runs_v1.csv"
@@ -102,7 +102,7 @@ def test_cli_progress_validate_and_a_report_that_leads_with_the_decision(tmp_pat
 def test_notes_are_one_line_per_kind_per_domain() -> None:
     from types import SimpleNamespace
 
-    from mixlaw.decide.cmr.output import domain_notes
+    from mixlaw.report.cmr_text import domain_notes
 
     sizes = [
         SimpleNamespace(n_params=13_152, notes=["R = 0 left out of the power ratio law", "boundary 0.837 vs 0.827"]),

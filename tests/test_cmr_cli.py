@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from mixlaw.cli.cmr import app
 from mixlaw.decide.cmr import simulate_cmr_runs
-from mixlaw.decide.cmr_cli import app
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "mixinglaws_ct" / "runs.csv"
 runner = CliRunner()

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from mixlaw.cli.cpt import app
 from mixlaw.decide.cpt import CptFits, CptPlan, LawFit, optimize, predict_plan
-from mixlaw.decide.cpt_cli import app
 from mixlaw.errors import ExtrapolationWarning
 from mixlaw.fit import fit_law
 from mixlaw.laws import get_law

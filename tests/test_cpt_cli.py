@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from mixlaw.cli.cpt import app
 from mixlaw.decide.cpt import CptFits, CptPlan, LawFit, optimum_vs_weight, predict_plan, schedule_aware_cmr
-from mixlaw.decide.cpt_cli import app
 from mixlaw.laws import get_law
 from mixlaw.report.cpt_plots import (
     cpt_section,

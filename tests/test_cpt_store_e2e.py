@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 from typer.testing import CliRunner
 
+from mixlaw.cli.cpt import app
 from mixlaw.decide.cpt import CptFits, CptPlan, LawFit, predict_plan
-from mixlaw.decide.cpt_cli import app
 from mixlaw.fit import fit_law
 from mixlaw.laws import get_law
 from mixlaw.runs.schema import Mixture, RunMeta

@@ -235,7 +235,7 @@ def test_cli_where_and_derive_exploits_run_nothing(tmp_path: Path) -> None:
         _cli_error(["runs", "--store", str(store), "--where", attack])
         _cli_error(["runs", "--store", str(store), "--where", attack, "--export", str(tmp_path / "e.csv")])
         if EXAMPLE.exists():
-            from mixlaw.decide.cmr_cli import app as cmr_app
+            from mixlaw.cli.cmr import app as cmr_app
 
             res = runner.invoke(cmr_app, [str(EXAMPLE), "--general-eval", "general", "--domain-eval", "python",
                                           "--where", attack])  # fmt: skip

@@ -1,5 +1,5 @@
 """A report for any fit (issue 8 item 8): ``mixlaw fit ... --report fit.html [--validate SCHEME]``,
-``FitResult.plot(ax)`` and the report pieces, on the Epoch Chinchilla data and on a multi-power fit."""
+``plot_fit(result, table, ax)`` and the report pieces, on the Epoch Chinchilla data and on a multi-power fit."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from mixlaw import api
 from mixlaw.cli import app
-from mixlaw.report.fit_report import natural_axis, param_table, starts_summary
+from mixlaw.report.fit_report import natural_axis, param_table, plot_fit, starts_summary
 
 runner = CliRunner()
 EPOCH_ARGS = [
@@ -93,7 +93,7 @@ def test_epoch_natural_axis_is_tokens_with_one_curve_per_size_group(external) ->
     axis = natural_axis(res, table)
     assert (axis.x, axis.mode, axis.group, axis.log_x) == ("tokens", "grid", "n_params", True)
     fig, ax = plt.subplots()
-    assert res.plot(ax, table) is ax
+    assert plot_fit(res, table, ax) is ax
     curves = [ln for ln in ax.lines if ln.get_linestyle() == "-"]
     assert len(curves) == 6 and ax.get_xscale() == "log" and ax.get_xlabel() == "tokens"
     # each curve is the fitted law at its group's model size: it decreases in tokens towards E
@@ -101,7 +101,7 @@ def test_epoch_natural_axis_is_tokens_with_one_curve_per_size_group(external) ->
         y = ln.get_ydata()
         assert np.all(np.diff(y) < 0) and y[-1] > res.params["E"]
     # without data: one curve over the fitted input ranges
-    bare = res.plot()
+    bare = plot_fit(res)
     assert len(bare.lines) == 1
     pt = param_table(res)
     assert list(pt["parameter"]) == ["A", "B", "E", "alpha", "beta"] and not pt["at bound"].any()

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from mixlaw.cli.probe import app, corpora_app
 from mixlaw.errors import InputError
-from mixlaw.probe.cli import app, corpora_app
 from mixlaw.probe.sweep import load_spec, plan, run_sweep
 
 SPEC = """

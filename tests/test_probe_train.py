@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 
 import numpy as np
@@ -97,10 +96,8 @@ evals = 4
     )
     jobs = plan(load_spec(spec))
     assert [j.run_id for j in jobs] == ["t-debug-pt", "t-debug-cpt-code-r0.25", "t-debug-cpt-code-r1"]
-    t0 = time.perf_counter()
     store_path = tmp_path / "store.db"
     results = run_sweep(jobs, store_path)
-    assert time.perf_counter() - t0 < 60
     assert set(results.values()) == {"finished"}
     with RunStore(store_path) as store:
         df = store.to_frame()
@@ -120,9 +117,9 @@ evals = 4
     # loss-potential checkpoint: where the decaying LR first reached half its peak
     assert (tmp_path / "runs" / "t-debug-pt" / "lrfrac0.5.pt").exists()
     # a re-run skips finished runs
-    t1 = time.perf_counter()
     assert set(run_sweep(jobs, store_path).values()) == {"finished"}
-    assert time.perf_counter() - t1 < 5
+    with RunStore(store_path) as store:  # nothing was trained or written again
+        assert store.runs().equals(runs) and store.to_frame().equals(df)
     assert {r["status"] for r in sweep_status(jobs, store_path)} == {"finished"}
 
 

@@ -11,7 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from mixlaw.runs.cli import ingest, runs
+from mixlaw.cli.runs import ingest, runs
 from mixlaw.runs.store import RunStore
 
 EXTERNAL = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "external"

@@ -3,7 +3,7 @@
 - :mod:`mixlaw.cli.engine`: ``laws``, ``fit``, ``predict``, ``validate``;
 - :mod:`mixlaw.cli.runs`: ``ingest``, ``runs``;
 - :mod:`mixlaw.cli.probe`: ``probe run|status|plan``, ``corpora prepare``;
-- ``cmr`` and ``cpt`` are mounted from :mod:`mixlaw.decide.cmr_cli` and :mod:`mixlaw.decide.cpt_cli`.
+- ``cmr`` and ``cpt`` are mounted from :mod:`mixlaw.cli.cmr` and :mod:`mixlaw.cli.cpt`.
 
 Verbs are imported only when run (:class:`mixlaw.cli._group.LazyGroup`), and every verb imports its heavy
 libraries inside, so ``mixlaw --help`` stays fast. User errors exit 1 with one line on stderr and no traceback

@@ -35,11 +35,11 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "ingest": ("mixlaw.cli.runs", "ingest", "Validate a run log and add it to the RunStore (all or nothing)."),
     "runs": ("mixlaw.cli.runs", "runs", "List the runs of a store (filter with --where), or export its RunTable."),
     "cmr": (
-        "mixlaw.decide.cmr_cli",
+        "mixlaw.cli.cmr",
         "cmr",
         "Largest domain share of the CPT mix that keeps the general loss within tolerance, per model size.",
     ),
-    "cpt": ("mixlaw.decide.cpt_cli", "app", "Continual pre-training: predict a plan, optimise it, critical point."),
+    "cpt": ("mixlaw.cli.cpt", "app", "Continual pre-training: predict a plan, optimise it, critical point."),
     "probe": (
         "mixlaw.cli.probe",
         "app",

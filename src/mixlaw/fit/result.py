@@ -181,13 +181,6 @@ class FitResult:
         return np.asarray(law.evaluate(x, self.params), dtype=np.float64).reshape(-1)
 
     # ------------------------------------------------------------------ reporting
-    def plot(self, ax: Any = None, table: pd.DataFrame | None = None) -> Any:
-        """Draw the fit over its natural axis (with ``table``, the observed points too) on ``ax`` (default: a new
-        figure); returns the Axes. See :func:`mixlaw.report.fit_report.plot_fit`."""
-        from mixlaw.report.fit_report import plot_fit
-
-        return plot_fit(self, table, ax)
-
     def report(self) -> str:
         """A plain-text report: parameters (with intervals), objective, starts, flags."""
         law = self.law

@@ -18,7 +18,7 @@ import torch
 from mixlaw.errors import InputError
 
 if TYPE_CHECKING:
-    from mixlaw.probe.train import RunConfig
+    from mixlaw.probe.config import RunConfig
     from mixlaw.runs.store import RunStore
 
 __all__ = ["checkpoint_path", "config_fingerprint", "check_resume", "atomic_save", "load_checkpoint"]

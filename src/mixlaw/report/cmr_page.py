@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from mixlaw.report.fmt import fmt_size, fmt_tokens
+from mixlaw.fmt import fmt_size, fmt_tokens
 from mixlaw.report.html import Section, _status_class, esc, figure_html, render_report, table_html
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def decision_sentences(decisions: Mapping[str, CMRDecision]) -> str:
 
 
 def _notes(decision: CMRDecision) -> str:
-    from mixlaw.decide.cmr.output import domain_notes
+    from mixlaw.report.cmr_text import domain_notes
 
     lis = "".join(f"<li>{esc(n)}</li>" for n in domain_notes(decision.sizes))
     return f"<p><b>Notes</b> (one line per kind of issue, with the sizes it concerns)</p><ul>{lis}</ul>" if lis else ""

@@ -3,8 +3,8 @@
 :func:`write_fit_report` writes one self-contained HTML file (inline CSS, PNG figures embedded as base64, nothing
 fetched); :func:`fit_sections` returns the same content as :class:`mixlaw.report.html.Section` objects so other
 reports (CMR, CPT) can include a fit's sections, and the pieces (:func:`plot_fit`, :func:`plot_residuals`,
-:func:`param_table`, :func:`starts_summary`) are usable on their own. ``FitResult.plot(ax)`` calls
-:func:`plot_fit`.
+:func:`param_table`, :func:`starts_summary`) are usable on their own: ``plot_fit(result, table, ax)`` draws a
+fit on any Axes (the engine does not import the report, so a ``FitResult`` has no plot method).
 
 The **natural axis** of a fit is chosen from its data, not from the law's name:
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from mixlaw.report.fmt import fmt_size, fmt_tokens
+from mixlaw.fmt import fmt_size, fmt_tokens
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

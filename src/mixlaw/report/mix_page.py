@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from mixlaw.report.fmt import fmt_size
+from mixlaw.fmt import fmt_size
 from mixlaw.report.html import Section, esc, figure_html, render_report, table_html
 
 __all__ = ["decision_sentence", "mix_report", "write_mix_report"]

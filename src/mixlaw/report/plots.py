@@ -40,7 +40,7 @@ def token_axis(ax: Axes, which: str = "x") -> None:
     """k/M/B tick labels on a token axis (linear or log)."""
     from matplotlib.ticker import FuncFormatter
 
-    from mixlaw.report.fmt import fmt_tokens
+    from mixlaw.fmt import fmt_tokens
 
     fmt = FuncFormatter(lambda v, _pos: fmt_tokens(v) if v > 0 else ("0" if v == 0 else fmt_tokens(v)))
     axis = ax.xaxis if which == "x" else ax.yaxis

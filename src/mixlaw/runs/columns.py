@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["unit_of", "column_summary", "format_numbers"]
+__all__ = ["unit_of", "column_summary", "format_numbers", "mixture_groups"]
 
 _UNITS = {
     "run_id": "id",
@@ -107,3 +107,9 @@ def format_numbers(values: Sequence[Any], *, digits: int = 4) -> list[str]:
     sci = big / small > 1e4 or big < 1e-3
     fmt = f"{{:.{digits - 1}e}}" if sci else f"{{:.{digits}g}}"
     return ["" if x is None else fmt.format(x) for x in nums]
+
+
+def mixture_groups(table: pd.DataFrame, domains: Sequence[str]) -> np.ndarray:
+    """One integer label per distinct mixture (weights rounded to 1e-9): the unit of leave-mixtures-out."""
+    key = table[[f"w_{d}" for d in domains]].round(9).astype(str).agg("|".join, axis=1)
+    return np.asarray(pd.factorize(key)[0], dtype=np.int64)

@@ -256,7 +256,7 @@ def ingest_files(
                 table.attrs.clear()  # the store reads every column: no attrs to deep-copy on each access
                 schedules = None
                 if lr_table is not None:
-                    from mixlaw.api import read_lr_table
+                    from mixlaw.runs.lr_table import read_lr_table
 
                     schedules = read_lr_table(lr_table, table)
                 summary = st.ingest_table(

@@ -49,7 +49,7 @@ def surrogate_interval(
     """
     from scipy import stats
 
-    from mixlaw.decide.mixture.checks import mixture_groups
+    from mixlaw.runs.columns import mixture_groups
 
     fit = spec.fit(train, target)
     pred = np.asarray(fit.predict(test), dtype=np.float64)

@@ -55,7 +55,7 @@ class SizeCMR:
     def sentence(self, domain: str) -> str:
         """The decision in one sentence, e.g. ``legal: CMR 0.61 [0.60, 0.64] at 200k parameters and 300k CPT
         tokens; status ok``."""
-        from mixlaw.report.fmt import fmt_size, fmt_tokens
+        from mixlaw.fmt import fmt_size, fmt_tokens
 
         val = "no CMR" if self.cmr is None else f"CMR {self.cmr:.2f}"
         ci = f" [{self.ci[0]:.2f}, {self.ci[1]:.2f}]" if self.ci else ""

@@ -85,7 +85,7 @@ def cmr_size_trend(
 
 def trend_summary(sizes: Sequence[SizeCMR], trend: dict[str, Any] | None) -> str:
     """One line: the size trend and which sizes fed it (or why there is none)."""
-    from mixlaw.report.fmt import fmt_size
+    from mixlaw.fmt import fmt_size
 
     left = [(s, why) for s in sizes if (why := trend_exclusion(s)) is not None]
     gone = "; ".join(f"{fmt_size(s.n_params)} ({why})" for s, why in left)

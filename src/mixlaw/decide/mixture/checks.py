@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from mixlaw.errors import InputError
+from mixlaw.runs.columns import mixture_groups
 
 __all__ = [
     "MIXTURE_ATOL",
@@ -84,12 +85,6 @@ def check_mixture(table: pd.DataFrame, domains: Sequence[str], source: str = "ta
     if off.size:
         i = int(off[0])
         raise InputError(f"{where(i)}: the weights {'+'.join(cols)} sum to {s[i]:.9g}, expected 1 within 1e-6")
-
-
-def mixture_groups(table: pd.DataFrame, domains: Sequence[str]) -> np.ndarray:
-    """One integer label per distinct mixture (weights rounded to 1e-9): the unit of leave-mixtures-out."""
-    key = table[[f"w_{d}" for d in domains]].round(9).astype(str).agg("|".join, axis=1)
-    return np.asarray(pd.factorize(key)[0], dtype=np.int64)
 
 
 def target_rows(table: pd.DataFrame, target: str, source: str = "table") -> tuple[pd.DataFrame, int]:

@@ -205,7 +205,7 @@ def emit_job(job: CmrJob, *, epsilon: float, as_json: bool, report: Path | None)
     """Print a job's answer: the tables (or one JSON object) and where the report went."""
     import json
 
-    from mixlaw.decide.cmr.output import emit_schedule, json_default, print_decision
+    from mixlaw.report.cmr_text import emit_schedule, json_default, print_decision
 
     decisions, sched_results, single, queries = job.decisions, job.sched_results, job.single, job.queries
     decision_error = job.decision_error
@@ -226,7 +226,7 @@ def emit_job(job: CmrJob, *, epsilon: float, as_json: bool, report: Path | None)
             obj["queries"] = queries
         typer.echo(json.dumps(obj, default=json_default, allow_nan=False))
         return
-    from mixlaw.report.fmt import fmt_size
+    from mixlaw.fmt import fmt_size
 
     for d, dec in decisions.items():
         if single is None:

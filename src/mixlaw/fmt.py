@@ -1,4 +1,4 @@
-"""Number formatting shared by the CLI tables and the reports (stdlib only: cheap to import)."""
+"""Number formatting shared by the engine, the CLI tables and the reports (stdlib only: the bottom of the package)."""
 
 from __future__ import annotations
 

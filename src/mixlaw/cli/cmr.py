@@ -1,6 +1,6 @@
 """``mixlaw cmr``: the critical mixture ratio of continual pre-training runs, with intervals and a report.
 
-Mount in the main CLI with ``app.command("cmr")(cmr_cli.cmr)`` (``cmr`` is an alias of :func:`cmr_command`;
+Mount in the main CLI with ``app.command("cmr")(cmr.cmr)`` (``cmr`` is an alias of :func:`cmr_command`;
 ``app`` is a one-command Typer for tests). Forwards to :func:`mixlaw.decide.cmr.critical_mixture_ratio`; user
 errors print one line on stderr and exit 1.
 
@@ -33,7 +33,7 @@ from mixlaw.cli._table import AllowMissingOpt, DeriveOpt, DropOpt, EveryOpt, Fin
 app = typer.Typer(help="Critical mixture ratio of CPT runs (CMR scaling law).", add_completion=False)
 
 _LAZY = {  # re-exported names that live in heavier modules (imported on first use: `mixlaw --help` stays fast)
-    "load_table": "mixlaw.decide.cmr.job",
+    "load_table": "mixlaw.cli.cmr_job",
     "SizeScheduleCMR": "mixlaw.decide.cmr.schedule",
     "schedule_cmr_by_size": "mixlaw.decide.cmr.schedule",
     "infer_tokens_per_step": "mixlaw.decide.cmr.schedule",
@@ -64,7 +64,7 @@ class _Progress:
             self.task = self.bar.add_task("CMR (sizes × resamples)", total=total)
 
     def __call__(self, domain: str, size: Any, n: int) -> None:
-        from mixlaw.report.fmt import fmt_size
+        from mixlaw.fmt import fmt_size
 
         if self.bar is not None:
             self.bar.update(self.task, advance=max(n, 1), description=f"CMR {domain} {fmt_size(size)}")
@@ -161,7 +161,7 @@ def cmr_command(
     """Largest domain share of the CPT mix that keeps the general loss within tolerance, per model size."""
     options = dict(locals())  # every option of the verb, by name (run_cmr_job takes the same names)
     from mixlaw.cli._table import TABLE_OPTION_NAMES, table_options
-    from mixlaw.decide.cmr.job import emit_job, run_cmr_job
+    from mixlaw.cli.cmr_job import emit_job, run_cmr_job
 
     shared = table_options(**{k: options.pop(k) for k in TABLE_OPTION_NAMES if k != "where"})  # the table options
     job = run_cmr_job(**options, table_options=shared, make_progress=lambda total, quiet: _Progress(total, quiet=quiet))
@@ -170,5 +170,5 @@ def cmr_command(
 
 app.command("cmr")(cmr_command)
 
-#: The name the main CLI mounts (``app.command("cmr")(cmr_cli.cmr)``).
+#: The name the main CLI mounts (``app.command("cmr")(cmr.cmr)``).
 cmr = cmr_command

@@ -10,7 +10,7 @@ import typer
 
 from mixlaw.decide.cmr.schedule import SizeScheduleCMR
 from mixlaw.decide.cmr.schedule import _size_value as size_value
-from mixlaw.report.fmt import fmt_size, fmt_tokens
+from mixlaw.fmt import fmt_size, fmt_tokens
 
 __all__ = ["print_decision", "print_schedule", "emit_schedule", "json_default"]
 

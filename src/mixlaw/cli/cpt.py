@@ -1,6 +1,6 @@
 """``mixlaw cpt``: continual pre-training predictions and decisions from fitted CPT laws.
 
-Mount in the main CLI with ``app.add_typer(cpt_cli.app, name="cpt")``. Verbs:
+Mount in the main CLI with ``app.add_typer(cpt.app, name="cpt")`` (:data:`mixlaw.cli._group.VERBS`). Verbs:
 
 * ``predict FIT.json --plan PLAN.toml [--weights W_PT,W_CPT] [--json]`` — final losses (and the trajectory
   with ``--json``) of every fitted eval set for a plan;
