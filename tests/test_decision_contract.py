@@ -229,3 +229,21 @@ def test_the_cmr_on_the_contract_agrees_with_the_engine() -> None:
     assert all(math.isclose(g, w) for g, w in zip(got.values(), want, strict=True) if w is not None)
     assert res.status in (Status.OK, Status.WEAK) and all(isinstance(r.code, str) for r in res.reasons)
     assert DecisionResult.from_json(res.to_json()) == res
+
+
+def test_the_documented_decision_file_works(tmp_path: Path) -> None:
+    """The example decision of docs/decisions.md, run as the page says (file → `mixlaw decide --decision-file`)."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "decisions.md").read_text()
+    code = page.split("```python\n", 1)[1].split("```", 1)[0]
+    src = tmp_path / "mine.py"
+    src.write_text(code)
+    runs = tmp_path / "runs.csv"
+    _runs(np.random.default_rng(7), 6).rename(columns={"loss": "loss_general"}).to_csv(runs, index=False)
+    out = CliRunner().invoke(app, ["decide", "best_final_loss", str(runs), "--decision-file", str(src),
+                                   "--bootstrap", "30", "--json"])  # fmt: skip
+    assert out.exit_code == 0, out.output
+    d = json.loads(out.stdout)
+    assert d["status"] == "ok" and d["answers"][0]["name"] == "best" and d["answers"][0]["interval"] is not None
+    few = CliRunner().invoke(app, ["decide", "best_final_loss", str(runs), "--decision-file", str(src),
+                                   "-o", "min_runs=10", "--json"])  # fmt: skip
+    assert json.loads(few.stdout)["reasons"][0]["text"] == "only 6 runs; need 10"

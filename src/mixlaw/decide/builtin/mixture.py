@@ -37,6 +37,7 @@ FIT_NOT_CONVERGED = reason("mix_fit_status", "the {law} fit of {target} is {stat
 BOOT_WEAK = reason("mix_bootstrap_weak", "{n_failed} of {n} resamples were unusable")
 CANDIDATE_REGRET = reason("mix_candidate_regret",
                           "{candidate}: regret {regret:+.4f} [{lo:+.4f}, {hi:+.4f}] (P(better than chosen) = {p:.2f})")
+EXTRAPOLATES = reason("mix_extrapolates", "the optimum of {target} lies beyond the fitted runs: {detail}")
 NOT_PREDICTED = reason("mix_not_predicted", "{model} predicted none of the {n} held-out rows of {target}")
 
 
@@ -131,6 +132,10 @@ class MixOptimum(Decision):
         for f in fits:
             if f.status != "converged":
                 reasons.append(Reason(FIT_NOT_CONVERGED, {"law": f.law, "target": f.name, "status": f.status}))
+                status = status.worst(Status.WEAK)
+        for target, detail in (out.get("extrapolation") or {}).items():
+            if detail:
+                reasons.append(Reason(EXTRAPOLATES, {"target": target, "detail": detail}))
                 status = status.worst(Status.WEAK)
         if n and interval_health(n_failed, n) == "weak":
             reasons.append(Reason(BOOT_WEAK, {"n_failed": n_failed, "n": n}))
