@@ -22,6 +22,7 @@ Every interval carries the number of resamples it rests on and how many of them 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -91,20 +92,26 @@ class Interval:
         return self.lo <= value <= self.hi
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
+        """A JSON-ready dict (an infinite end — an answer beyond the scanned range — is the string ``"inf"``)."""
         return {
-            "lo": self.lo, "hi": self.hi, "level": self.level, "method": self.method,
+            "lo": _end(self.lo), "hi": _end(self.hi), "level": self.level, "method": self.method,
             "n_resamples": self.n_resamples, "n_unusable": self.n_unusable, "extended": self.extended,
         }  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Interval:
-        """Inverse of :meth:`to_dict`."""
+        """Inverse of :meth:`to_dict` (``float`` reads the ``"inf"`` ends back)."""
         return cls(
             lo=float(d["lo"]), hi=float(d["hi"]), level=float(d["level"]), method=str(d.get("method", "percentile")),
             n_resamples=int(d.get("n_resamples", 0)), n_unusable=int(d.get("n_unusable", 0)),
             extended=bool(d.get("extended", False)),
         )  # fmt: skip
+
+
+def _end(v: float) -> float | str:
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return v
 
 
 def interval_health(n_unusable: int, n_resamples: int) -> str:
