@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_cpt_cli import _bundle
 from typer.testing import CliRunner
 
 from mixlaw.cli import app
 from mixlaw.decide.contract import DecisionResult, Status
+from test_cpt_cli import _bundle
 
 runner = CliRunner()
 
