@@ -2,35 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 import numpy as np
 import pandas as pd
-import torch
 
 from mixlaw.errors import InputError
 from mixlaw.fit.bootstrap import USABLE, _refit, internal_starts, rescue
 from mixlaw.fit.data import FitData
+from mixlaw.fit.pools import threads
 from mixlaw.laws import Law, get_law
 
 __all__ = ["BatchFit", "fit_batch", "threads"]
-
-
-@contextmanager
-def threads(n: int | None) -> Iterator[None]:
-    """Run the block with ``n`` torch threads (restored afterwards); ``None`` leaves the setting alone."""
-    if n is None:
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(int(n))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 @dataclass(frozen=True)

@@ -17,16 +17,17 @@ import pandas as pd
 import torch
 
 from mixlaw.errors import FitError, InputError, NotFittedError
-from mixlaw.fit.batch import BatchFit, fit_batch, threads
+from mixlaw.fit.batch import BatchFit, fit_batch
 from mixlaw.fit.bootstrap import SCHEME_CHOICES, Scheme, bootstrap_law, resolve_scheme, root_status, usable
 from mixlaw.fit.data import FitData, make_residuals, prepare_data, project_internal
 from mixlaw.fit.diagnostics import fingerprint, metrics, predict_numpy, status_message, warn_about
 from mixlaw.fit.identify import assess_fit
 from mixlaw.fit.intervals import residual_sd
+from mixlaw.fit.pools import threads
 from mixlaw.fit.refine import iteration_cap, point_stall_units_for, repolish, stall_tol_for
 from mixlaw.fit.result import FitResult, FitStatus
 from mixlaw.fit.solve import STATUS_CONVERGED, STATUS_STALLED, objective_values, solve
-from mixlaw.fit.starts import build_starts, choose_polish, distinct
+from mixlaw.fit.starts import build_starts, choose_polish, distinct, screen_chunks
 from mixlaw.laws import Law, get_law
 
 Strategy = Literal["screen", "full"]
@@ -78,7 +79,8 @@ class Fitter:
     bootstrap_starts
         Starts per resample: the point estimate, then the next-best distinct local optima of the main fit.
     n_threads
-        Torch threads during the fit (restored afterwards). The batched problems are small and memory-bound, and
+        Threads of torch and of every BLAS / OpenMP pool during the fit (:func:`mixlaw.fit.pools.threads`;
+        restored afterwards). The batched problems are small and memory-bound, and
         the machines this runs on are often shared: one thread is the fastest and most predictable default.
     max_iter
         Iteration cap per start. ``None`` (default): adaptive — every start runs while its objective still falls
@@ -197,7 +199,7 @@ class Fitter:
         f_init = np.concatenate(
             [
                 objective_values(residuals, chunk, np.zeros(len(chunk), dtype=np.int64), W, loss=self.loss, delta=delta)
-                for chunk in np.array_split(U_all, max(1, S // 512))
+                for chunk in np.array_split(U_all, screen_chunks(S, data.n))
             ]
         )
         if not np.isfinite(f_init).any():

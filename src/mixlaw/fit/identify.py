@@ -68,7 +68,9 @@ def _spectrum(J: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     Js = J / np.where(norms > 0, norms, 1.0)
     if n == 0 or P == 0 or not np.any(norms > 0):
         return norms, np.zeros(P), np.eye(P)
-    _, s, vt = np.linalg.svd(Js, full_matrices=True)
+    if n > P:  # R of a QR has the singular values and right vectors of Js: memory n × P, never n × n
+        Js = np.linalg.qr(Js, mode="r")
+    _, s, vt = np.linalg.svd(Js, full_matrices=True)  # (min(n, P) × P): vt stays P × P when n < P
     rel = np.zeros(P)
     rel[: s.size] = s / s[0] if s[0] > 0 else 0.0
     return norms, rel, vt

@@ -260,11 +260,9 @@ def solve(
     status[bad] = STATUS_FAILED
     active = np.flatnonzero(~bad)
 
-    it = 0
-    for it in range(1, max_iter + 1):
-        if active.size == 0:
-            break
-        ia = torch.as_tensor(active)
+    def _iterate(ia: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """One iteration's candidates for rows ``ia``: objective, gradient, finiteness, the winning step, its
+        damping, the largest damping tried, the winner's index and its objective (``D_run`` updated in place)."""
         Ua, pa = U[ia], pid_t[ia]
         Wa = W[pa]
         with torch.no_grad():
@@ -312,6 +310,22 @@ def solve(
             step = steps.gather(1, winner[:, None, None].expand(-1, 1, P)).squeeze(1)
             mu_win = mu_c.gather(1, winner[:, None]).squeeze(1)
             f_new = best_f
+        return f, g, finite, step, mu_win, mu_c.amax(-1), winner, f_new
+
+    n_points, n_cand = int(W.shape[1]), _n_candidates(loss, ladder)
+    W_sum = W.sum(-1)
+    it = 0
+    for it in range(1, max_iter + 1):
+        if active.size == 0:
+            break
+        # One iteration of every active row, in chunks of rows: a row's trial points cost candidates × points
+        # cells, so at 250,000 points one row's trials are the chunk (memory linear in the points, never
+        # rows × candidates × points at once). The rows are independent problems: a chunk changes no step beyond the
+        # rounding of a batched kernel of another size (tests/test_memory_linear.py).
+        parts = [_iterate(torch.as_tensor(c)) for c in _row_chunks(active, n_points, n_cand)]
+        f, g, finite, step, mu_win, mu_hi, winner, f_new = (torch.cat(x) for x in zip(*parts, strict=True))
+        ia = torch.as_tensor(active)
+        Ua, pa, mua = U[ia], pid_t[ia], mu[ia]
         accept = finite & (f_new <= f)
         U[ia] = torch.where(accept[:, None], Ua + step, Ua)
         f_cur = torch.where(accept, f_new, f)
@@ -319,7 +333,7 @@ def solve(
             mu[ia] = torch.where(accept, torch.clamp(mua / 5.0, min=1e-15), torch.clamp(mua * 10.0, max=1e15))
         else:  # delayed gratification (Transtrum & Sethna 2012): from the μ that won, a little less next time
             mu[ia] = torch.where(
-                accept, torch.clamp(mu_win / 3.0, min=1e-15), torch.clamp(mu_c.amax(-1) * 2.0, max=1e15)
+                accept, torch.clamp(mu_win / 3.0, min=1e-15), torch.clamp(mu_hi * 2.0, max=1e15)
             )
             mo = mu_old[ia]
             mu_old[ia] = torch.where(accept, torch.clamp(mo / 5.0, min=1e-15), torch.clamp(mo * 10.0, max=1e15))
@@ -363,7 +377,7 @@ def solve(
         tol_f = stall_tol * np.maximum(np.abs(f_np), 1e-300)
         stalled = (n_iter[active] > stall_window) & (old - f_np <= tol_f)
         if stall_units is not None:  # over UNITS_WINDOWS windows: a valley crawled slowly before it speeds up
-            tol_u = stall_units * np.abs(f_np) / np.maximum(Wa.sum(-1).numpy(), 1e-300)
+            tol_u = stall_units * np.abs(f_np) / np.maximum(W_sum[pa].numpy(), 1e-300)
             if spare_best:  # the lowest row of each problem is the estimate: it stops on the relative test only
                 best = np.full(W.shape[0], np.inf)
                 live = status != STATUS_FAILED
@@ -400,6 +414,27 @@ def solve(
         merged_into=merged_into,
         total_iter=it,
     )
+
+
+#: Cells (rows × trial points × data points) of one chunk of an iteration of :func:`solve`: above it the active
+#: rows are processed in chunks (:func:`_row_chunks`), so the memory of a fit is linear in its data points. At
+#: 8e6 cells (64 MB per float64 tensor) a 32-start fit is one chunk up to 11,000 points; the 240-point Epoch fit
+#: and every bootstrap chunk (:data:`mixlaw.fit.bootstrap.CHUNK_CELLS`) stay one chunk.
+ITER_CELLS = 8_000_000
+
+
+def _n_candidates(loss: str, ladder: str) -> int:
+    """Trial points per row and iteration (the full ladder's: an upper bound of the lazy ladder's)."""
+    models = 1 if loss == "l2" else 2
+    return 2 * len(LADDER) * models + models
+
+
+def _row_chunks(active: np.ndarray, n_points: int, n_cand: int) -> list[np.ndarray]:
+    """``active`` in consecutive chunks of at most :data:`ITER_CELLS` ``/ (n_cand · n_points)`` rows (≥ 1)."""
+    per = max(1, ITER_CELLS // max(1, n_cand * n_points))
+    if active.size <= per:
+        return [active]
+    return [active[i : i + per] for i in range(0, active.size, per)]
 
 
 def _lazy_candidates(

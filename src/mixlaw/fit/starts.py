@@ -18,7 +18,11 @@ from mixlaw.fit.bootstrap import internal_starts
 from mixlaw.fit.data import FitData
 from mixlaw.laws import Law
 
-__all__ = ["StartSet", "build_starts", "choose_polish", "distinct", "user_starts"]
+__all__ = ["SCREEN_CELLS", "StartSet", "build_starts", "choose_polish", "distinct", "screen_chunks", "user_starts"]
+
+SCREEN_CELLS = 2_000_000
+"""Starts × data points of one chunk of the start screen (16 MB per float64 tensor): the screen's memory is linear
+in the points, whatever the number of starts."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,13 @@ def build_starts(
         n_user=len(user),
         n_random=len(rand),
     )
+
+
+def screen_chunks(n_starts: int, n_points: int) -> int:
+    """How many chunks the screen of ``n_starts`` starts over ``n_points`` points takes: about 512 starts each, and
+    fewer where ``starts × points`` would exceed :data:`SCREEN_CELLS` (one start per chunk at the least)."""
+    by_cells = -(-n_starts * max(1, n_points) // SCREEN_CELLS)
+    return max(1, min(n_starts, max(n_starts // 512, by_cells)))
 
 
 def choose_polish(U: np.ndarray, f_init: np.ndarray, n_polish: int, full: bool) -> np.ndarray:
