@@ -41,6 +41,7 @@ EXPECTED: dict[str, set[str]] = {
     | {"--law", "--ratio-law", "--pin-zero", "--c-method", "--lambda", "--bootstrap", "--seed", "--json"}
     | {"--schedule", "--tokens-per-step", "--budget-steps", "--budget-tokens", "--query-ratio", "--report"}
     | {"--paper-decision", "--relative-to-control", "--validate", "--level", "--max-iter"}
+    | {"--meta", "--base-eval"}
     | TABLE,
     "cpt predict": {"FIT", "--plan", "--weights", "--level", "--json"},
     "cpt optimize": {"FIT", "--plan", "--weights", "--over", "--grid", "--level", "--json"},

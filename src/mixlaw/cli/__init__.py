@@ -28,8 +28,20 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from mixlaw._provenance import package_version
+
+        typer.echo(f"mixlaw {package_version()}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the mixlaw version and exit."
+    ),
+) -> None:
     """Scaling laws for data mixtures and continual pre-training: fit probe runs, decide mixtures, with intervals."""
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "EveryOpt",
     "StepsOpt",
     "AllowMissingOpt",
+    "MetaOpt",
     "TABLE_OPTION_NAMES",
     "table_options",
     "table_kw",
@@ -54,6 +55,14 @@ FinalOpt = Annotated[
 ]
 EveryOpt = Annotated[int | None, typer.Option("--every", help="Keep the steps that are multiples of K.")]
 StepsOpt = Annotated[str | None, typer.Option("--steps", help="Keep steps FIRST:LAST (inclusive; 1000:, :5000).")]
+MetaOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--meta",
+        help="CSV of run metadata (n_params, w_*, phase, parent_run, tokens_per_step, schedule) keyed by run_id "
+        "or a glob over the run's id, folder or file.",
+    ),
+]
 AllowMissingOpt = Annotated[
     bool,
     typer.Option("--allow-missing", help="Leave out rows with an empty needed cell (ingest: accept empty cells)."),
@@ -64,8 +73,8 @@ TABLE_OPTION_NAMES = ("maps", "set_", "drop", "where", "derive", "final", "every
 
 
 def table_kw(scope: Mapping[str, Any]) -> dict[str, Any]:
-    """The table options among a verb's parameters (pass ``locals()``)."""
-    return {k: scope[k] for k in TABLE_OPTION_NAMES if k in scope}
+    """The table options among a verb's parameters (pass ``locals()``), ``--meta`` included where the verb has it."""
+    return {k: scope[k] for k in (*TABLE_OPTION_NAMES, "meta") if k in scope}
 
 
 def _pairs(items: Sequence[str] | None, what: str) -> dict[str, str]:
@@ -96,6 +105,7 @@ def table_options(
     every: int | None = None,
     steps: str | None = None,
     allow_missing: bool = False,
+    meta: str | Path | None = None,
 ) -> TableOptions:
     """The CLI's table options as one :class:`~mixlaw.runs.select.TableOptions`."""
     from mixlaw.runs.io import parse_column_map
@@ -111,6 +121,7 @@ def table_options(
         every=every,
         steps=parse_steps(steps),
         allow_missing=allow_missing,
+        meta=meta,
     )
 
 
@@ -124,6 +135,9 @@ def load(
     """Read ``source`` (a table file or a RunStore) with the table options (``**table_kw(locals())``)."""
     from mixlaw.runs.select import load_runs
 
-    return load_runs(
+    df = load_runs(
         source, table_options(**options), needed=[c for c in needed if c], include_schedule=include_schedule
     )
+    for note in df.attrs.get("notes", ()):
+        typer.echo(note, err=True)
+    return df

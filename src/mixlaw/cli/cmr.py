@@ -28,7 +28,17 @@ from typing import Annotated, Any
 import typer
 
 from mixlaw.cli._common import DecisionMaxIterOpt, LevelOpt, verb
-from mixlaw.cli._table import AllowMissingOpt, DeriveOpt, DropOpt, EveryOpt, FinalOpt, MapOpt, SetOpt, StepsOpt
+from mixlaw.cli._table import (
+    AllowMissingOpt,
+    DeriveOpt,
+    DropOpt,
+    EveryOpt,
+    FinalOpt,
+    MapOpt,
+    MetaOpt,
+    SetOpt,
+    StepsOpt,
+)
 
 app = typer.Typer(help="Critical mixture ratio of CPT runs (CMR scaling law).", add_completion=False)
 
@@ -157,13 +167,21 @@ def cmr_command(
     every: EveryOpt = None,
     steps: StepsOpt = None,
     allow_missing: AllowMissingOpt = False,
+    meta: MetaOpt = None,
+    base_eval: Annotated[
+        str | None,
+        typer.Option(
+            "--base-eval",
+            help="The base checkpoint's losses (T = 0) when the CPT logs have no step-0 eval: general=2.31,legal=2.87",
+        ),
+    ] = None,
 ) -> None:
     """Largest domain share of the CPT mix that keeps the general loss within tolerance, per model size."""
     options = dict(locals())  # every option of the verb, by name (run_cmr_job takes the same names)
     from mixlaw.cli._table import TABLE_OPTION_NAMES, table_options
     from mixlaw.cli.cmr_job import emit_job, run_cmr_job
 
-    shared = table_options(**{k: options.pop(k) for k in TABLE_OPTION_NAMES if k != "where"})  # the table options
+    shared = table_options(meta=options.pop("meta"), **{k: options.pop(k) for k in TABLE_OPTION_NAMES if k != "where"})
     job = run_cmr_job(**options, table_options=shared, make_progress=lambda total, quiet: _Progress(total, quiet=quiet))
     emit_job(job, epsilon=epsilon, as_json=as_json, report=report)
 

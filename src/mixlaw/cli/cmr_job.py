@@ -35,18 +35,27 @@ class CmrJob:
 
 
 def load_table(
-    path: Path, where: str | None = None, *, include_schedule: bool = False, options: Any = None
+    path: Path,
+    where: str | None = None,
+    *,
+    include_schedule: bool = False,
+    options: Any = None,
+    evals: tuple[str, ...] = (),
+    base_eval: str | None = None,
 ) -> pd.DataFrame:
     """A RunTable from a CSV/JSONL/Parquet file or a RunStore (``.db``), filtered by a safe row filter.
 
     ``include_schedule`` adds each stored run's LR schedule (a ``schedule`` column) when reading a RunStore; a
-    file keeps its own ``schedule`` column when it has one."""
+    file keeps its own ``schedule`` column when it has one. ``evals`` (eval-set names, ``loss_`` optional) are
+    the columns the decision needs: logging steps without them are left out (``attrs["notes"]`` says how
+    many). ``base_eval`` (``general=2.31,legal=2.87``) adds the base checkpoint's losses as a ``phase = pt`` run."""
     if not path.exists():
         raise InputError(f"no such file: {path}")
     if options is not None:  # the shared table options (mixlaw.runs.select): --map, --set, --drop, --final, ...
         from mixlaw.runs.select import load_runs
 
-        frame = load_runs(path, options, include_schedule=include_schedule, allow_nan=True)
+        frame = load_runs(path, options, include_schedule=include_schedule, allow_nan=True, needed=evals,
+                          eval_names=True)  # fmt: skip
     elif path.suffix in (".db", ".sqlite", ".sqlite3"):
         from mixlaw.runs.store import RunStore
 
@@ -67,6 +76,10 @@ def load_table(
             raise InputError(f"--where {where!r} is not a valid filter: {exc}") from None
         if frame.empty:
             raise InputError(f"--where {where!r} leaves no rows")
+    if base_eval is not None:
+        from mixlaw.runs.select import add_base_eval
+
+        frame = add_base_eval(frame, base_eval)
     return frame
 
 
@@ -112,6 +125,7 @@ def run_cmr_job(
     max_iter: int | None = None,
     level: float = 0.95,
     table_options: Any = None,
+    base_eval: str | None = None,
 ) -> CmrJob:
     """Check the options, load the runs, run the decision(s) and write ``report``; options as ``mixlaw cmr``.
 
@@ -142,7 +156,10 @@ def run_cmr_job(
             raise InputError(f"--c-method must be 'fit' or 'corr_grid', got {c_method!r}")
         lam = parse_lambda(lagrange)
         sched = None if schedule is None else Schedule.parse(schedule)
-        frame = load_table(table, where, include_schedule=sched is not None, options=table_options)
+        frame = load_table(table, where, include_schedule=sched is not None, options=table_options,
+                           evals=(general_eval, *domain_eval), base_eval=base_eval)  # fmt: skip
+        for note in (*frame.attrs.get("notes", ()), *filter(None, [frame.attrs.get("schedule_note")])):
+            typer.echo(f"cmr: {note}", err=True)
         dec_budget = budget_tokens
         if sched is not None:
             sched_results = schedule_cmr_by_size(

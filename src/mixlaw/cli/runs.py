@@ -131,7 +131,7 @@ def _print_ingest(s: dict[str, Any]) -> None:
     for c in ("file", "runs", "rows", "mapped", "skipped", "status"):
         t.add_column(c, justify="right" if c in ("runs", "rows", "mapped", "skipped") else "left", overflow="fold")
     for r in s["files"]:
-        t.add_row(Path(r["file"]).name, str(r["runs"]), str(r["rows"]), str(r["mapped"]), str(r["skipped"]),
+        t.add_row(str(r["file"]), str(r["runs"]), str(r["rows"]), str(r["mapped"]), str(r["skipped"]),
                   r["status"])  # fmt: skip
     console().print(t)
 

@@ -9,23 +9,21 @@ side table (``--meta``) and the shared row selectors.
 
 from __future__ import annotations
 
-import fnmatch
 import glob
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from mixlaw.errors import InputError
+from mixlaw.runs.meta import MetaTable, base_runs, check_coverage, complete_tokens, join_meta, read_meta
 from mixlaw.runs.select import TableOptions, select_rows
 
 __all__ = ["expand_sources", "read_meta", "MetaTable", "ingest_files", "run_id_from_pattern", "LOG_SUFFIXES"]
 
 LOG_SUFFIXES = (".csv", ".tsv", ".jsonl", ".ndjson", ".json", ".parquet", ".pq")
-_META_KEYS = ("run_id", "file")
 
 
 def expand_sources(paths: Sequence[str | Path]) -> list[Path]:
@@ -44,16 +42,14 @@ def expand_sources(paths: Sequence[str | Path]) -> list[Path]:
             continue
         p = Path(s)
         if p.is_dir():
-            if any(_event_files(p)):
-                found = [p]
-            else:
-                found = sorted(
-                    f
-                    for f in p.rglob("*")
-                    if f.is_file()
-                    and f.suffix.lower() in LOG_SUFFIXES
-                    and not any(part.startswith(".") for part in f.relative_to(p).parts)
-                )
+            visible = [f for f in p.rglob("*") if not any(part.startswith(".") for part in f.relative_to(p).parts)]
+            logs = [f for f in visible if f.is_file() and f.suffix.lower() in LOG_SUFFIXES]
+            shown = set(visible)
+            events = {f.parent for f in _event_files(p) if f in shown}
+            if events and not logs:
+                found = [p]  # a TensorBoard log folder: one source, a run per sub-folder
+            else:  # a folder of logs of several kinds: each log file, and each folder holding event files
+                found = sorted([*logs, *events])
             if not found:
                 raise InputError(f"expected log files ({', '.join(LOG_SUFFIXES)}) in the directory, got none in {s}")
         elif p.exists():
@@ -86,105 +82,24 @@ def run_id_from_pattern(pattern: str, path: Path) -> tuple[str, dict[str, str]]:
 
 
 # ---------------------------------------------------------------------------------------------- --meta
-
-
-@dataclass(frozen=True)
-class MetaTable:
-    """Rows of a ``--meta`` table: a key (``run_id`` = exact run id, ``file`` = a glob on the file name) and the
-    run-level values it gives (empty cells give nothing)."""
-
-    source: str
-    key: str
-    rows: tuple[tuple[str, int, dict[str, Any]], ...]  # (key value, line, {column: value})
-
-    def for_file(self, path: Path) -> list[tuple[int, dict[str, Any]]]:
-        """The rows whose ``file`` pattern matches ``path``'s name (or its path)."""
-        return [(ln, v) for k, ln, v in self.rows if fnmatch.fnmatch(path.name, k) or fnmatch.fnmatch(str(path), k)]
-
-    def for_run(self, run_id: str) -> list[tuple[int, dict[str, Any]]]:
-        return [(ln, v) for k, ln, v in self.rows if k == run_id]
-
-    @property
-    def columns(self) -> list[str]:
-        return list(dict.fromkeys(c for _, _, v in self.rows for c in v))
-
-
-def _number(v: str) -> Any:
-    try:
-        f = float(v)
-    except ValueError:
-        return v
-    return int(f) if f.is_integer() and re.fullmatch(r"[+-]?\d+", v.strip()) else f
-
-
-def read_meta(path: str | Path) -> MetaTable:
-    """A CSV of run-level columns with a key column ``run_id`` (exact run ids) or ``file`` (a glob on file
-    names, e.g. ``190M-*``); numbers are parsed, empty cells give nothing."""
-    from mixlaw.runs.io.text import _ROW, _read_csv
-
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"expected an existing --meta table, got no such file in {p}")
-    raw = _read_csv(p)
-    cols = [c for c in raw.columns if c != _ROW]
-    keys = [k for k in _META_KEYS if k in cols]
-    if len(keys) != 1:
-        raise InputError(
-            f"expected one key column 'run_id' or 'file' (a file-name glob) in the --meta table, "
-            f"got {'both' if keys else 'columns ' + str(cols[:10])} in {p.name}:1"
-        )
-    key = keys[0]
-    rows: list[tuple[str, int, dict[str, Any]]] = []
-    for rec in raw.to_dict("records"):
-        k = str(rec[key]).strip()
-        line = int(rec[_ROW])
-        if not k:
-            raise InputError(f"expected a {key} value, got an empty cell in {p.name}:{line}:{key}")
-        vals = {c: _number(str(rec[c]).strip()) for c in cols if c != key and str(rec[c]).strip()}
-        rows.append((k, line, vals))
-    return MetaTable(p.name, key, tuple(rows))
-
-
-def _join_meta(table: pd.DataFrame, meta: MetaTable, path: Path, name: str) -> pd.DataFrame:
-    def merged(hits: list[tuple[int, dict[str, Any]]], what: str) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        line_of: dict[str, int] = {}
-        for ln, vals in hits:
-            for c, v in vals.items():
-                if c in out and out[c] != v:
-                    raise InputError(
-                        f"expected one {c!r} for {what}, got {out[c]!r} (line {line_of[c]}) and {v!r} in "
-                        f"{meta.source}:{ln}:{c}"
-                    )
-                out[c], line_of[c] = v, ln
-        return out
-
-    if meta.key == "file":
-        per_run = {rid: merged(meta.for_file(path), f"file {path.name}") for rid in table["run_id"].unique()}
-    else:
-        per_run = {rid: merged(meta.for_run(str(rid)), f"run {rid!r}") for rid in table["run_id"].unique()}
-    cols = list(dict.fromkeys(c for v in per_run.values() for c in v))
-    if not cols:
-        return table
-    clash = [c for c in cols if c in table.columns]
-    if clash:
-        raise InputError(f"expected --meta to add new columns, got {clash[0]!r} also in {name} ({meta.source})")
-    from mixlaw.runs.schema import validate_table
-
-    attrs = dict(table.attrs)
-    table = table.copy()
-    table.attrs.clear()  # pandas deep-copies attrs (the row numbers) on every column access
-    added = table[["run_id", "step"]].copy()
-    for c in cols:
-        added[c] = table["run_id"].map(lambda r, c=c: per_run.get(r, {}).get(c)).astype(object)
-    checked = validate_table(added, f"{name} (--meta {meta.source})", allow_missing=True, require_loss=False)
-    for c in cols:  # the validated columns, in the table's row order (the validator keeps it)
-        table[c] = pd.Series(checked[c].to_numpy(), index=table.index, dtype=checked[c].dtype)
-    table.attrs.update(attrs)
-    return table
+# The side table lives in mixlaw.runs.meta (read_meta, MetaTable re-exported here).
 
 
 # ---------------------------------------------------------------------------------------------- ingest
+
+
+def _label(f: Path, files: Sequence[Path]) -> str:
+    """How the summary names a file: its name when it is the only one, else its path below the files' common
+    folder (``hf/a/checkpoint-2000/trainer_state.json``, not ``trainer_state.json`` three times)."""
+    if len(files) == 1:
+        return f.name
+    import os
+
+    try:
+        root = Path(os.path.commonpath([str(g.parent if g.is_file() else g) for g in files]))
+        return f.relative_to(root).as_posix()
+    except ValueError:
+        return str(f)
 
 
 def ingest_files(
@@ -206,9 +121,14 @@ def ingest_files(
     """Ingest every log file ``paths`` name into ``store``: one transaction per file, a summary per file.
 
     A file without a ``run_id`` column is one run named by the file (:func:`~mixlaw.runs.io.trainers.default_run_id`)
-    or by ``run_id_pattern``; ``meta`` joins run-level columns (:func:`read_meta`); ``options`` maps columns and
-    selects the rows stored (``--where``/``--final``/``--every``/``--steps``). A file that fails is reported
-    (``status`` = the one-line error) and the others still go in (``keep_going``); nothing of it is written.
+    or by ``run_id_pattern``; ``meta`` joins run-level columns (:func:`~mixlaw.runs.meta.read_meta`: keyed by run
+    id or a glob over the run's id, folder or file), and its rows for runs the logs lack (a base checkpoint,
+    ``phase = pt`` with its losses) are stored as one-row runs; ``tokens`` follows from ``tokens_per_step`` (or
+    ``batch_size`` × ``seq_len``) × ``step`` when the log has none; ``options`` maps columns, adds ``--derive``
+    columns and selects the rows stored (``--where``/``--final``/``--every``/``--steps``). Every file is read and
+    joined first: a ``--meta`` row that matches no run, or a run no row matches when some do, is an error before
+    anything is written. A file that fails is reported (``status`` = the one-line error) and the others still go in
+    (``keep_going``); nothing of it is written.
 
     Returns ``{"files": [per-file summary], "runs", "rows", "new_runs", "failed"}``.
     """
@@ -222,35 +142,64 @@ def ingest_files(
         raise InputError(f"expected one file with --run-id, got {len(files)} (use --run-id-pattern REGEX)")
     if lr_table is not None and len(files) > 1:
         raise InputError(f"expected one file with --lr-table, got {len(files)}")
-    meta_table = read_meta(meta) if meta is not None else None
+    meta_table = read_meta(meta) if meta is not None else (opts.meta_table() if opts.meta is not None else None)
     results: list[dict[str, Any]] = []
-    with RunStore(store) as st:
-        for f in files:
-            res: dict[str, Any] = {"file": str(f), "runs": 0, "rows": 0, "new_runs": 0, "mapped": 0, "skipped": 0}
+    tables: list[pd.DataFrame | None] = []
+    used: set[int] = set()
+    all_runs: list[str] = []
+    matched: list[str] = []
+    for f in files:  # read and join every file first: the --meta coverage is checked before anything is written
+        label = _label(f, files)
+        res: dict[str, Any] = {"file": label, "runs": 0, "rows": 0, "new_runs": 0, "mapped": 0, "skipped": 0}
+        table: pd.DataFrame | None = None
+        try:
+            rid, extra = (run_id, {}) if run_id_pattern is None else run_id_from_pattern(run_id_pattern, f)
+            kw = dict(
+                column_map=dict(opts.column_map),
+                set_values={**extra, **dict(opts.set_values)},
+                drop=list(opts.drop),
+                allow_nan=allow_nan,
+                allow_missing=True if allow_missing else None,
+                **read_options,
+            )
             try:
-                rid, extra = (run_id, {}) if run_id_pattern is None else run_id_from_pattern(run_id_pattern, f)
-                kw = dict(
-                    column_map=dict(opts.column_map),
-                    set_values={**extra, **dict(opts.set_values)},
-                    drop=list(opts.drop),
-                    allow_nan=allow_nan,
-                    allow_missing=True if allow_missing else None,
-                    **read_options,
-                )
-                try:
-                    table = read_table(f, run_id=rid, **kw)
-                except InputError as exc:
-                    named = getattr(exc, "column", None) == "run_id" and getattr(exc, "row", None) is None
-                    if rid is not None or read_options.get("run_id_from_row") or not named:
-                        raise
-                    try:  # a log without run ids is one run, named by its file
-                        table = read_table(f, run_id=default_run_id(f), **kw)
-                    except InputError:
-                        raise exc from None
-                if meta_table is not None:
-                    table = _join_meta(table, meta_table, f, f.name)
-                if opts.selects:
-                    table = select_rows(table, opts, source=f.name)
+                table = read_table(f, run_id=rid, **kw)
+            except InputError as exc:
+                named = getattr(exc, "column", None) == "run_id" and getattr(exc, "row", None) is None
+                if rid is not None or read_options.get("run_id_from_row") or not named:
+                    raise
+                try:  # a log without run ids is one run, named by its file
+                    table = read_table(f, run_id=default_run_id(f), **kw)
+                except InputError:
+                    raise exc from None
+            runs = [str(r) for r in pd.unique(table["run_id"])]
+            if meta_table is not None:
+                table, hit = join_meta(table, meta_table, {r: f for r in runs}, label)
+                used |= hit
+                matched += [r for r in runs if meta_table.for_run(r, f)]
+            all_runs += runs
+            table = complete_tokens(table)
+            if opts.selects or opts.derive:
+                table = select_rows(table, opts, source=label)
+        except InputError as exc:
+            if not keep_going:
+                raise
+            res["status"] = f"error: {exc}"
+            table = None
+        results.append(res)
+        tables.append(table)
+    base: pd.DataFrame | None = None
+    if meta_table is not None:
+        base, hit = base_runs(meta_table, set(all_runs))
+        if all(t is not None for t in tables):  # a file that failed may hold the runs the other rows name
+            check_coverage(meta_table, used | hit, all_runs, matched)
+    with RunStore(store) as st:
+        for res, table in zip(results, tables, strict=True):
+            if table is None:
+                if on_file is not None:
+                    on_file(res)
+                continue
+            try:
                 sources = dict(table.attrs.get("column_sources", {}))
                 skipped = list(table.attrs.get("skipped_names", ()))
                 table.attrs.clear()  # the store reads every column: no attrs to deep-copy on each access
@@ -260,7 +209,7 @@ def ingest_files(
 
                     schedules = read_lr_table(lr_table, table)
                 summary = st.ingest_table(
-                    table, f.name, replace=replace, validated=True, schedules=schedules, allow_nan=allow_nan
+                    table, res["file"], replace=replace, validated=True, schedules=schedules, allow_nan=allow_nan
                 )
                 res.update(summary)
                 res["mapped"] = len(sources)
@@ -273,10 +222,20 @@ def ingest_files(
                 if not keep_going:
                     raise
                 res["status"] = f"error: {exc}"
+            if on_file is not None:
+                on_file(res)
+        if base is not None and meta_table is not None:
+            res = {"file": f"{meta_table.source} (base runs)", "runs": 0, "rows": 0, "new_runs": 0, "mapped": 0,
+                   "skipped": 0}  # fmt: skip
+            summary = st.ingest_table(base, res["file"], replace=replace, validated=True, allow_nan=allow_nan)
+            res.update(summary)
+            res["columns"] = [c for c in base.columns if c not in ("run_id", "step")]
+            res["loss_columns"] = [c for c in base.columns if str(c).startswith("loss")]
+            res["status"] = "ok"
             results.append(res)
             if on_file is not None:
                 on_file(res)
-    failed = [r for r in results if r["status"] != "ok"]
+    failed = [r for r in results if r.get("status") != "ok"]
     return {
         "store": str(store),
         "files": results,

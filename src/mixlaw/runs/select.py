@@ -21,7 +21,19 @@ import pandas as pd
 from mixlaw.errors import InputError, attach_lines, source_lines
 from mixlaw.runs.io.rules import closest_hint
 
-__all__ = ["TableOptions", "load_runs", "select_rows", "parse_steps", "parse_set", "apply_columns", "STORE_SUFFIXES"]
+__all__ = [
+    "TableOptions",
+    "load_runs",
+    "select_rows",
+    "parse_steps",
+    "parse_set",
+    "parse_base_eval",
+    "add_base_eval",
+    "apply_columns",
+    "settable",
+    "eval_columns",
+    "STORE_SUFFIXES",
+]
 
 STORE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 
@@ -50,7 +62,11 @@ class TableOptions:
     steps
         ``(first, last)`` step range, inclusive, either end ``None`` (``--steps a:b``).
     allow_missing
-        Leave out the rows with an empty needed column instead of refusing them (``--allow-missing``).
+        Leave out the rows with an empty needed column instead of refusing them (``--allow-missing``). Rows that
+        hold no evaluation at all (a train-loss or LR logging step) are always left out when a verb needs an eval
+        column, and counted in ``attrs["notes"]``.
+    meta
+        A side table of run metadata (``--meta``, :func:`mixlaw.runs.meta.read_meta`) joined onto the runs.
     """
 
     column_map: Mapping[str, str] = field(default_factory=dict)
@@ -62,10 +78,19 @@ class TableOptions:
     every: int | None = None
     steps: tuple[int | None, int | None] | None = None
     allow_missing: bool = False
+    meta: str | Path | None = None
 
     def __post_init__(self) -> None:
         if self.every is not None and (isinstance(self.every, bool) or int(self.every) < 1):
             raise InputError(f"expected --every K with K >= 1, got {self.every!r}", column="--every")
+
+    def meta_table(self) -> Any:
+        """The ``--meta`` table read (a :class:`mixlaw.runs.meta.MetaTable`), or ``None``."""
+        if self.meta is None:
+            return None
+        from mixlaw.runs.meta import read_meta
+
+        return read_meta(self.meta)
 
     @property
     def selects(self) -> bool:
@@ -132,8 +157,12 @@ def load_runs(
     needed: Sequence[str] = (),
     include_schedule: bool = True,
     allow_nan: bool = False,
+    eval_names: bool = False,
 ) -> pd.DataFrame:
     """Read a table file or a RunStore and apply ``options`` (:class:`TableOptions`); a fresh RangeIndex.
+
+    ``needed`` are the columns the verb reads (``eval_names``: eval-set names, the ``loss_`` prefix optional);
+    rows that hold no evaluation at all (logging steps) are left out and counted in ``attrs["notes"]``.
 
     Files are read with their empty cells kept as missing values (a column no verb uses may be empty, e.g.
     ``unique_tokens_general`` of the shipped probe runs); a **needed** column (the target) with an empty cell is
@@ -156,7 +185,33 @@ def load_runs(
             df = apply_columns(df, opts, name)
         else:
             df = _read_file(path, opts, allow_nan=allow_nan)
-    return select_rows(df, opts, needed=needed, source=name)
+    if opts.meta is not None:
+        df = _with_meta(df, opts, None if isinstance(source, pd.DataFrame) else Path(source), name)
+    from mixlaw.runs.meta import complete_tokens
+
+    df = complete_tokens(df)
+    if eval_names:
+        resolved = [c if c in df.columns or f"loss_{c}" not in df.columns else f"loss_{c}" for c in needed]
+        needed = [c for c in resolved if c in df.columns]  # an unknown name: the verb's own message names it
+    return select_rows(df, opts, needed=needed, source=name, lr_schedules=include_schedule)
+
+
+def _with_meta(df: pd.DataFrame, opts: TableOptions, path: Path | None, name: str) -> pd.DataFrame:
+    """``--meta`` on a table read by a verb: run-level values joined, base runs appended, coverage checked."""
+    from mixlaw.runs.meta import base_runs, check_coverage, join_meta
+
+    meta = opts.meta_table()
+    is_store = path is not None and path.suffix.lower() in STORE_SUFFIXES
+    runs = [str(r) for r in pd.unique(df["run_id"])] if "run_id" in df.columns else []
+    where = {r: (None if is_store else path) for r in runs}
+    df, used = join_meta(df, meta, where, name)
+    base, hit = base_runs(meta, set(runs))
+    check_coverage(meta, used | hit, runs, [r for r in runs if meta.for_run(r, where[r])])
+    if base is not None:
+        attrs = dict(df.attrs)
+        df = pd.concat([df, base], ignore_index=True)
+        df.attrs.update({k: v for k, v in attrs.items() if k != "rows"})
+    return df
 
 
 def _read_file(path: Path, opts: TableOptions, *, allow_nan: bool) -> pd.DataFrame:
@@ -200,19 +255,43 @@ def apply_columns(df: pd.DataFrame, opts: TableOptions, name: str) -> pd.DataFra
             raise InputError(f"expected a column to drop, got unknown {c!r}{closest_hint(c, cols, sources)} in {name}")
     df = df.drop(columns=[c for c in opts.drop if c not in rename]).rename(columns=rename)
     for k, v in opts.set_values.items():
-        if k in df.columns:
-            raise InputError(f"expected --set to add a new column, got existing column {k!r} in {name}")
+        if k in df.columns and not settable(df, k):
+            raise InputError(
+                f"expected --set to add a new column or fill an empty one, got column {k!r} with values in {name}"
+            )
         df[k] = v
     return df
+
+
+def settable(df: pd.DataFrame, column: str) -> bool:
+    """Whether ``--set column=...`` may fill an existing column: empty in every row (a store lists every run-level
+    column), or ``phase`` holding only its default ``pt`` on runs without a ``parent_run``."""
+    s = df[column]
+    empty = s.isna() | s.astype(str).str.strip().isin(("", "nan", "None", "<NA>"))
+    if bool(empty.all()):
+        return True
+    if column == "phase":
+        parents = df["parent_run"] if "parent_run" in df.columns else pd.Series(dtype=object)
+        no_parent = bool((parents.isna() | parents.astype(str).str.strip().isin(("", "nan", "None"))).all())
+        return no_parent and bool(s.astype(str).eq("pt").all())
+    return False
 
 
 # ---------------------------------------------------------------------------------------------- rows
 
 
 def select_rows(
-    df: pd.DataFrame, opts: TableOptions, *, needed: Sequence[str] = (), source: str = "table"
+    df: pd.DataFrame,
+    opts: TableOptions,
+    *,
+    needed: Sequence[str] = (),
+    source: str = "table",
+    lr_schedules: bool = False,
 ) -> pd.DataFrame:
-    """``--derive``, then ``--where``, ``--steps``, ``--every``, the needed-column check and ``--final``."""
+    """``--derive``, then ``--where``, ``--steps``, ``--every``, the needed-column check and ``--final``.
+
+    ``lr_schedules``: runs without a schedule that log ``lr`` get one from it (:func:`logged_lr_schedules`, taken
+    before logging rows are left out; ``attrs["schedule_note"]`` says so)."""
     from mixlaw.expr import derive_column, filter_rows
 
     attrs = dict(df.attrs)
@@ -248,7 +327,21 @@ def select_rows(
             raise InputError(
                 f"expected column {c!r}, got no such column{closest_hint(c, map(str, df.columns), sources)} in {source}"
             )
+    notes: list[str] = list(attrs.get("notes", ()))
+    if lr_schedules:
+        df, note = logged_lr_schedules(df)
+        if note:
+            attrs["schedule_note"] = note
     present = _present(df, need)
+    if need and not present.all():  # logging steps (train loss, LR) with no evaluation: not rows of this verb
+        logging = ~present & ~_any_eval(df, need)
+        if logging.any():
+            n = int(logging.sum())
+            notes.append(
+                f"left out {n:,} of {len(df):,} rows with no value of {', '.join(need)}: logging steps without an "
+                f"evaluation (train loss, LR)"
+            )
+            df, present = df[~logging], present[~logging]
     if opts.final:
         df = _final_rows(df, present)
         present = np.ones(len(df), dtype=bool) if not need else _present(df, need)
@@ -262,17 +355,34 @@ def select_rows(
                 f"(leave such rows out with --allow-missing, or take each run's last evaluation with --final) "
                 f"in {source}"
             )
+        n = int((~present).sum())
+        notes.append(f"left out {n:,} of {len(df):,} rows with an empty {' or '.join(need)} (--allow-missing)")
         df = df[present]
     if len(df) == 0:
         raise InputError(f"expected rows to work with, got none after selecting rows in {source}")
     out = df.reset_index(drop=True)
     out.attrs.update({k: v for k, v in attrs.items() if k != "rows"})
+    if notes:
+        out.attrs["notes"] = notes
     return out if lines is None else attach_lines(out, lines[df.index.to_numpy()])
 
 
 def _has_value(s: pd.Series) -> pd.Series:
     v = pd.to_numeric(s, errors="coerce")
     return v.notna() & np.isfinite(v.fillna(0.0))
+
+
+def eval_columns(columns: Sequence[Any]) -> list[str]:
+    """The evaluation-loss columns of a table: ``loss`` and ``loss_<set>``, not the train loss."""
+    return [str(c) for c in columns if (str(c) == "loss" or str(c).startswith("loss_")) and str(c) != "loss_train"]
+
+
+def _any_eval(df: pd.DataFrame, need: Sequence[str]) -> np.ndarray:
+    """Rows with a value in some evaluation column or some needed column: rows that are evaluations."""
+    out = np.zeros(len(df), dtype=bool)
+    for c in dict.fromkeys([*eval_columns(df.columns), *need]):
+        out |= _has_value(df[c]).to_numpy()
+    return out
 
 
 def _present(df: pd.DataFrame, cols: Sequence[str]) -> np.ndarray:
@@ -302,3 +412,101 @@ def _final_rows(df: pd.DataFrame, present: np.ndarray) -> pd.DataFrame:
     step = pd.to_numeric(sub["step"], errors="coerce")
     last = step.groupby(sub["run_id"].to_numpy()).transform("max").to_numpy()
     return sub[step.to_numpy() == last]
+
+
+# ---------------------------------------------------------------------------------------------- base run
+
+
+def parse_base_eval(text: str) -> dict[str, float]:
+    """``"general=2.31,legal=2.87"`` (``--base-eval``) -> ``{"loss_general": 2.31, "loss_legal": 2.87}``."""
+    out: dict[str, float] = {}
+    for part in str(text).split(","):
+        name, sep, value = part.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise InputError(f"expected --base-eval EVAL=LOSS[,EVAL=LOSS...], got {text!r}")
+        try:
+            v = float(value)
+        except ValueError:
+            raise InputError(f"expected a number for the base loss of {name!r}, got {value.strip()!r}") from None
+        if not (math.isfinite(v) and v >= 0):
+            raise InputError(f"expected a finite loss >= 0 for the base loss of {name!r}, got {value.strip()!r}")
+        out[name if name == "loss" or name.startswith("loss_") else f"loss_{name}"] = v
+    return out
+
+
+def add_base_eval(df: pd.DataFrame, text: str, run_id: str = "base") -> pd.DataFrame:
+    """The base checkpoint's losses (``--base-eval general=2.31,legal=2.87``) as a ``phase = pt`` run of one row at
+    step 0, tokens 0, of the table's one model size: the ``T = 0`` reference of CPT runs that log no step-0
+    evaluation. A table with several sizes needs one base run per size (``--meta`` rows) instead."""
+    losses = parse_base_eval(text)
+    row: dict[str, Any] = {"run_id": run_id, "step": 0, "tokens": 0.0, "phase": "pt", **losses}
+    if "n_params" in df.columns:
+        sizes = pd.to_numeric(df["n_params"], errors="coerce").dropna().unique()
+        if len(sizes) > 1:
+            raise InputError(
+                f"expected one model size for --base-eval, got {len(sizes)}: give each size's base run as a --meta "
+                f"row (run_id, phase=pt, n_params, its losses)"
+            )
+        if len(sizes) == 1:
+            row["n_params"] = float(sizes[0])
+    if "run_id" in df.columns and (df["run_id"].astype(str) == run_id).any():
+        raise InputError(f"expected no run named {run_id!r} beside --base-eval, got one in the table")
+    attrs = dict(df.attrs)
+    out = pd.concat([df, pd.DataFrame([row])], ignore_index=True)
+    out.attrs.update({k: v for k, v in attrs.items() if k != "rows"})
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- logged LR
+
+
+def logged_lr_schedules(df: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
+    """A ``schedule`` for every run that has none but logs its ``lr``: the per-step table ``{"kind": "table",
+    "lr": [η_1, ..., η_T], "lr0": η_0}`` interpolated linearly between the logged steps (held at the ends), so
+    the LR areas (S1, S2) and the multi-power history follow the LR the run actually used. Returns the table and
+    a note naming how many runs got one (``None`` when none did)."""
+    if "lr" not in df.columns or "run_id" not in df.columns or "step" not in df.columns:
+        return df, None
+    lr = pd.to_numeric(df["lr"], errors="coerce").to_numpy(dtype=np.float64)
+    if not np.isfinite(lr).any():
+        return df, None
+    import json
+
+    step = pd.to_numeric(df["step"], errors="coerce").to_numpy(dtype=np.float64)
+    runs = df["run_id"].astype(str).to_numpy()
+    has = np.zeros(len(df), dtype=bool)
+    if "schedule" in df.columns:
+        sv = df["schedule"]
+        has = ~(sv.isna() | sv.astype(str).str.strip().isin(("", "nan", "None"))).to_numpy()
+    made: dict[str, str] = {}
+    gaps: list[int] = []
+    for rid in pd.unique(runs):
+        pos = runs == rid
+        if has[pos].any():
+            continue
+        ok = pos & np.isfinite(lr) & np.isfinite(step)
+        if not ok.any():
+            continue
+        order = np.argsort(step[ok], kind="stable")
+        s_log, lr_log = step[ok][order], lr[ok][order]
+        last = int(np.nanmax(step[pos]))
+        if last < 1:
+            continue
+        table = np.interp(np.arange(1, last + 1, dtype=np.float64), s_log, lr_log)
+        lr0 = float(np.interp(0.0, s_log, lr_log))
+        made[str(rid)] = json.dumps({"kind": "table", "lr": [float(v) for v in table], "lr0": lr0})
+        gaps.append(int(np.max(np.diff(s_log))) if s_log.size > 1 else last)
+    if not made:
+        return df, None
+    attrs = dict(df.attrs)
+    df = df.copy()
+    df.attrs.clear()
+    old = df["schedule"].astype(object) if "schedule" in df.columns else pd.Series(None, index=df.index, dtype=object)
+    df["schedule"] = [made.get(r, v) for r, v in zip(runs, old.to_numpy(), strict=True)]
+    df.attrs.update(attrs)
+    note = (
+        f"LR schedule of {len(made)} run(s) without one taken from the logged lr (per step, interpolated between "
+        f"logged steps at most {max(gaps)} apart)"
+    )
+    return df, note

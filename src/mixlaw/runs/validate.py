@@ -334,11 +334,17 @@ def validate_table(
                     vals.append(None)
                     continue
                 try:
-                    parsed = json.loads(v) if isinstance(v, str) else v
+                    if isinstance(v, str) and not v.strip().startswith(("{", "[")):
+                        from mixlaw.schedules import Schedule  # a spec: cosine:peak=1e-4,steps=2000,warmup=100
+
+                        parsed = Schedule.parse(v.strip()).to_dict()
+                    else:
+                        parsed = json.loads(v) if isinstance(v, str) else v
                     sched = validate_schedule(parsed)
                 except (ValueError, RecursionError, InputError) as exc:
                     msg = str(exc) if isinstance(exc, InputError) else "unparsable or too deeply nested JSON"
-                    raise _fail("a JSON schedule object", f"{_fmt(v)} ({msg})", source, int(row_nums[i]), c) from None
+                    raise _fail("a schedule spec or JSON object", f"{_fmt(v)} ({msg})", source, int(row_nums[i]),
+                                c) from None  # fmt: skip
                 vals.append(json.dumps(sched, sort_keys=True))
             out[c] = pd.Series(vals, index=df.index, dtype=object)
             continue

@@ -27,7 +27,13 @@ def _run_history(
     if run_id in seen:
         raise InputError(f"parent_run cycle through run '{run_id}'")
     if run_id not in schedules:
-        raise InputError(f"no schedule for run '{run_id}'", column="schedule")
+        raise InputError(
+            f"no schedule for run '{run_id}'"
+            + (f" (run '{seen[-1]}' continues it: its LR history counts)" if seen else "")
+            + ": give a schedule spec (e.g. cosine:peak=3e-4,steps=20000,warmup=500) in its --meta row, "
+            "or log its lr",
+            column="schedule",
+        )
     own = schedules[run_id]
     parent = parents.get(run_id)
     if parent is None:

@@ -58,7 +58,8 @@ def resolve_columns(
     elif ratio_column not in table.columns:
         raise InputError(f"ratio column '{ratio_column}' not found", column=ratio_column)
     if size_column is None:
-        size_column = "n_params" if "n_params" in table.columns else None
+        has = "n_params" in table.columns and bool(pd.to_numeric(table["n_params"], errors="coerce").notna().any())
+        size_column = "n_params" if has else None  # a store lists n_params even when no run records it
     elif size_column not in table.columns:
         raise InputError(f"size column '{size_column}' not found", column=size_column)
     return _Columns(gen, dom, ratio_column, size_column)
@@ -70,9 +71,11 @@ def prepare_increments(table: pd.DataFrame, cols: _Columns) -> pd.DataFrame:
     Returns one row per CPT evaluation with columns ``size, run_id, ratio, tokens, loss_general, loss_domain,
     dloss_general, dloss_domain, ref_general, ref_domain`` (``tokens`` counted from the reference).
     """
-    for c in ("tokens",):
-        if c not in table.columns:
-            raise InputError(f"the run table needs a '{c}' column", column=c)
+    if "tokens" not in table.columns:
+        raise InputError(
+            "expected a 'tokens' column (tokens seen at each step), got none: give tokens_per_step (or batch_size "
+            "and seq_len) in a --meta table, or --derive tokens=step*TOKENS_PER_STEP"
+        )
     df = table.copy()
     if "run_id" not in df.columns:
         df["run_id"] = [
@@ -91,11 +94,14 @@ def prepare_increments(table: pd.DataFrame, cols: _Columns) -> pd.DataFrame:
         bad = ~np.isfinite(pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=np.float64))
         if bad.any():
             pos = int(np.flatnonzero(bad)[0])
-            raise InputError(f"expected a finite number, got {df[c].iloc[pos]!r}", row=df.index[pos], column=c)
+            raise InputError(_empty_cell_message(df, pos, c, int(bad.sum())))
     pt = df[is_pt]
     cpt = df[~is_pt]
     if cpt.empty:
-        raise InputError("no continual pre-training rows (every row has phase = pt)")
+        raise InputError(
+            "expected continual pre-training runs, got every row with phase = pt (a run without parent_run counts "
+            "as pt): give phase=cpt and parent_run in a --meta table, or --set phase=cpt"
+        )
     out = []
     for run_id, run in cpt.groupby("run_id", sort=False):
         run = run.sort_values("tokens")
@@ -133,8 +139,10 @@ def prepare_increments(table: pd.DataFrame, cols: _Columns) -> pd.DataFrame:
                     parent = same.sort_values("tokens").iloc[-1]
             if parent is None:
                 raise InputError(
-                    f"run '{run_id}' has no T = 0 evaluation: add its step-0 eval, a parent_run, or one "
-                    f"phase=pt run for its size"
+                    f"expected a T = 0 reference for run '{run_id}', got no step-0 evaluation, no parent_run in the "
+                    f"table and no single phase=pt run of its size: give the base checkpoint's losses with "
+                    f"--base-eval {_base_hint(cols)}, or as a --meta row (run_id, phase=pt, {cols.general}, "
+                    f"{cols.domain})"
                 )
             ref_gen, ref_dom = float(parent[cols.general]), float(parent[cols.domain])
             t_par = float(parent["tokens"])
@@ -153,10 +161,35 @@ def prepare_increments(table: pd.DataFrame, cols: _Columns) -> pd.DataFrame:
                 }
             )
         )
+    if not out:
+        raise InputError("expected continual pre-training runs with evaluations, got none after selecting rows")
     inc = pd.concat(out, ignore_index=True)
     inc["dloss_general"] = inc["loss_general"] - inc["ref_general"]
     inc["dloss_domain"] = inc["loss_domain"] - inc["ref_domain"]
     return inc
+
+
+def _empty_cell_message(df: pd.DataFrame, pos: int, column: str, n_bad: int) -> str:
+    """``expected a value of 'tokens' at run 'a' step 100, got an empty cell (3 rows) ...``: plain words, no repr."""
+    raw = df[column].iloc[pos]
+    v = pd.to_numeric(pd.Series([raw]), errors="coerce").iloc[0]
+    got = "an empty cell" if pd.isna(v) else f"{float(v):g}"
+    rid = df["run_id"].iloc[pos] if "run_id" in df.columns else "?"
+    step = df["step"].iloc[pos] if "step" in df.columns else None
+    at = f"run '{rid}'" + ("" if step is None or pd.isna(step) else f" step {int(step)}")
+    more = f" (and {n_bad - 1} more rows)" if n_bad > 1 else ""
+    fix = {
+        "tokens": "; give tokens_per_step (or batch_size and seq_len) in a --meta table, or --derive "
+        "tokens=step*TOKENS_PER_STEP",
+    }.get(column, "; leave such rows out with --where, or --allow-missing")
+    return f"expected a value of '{column}' at {at}, got {got}{more}{fix}"
+
+
+def _base_hint(cols: _Columns) -> str:
+    def short(c: str) -> str:
+        return c[len("loss_") :] if c.startswith("loss_") else c
+
+    return f"{short(cols.general)}=LOSS,{short(cols.domain)}=LOSS"
 
 
 def has_control(inc: pd.DataFrame) -> bool:

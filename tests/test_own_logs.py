@@ -1,0 +1,247 @@
+"""Your own CPT logs to a decision: one meta table, gappy logs, a base run without hand-written files, errors in
+plain words, and the walkthrough of docs/own-logs.md run exactly as documented on logs of four trainers."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shlex
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from mixlaw.cli import app
+from mixlaw.errors import InputError
+from mixlaw.runs.ingest import expand_sources, ingest_files
+from mixlaw.runs.select import TableOptions, load_runs
+from mixlaw.runs.store import RunStore
+
+REPO = Path(__file__).resolve().parents[1]
+DOC = REPO / "docs" / "own-logs.md"
+runner = CliRunner()
+
+
+def _make_logs() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("make_logs", REPO / "examples" / "own_logs" / "make_logs.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["make_logs"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+ML = _make_logs()
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("own_logs")
+    return ML.write_logs(out, seed=3) | {"root": out}
+
+
+def _documented(marker: str) -> list[list[str]]:
+    """The commands of the bash block after ``<!-- own-logs:MARKER -->`` in docs/own-logs.md."""
+    text = DOC.read_text()
+    block = re.search(rf"<!-- own-logs:{marker} -->\s*```bash\n(.*?)```", text, flags=re.S)
+    assert block is not None, marker
+    cmds = [shlex.split(line) for line in block.group(1).strip().splitlines()]
+    assert all(c[0] == "mixlaw" for c in cmds)
+    return [c[1:] for c in cmds]
+
+
+def _invoke(args: list[str], cwd: Path) -> object:
+    import os
+
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        return runner.invoke(app, args)
+    finally:
+        os.chdir(here)
+
+
+# ------------------------------------------------------------------------------------- the walkthrough
+
+
+def test_documented_two_commands_give_the_true_cmr(grid: dict[str, Path]) -> None:
+    """Item 6: W&B, HF, TensorBoard and Lightning logs of one CPT grid -> `ingest` + `cmr` as documented."""
+    ingest, cmr = _documented("cmr")
+    r = _invoke(ingest, grid["root"])
+    assert r.exit_code == 0, r.output
+    with RunStore(grid["root"] / "s.db", read_only=True) as st:
+        assert sorted(st.run_ids()) == sorted(["base-125m", *(ML.run_name(x) for x in ML.RATIOS[:3])]
+                                              + [f"{ML.run_name(ML.RATIOS[3])}-version_0"])  # fmt: skip
+        frame = st.to_frame()
+    cpt = frame[frame["phase"] == "cpt"]
+    assert (cpt["tokens"] == cpt["step"] * ML.TOKENS_PER_STEP).all()  # tokens = tokens_per_step x step
+    assert set(np.round(cpt["w_legal"], 6)) == set(ML.RATIOS) and (frame["n_params"] == ML.N_PARAMS).all()
+    r = _invoke([*cmr, "--json"], grid["root"])
+    assert r.exit_code == 0, r.output
+    assert "left out 720 of 801 rows with no value of loss_general, loss_legal" in r.stderr
+    (size,) = json.loads(r.stdout)["cmr"]
+    assert abs(size["cmr"] - ML.true_cmr()) < 0.05, (size["cmr"], ML.true_cmr())
+    assert size["budget_tokens"] == pytest.approx(ML.STEPS * ML.TOKENS_PER_STEP)
+
+
+def test_mixed_folder_is_one_source_per_log(grid: dict[str, Path], tmp_path: Path) -> None:
+    found = [p.relative_to(grid["logs"]).as_posix() for p in expand_sources([grid["logs"]])]
+    assert found == [
+        "hf/cpt-legal-0.3/checkpoint-2000/trainer_state.json",
+        "lightning/cpt-legal-0.6/version_0/metrics.csv",
+        "tb/cpt-legal-0.45",
+        "wandb/cpt-legal-0.2.csv",
+    ]
+    assert expand_sources([grid["logs"] / "tb"]) == [grid["logs"] / "tb"]  # a TensorBoard folder: one source
+    s = ingest_files([grid["logs"]], tmp_path / "s.db", meta=grid["meta"], keep_going=False)
+    # every file named by its path below the folder (was: 'trainer_state.json' / 'metrics.csv' alone)
+    assert [f["file"] for f in s["files"]] == [*found, "meta.csv (base runs)"]
+    assert s["runs"] == 5 and s["failed"] == 0
+
+
+# ------------------------------------------------------------------------------------- the meta table
+
+
+def _meta(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_meta_rows_and_runs_that_match_nothing_are_named(grid: dict[str, Path], tmp_path: Path) -> None:
+    hf = grid["logs"] / "hf"
+    # a file-name glob tried on the run's folder (was: tried on 'trainer_state.json' only, silently nothing)
+    m = _meta(tmp_path / "m.csv", "file,n_params,w_legal,w_general\ncpt-legal-0.3,125000000,0.3,0.7\n")
+    ingest_files([hf], tmp_path / "a.db", meta=m, keep_going=False)
+    with RunStore(tmp_path / "a.db", read_only=True) as st:
+        assert st.get_run("cpt-legal-0.3").n_params == ML.N_PARAMS
+    typo = _meta(tmp_path / "t.csv", "run_id,n_params\n*legal-0.33*,125000000\n")
+    with pytest.raises(InputError, match=r"got no run for run_id '\*legal-0.33\*'.* in t.csv:2:run_id"):
+        ingest_files([hf], tmp_path / "b.db", meta=typo)
+    assert not (tmp_path / "b.db").exists() or RunStore(tmp_path / "b.db").run_ids() == []  # nothing written
+    some = _meta(tmp_path / "s.csv", "run_id,n_params\n*legal-0.2*,125000000\n")
+    with pytest.raises(InputError, match=r"expected a --meta row for every run, got none for run 'cpt-legal-0.3'"):
+        ingest_files([grid["logs"] / "wandb", hf], tmp_path / "c.db", meta=some)
+    clash = _meta(tmp_path / "c.csv", "run_id,n_params\n*legal-0.3*,1\ncpt-legal-0.3,2\n")
+    with pytest.raises(InputError, match=r"got 1 \(line 2\) and 2 in c.csv:3:n_params"):
+        ingest_files([hf], tmp_path / "d.db", meta=clash, keep_going=False)
+
+
+def test_meta_schedule_spec_and_batch_tokens(grid: dict[str, Path], tmp_path: Path) -> None:
+    spec = "cosine:peak=1e-4,steps=2000,warmup=100,final=1e-5"
+    m = _meta(tmp_path / "m.csv", f'run_id,batch_size,seq_len,schedule\ncpt-legal-0.2,512,2048,"{spec}"\n')
+    ingest_files([grid["logs"] / "wandb"], tmp_path / "a.db", meta=m, keep_going=False)
+    with RunStore(tmp_path / "a.db", read_only=True) as st:
+        sched = st.get_run("cpt-legal-0.2").schedule
+        frame = st.to_frame()
+    assert sched is not None and sched["kind"] == "cosine" and sched["peak_lr"] == pytest.approx(1e-4)
+    assert (frame["tokens"] == frame["step"] * 512 * 2048).all()
+
+
+def test_meta_on_a_verb_reading_a_file(grid: dict[str, Path], tmp_path: Path) -> None:
+    """`--meta` works where runs are read, not only at ingest; the base row becomes a run at step 0."""
+    lines = grid["meta"].read_text().splitlines()
+    meta = _meta(tmp_path / "m.csv", "\n".join(lines[:3]) + "\n")  # the base row and the run of this file
+    df = load_runs(grid["logs"] / "wandb" / "cpt-legal-0.2.csv", TableOptions(meta=meta), needed=["loss_general"])
+    with pytest.raises(InputError, match=r"no run for run_id '\*legal-0.3\*'"):  # rows of runs not in this file
+        load_runs(grid["logs"] / "wandb" / "cpt-legal-0.2.csv", TableOptions(meta=grid["meta"]))
+    base = df[df["run_id"] == "base-125m"]
+    assert len(base) == 1 and base["loss_general"].iloc[0] == 2.0 and base["tokens"].iloc[0] == 0
+    assert "left out 180 of 201 rows" in df.attrs["notes"][0]
+
+
+# ------------------------------------------------------------------------------------- gappy logs, --set, --derive
+
+
+def test_derive_at_ingest_is_stored_and_set_fills_empty_columns(grid: dict[str, Path], tmp_path: Path) -> None:
+    wb = grid["logs"] / "wandb"
+    s = tmp_path / "wb.db"
+    r = runner.invoke(app, ["ingest", str(wb), "--store", str(s), "--derive", "tokens=step*1048576"])
+    assert r.exit_code == 0, r.output
+    with RunStore(s, read_only=True) as st:
+        f = st.to_frame()
+    assert (f["tokens"] == f["step"] * 1048576).all()  # was: success reported, no tokens stored
+    # a store lists phase / n_params for every run: --set fills them (was: refused, --drop first)
+    df = load_runs(s, TableOptions(set_values={"phase": "cpt", "n_params": 1.25e8}), needed=["loss_general"])
+    assert set(df["phase"]) == {"cpt"} and set(df["n_params"]) == {1.25e8}
+    with pytest.raises(InputError, match="fill an empty one, got column 'tokens' with values"):
+        load_runs(s, TableOptions(set_values={"tokens": 1}))
+
+
+def test_cmr_on_gappy_logs_errors_in_plain_words(grid: dict[str, Path], tmp_path: Path) -> None:
+    """Each error of the issue's session, reproduced: run, step and column in words; no numpy repr, no traceback."""
+    s = tmp_path / "wb.db"
+    assert runner.invoke(app, ["ingest", str(grid["logs"] / "wandb"), "--store", str(s)]).exit_code == 0
+    base = ["cmr", str(s), "--general-eval", "general", "--domain-eval", "legal"]
+    cases = [
+        ([], "no ratio column w_legal"),
+        (["--set", "w_legal=0.2", "--allow-missing"],
+         "expected a value of 'tokens' at run 'cpt-legal-0.2' step 100, got an empty cell (and 19 more rows); "
+         "give tokens_per_step"),
+        (["--set", "w_legal=0.2", "--derive", "tokens=step*1048576"],
+         "expected continual pre-training runs, got every row with phase = pt"),
+        (["--drop", "phase", "--set", "phase=cpt", "--set", "w_legal=0.2", "--derive", "tokens=step*1048576"],
+         "--base-eval general=LOSS,legal=LOSS"),
+    ]  # fmt: skip
+    for extra, msg in cases:
+        r = runner.invoke(app, [*base, *extra])
+        assert r.exit_code == 1 and msg in r.stderr, (extra, r.output)
+        assert (
+            "np.float64" not in r.stderr
+            and "Traceback" not in r.output
+            and r.exception is None
+            or isinstance(r.exception, SystemExit)
+        )
+        assert r.stderr.strip().splitlines()[-1].startswith("error: ")
+    r = runner.invoke(app, [*base, "--set", "phase=cpt", "--set", "w_legal=0.2", "--derive", "tokens=step*1048576",
+                            "--base-eval", "general=2.0,legal=2.5", "--json"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    (row,) = json.loads(r.stdout)["ratios"]
+    assert row["ratio"] == pytest.approx(0.2) and row["t0_tokens"] is not None
+    r = runner.invoke(app, [*base, "--base-eval", "general=2.0,legal=abc"])
+    assert r.exit_code == 1 and "expected a number for the base loss of 'legal', got 'abc'" in r.stderr
+
+
+def test_an_eval_row_without_the_needed_loss_is_still_an_error() -> None:
+    """Only logging steps (no eval at all) are left out silently; a broken eval row is named."""
+    def legal(s: int) -> float | None:
+        return (2.5 if s != 200 else None) if s % 100 == 0 else None
+
+    rows = [{"run_id": "a", "step": s, "loss_train": 3.0, "loss_general": 2.0 if s % 100 == 0 else None,
+             "loss_legal": legal(s)} for s in range(10, 310, 10)]  # fmt: skip
+    df = pd.DataFrame(rows)
+    with pytest.raises(InputError, match="empty cell at run 'a' step 200"):
+        load_runs(df, TableOptions(), needed=["loss_general", "loss_legal"])
+    out = load_runs(df, TableOptions(allow_missing=True), needed=["loss_general", "loss_legal"])
+    assert out["step"].tolist() == [100, 300] and len(out.attrs["notes"]) == 2
+
+
+def test_logged_lr_becomes_the_schedule(grid: dict[str, Path]) -> None:
+    """Item 3: a run with `lr` and no schedule gets the logged LR per step (interpolated), with a note."""
+    from mixlaw.schedules import add_schedule_features
+
+    df = load_runs(grid["logs"] / "wandb" / "cpt-legal-0.2.csv", TableOptions(), needed=["loss_general"])
+    assert "from the logged lr" in df.attrs["schedule_note"]
+    sched = json.loads(df["schedule"].iloc[0])
+    lr = np.asarray(sched["lr"])
+    assert lr.size == ML.STEPS and lr[ML.WARMUP :].max() == pytest.approx(ML.LR)
+    warm = np.arange(10, ML.WARMUP + 1)  # the warm-up, logged every 10 steps, interpolated in between
+    assert lr[warm - 1] == pytest.approx(ML.LR * warm / ML.WARMUP, rel=1e-12)
+    assert (lr[:9] == lr[9]).all()  # before the first logged step: held
+    feats = add_schedule_features(df)
+    # constant LR after warm-up: S1 at step t is the LR area, sum of the per-step LRs
+    assert feats["s1"].iloc[-1] == pytest.approx(lr.sum(), rel=1e-9)
+
+
+def test_version_and_python_m(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["--version"])
+    assert r.exit_code == 0 and re.fullmatch(r"mixlaw \d+\.\d+\.\d+\S*\n", r.stdout)
+    import subprocess
+
+    p = subprocess.run([sys.executable, "-m", "mixlaw", "--version"], capture_output=True, text=True, check=False,
+                       cwd=tmp_path, env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"})  # fmt: skip
+    assert p.returncode == 0 and p.stdout.startswith("mixlaw "), p.stderr
