@@ -197,7 +197,8 @@ def run_cmr_job(
                 decision_error = str(exc).replace("\n", " ")
         single = next(iter(decisions.values())) if len(decisions) == 1 else None
         if report is not None:
-            from mixlaw.report.html import cmr_report, schedule_cmr_report
+            from mixlaw.report.cmr_page import cmr_report
+            from mixlaw.report.cmr_schedule_page import schedule_cmr_report
 
             if sched_results is not None:
                 page = schedule_cmr_report(
