@@ -86,7 +86,8 @@ def test_recovered_from_a_repetition_grid_and_extrapolates_in_epochs() -> None:
     df = pd.DataFrame(rows)
     shares = df[[f"w_{k}" for k in law.domains]].to_numpy()
     epochs = np.max(shares * df["tokens"].to_numpy()[:, None] / u, axis=1)
-    df["loss"] = law.evaluate({c: df[c].to_numpy() for c in law.inputs}, P) * np.exp(2e-3 * rng.standard_normal(len(df)))
+    noise = np.exp(2e-3 * rng.standard_normal(len(df)))
+    df["loss"] = law.evaluate({c: df[c].to_numpy() for c in law.inputs}, P) * noise
     df["run_id"] = [f"r{i}" for i in range(len(df))]
     fit_rows, held = df[epochs <= 4].reset_index(drop=True), df[(epochs > 8) & (epochs <= 60)]
     assert len(fit_rows) > 60 and len(held) > 20
