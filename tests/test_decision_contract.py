@@ -162,6 +162,7 @@ def test_the_cli_json_and_report_of_a_decision_file(tmp_path: Path) -> None:
     out = CliRunner().invoke(app, ["decide", "file_best_run", str(runs), "--decision-file", str(src), "--bootstrap",
                                    "40", "--json", "--report", str(report)])  # fmt: skip
     assert out.exit_code == 0, out.output
+    assert "decide: 4/40 resamples" in out.stderr and "decide: 40/40 resamples" in out.stderr  # off a terminal
     d = json.loads(out.stdout)
     assert d["decision"] == "file_best_run" and d["status"] == "weak"
     assert d["reasons"][0]["code"] == "file_spread" and d["reasons"][0]["text"].startswith("final losses spread")

@@ -419,13 +419,13 @@ def fit_report(
 
 
 def decide(table: pd.DataFrame | None, name: str, options: Any = None, *, intervals: Any = None,
-           solver: Any = None) -> Any:
+           solver: Any = None, progress: Any = None) -> Any:
     """Run the registered decision ``name`` (``mixlaw decisions``) on a RunTable: a frozen DecisionResult (status,
     reason codes, answers with intervals, ``to_json``). ``options``: its options dataclass or a mapping of its fields;
     ``intervals``: :class:`~mixlaw.options.IntervalOptions`; ``solver``: :class:`~mixlaw.options.SolverOptions`."""
     from mixlaw.decide.run import run_decision
 
-    return run_decision(table, name, options, intervals=intervals, solver=solver)
+    return run_decision(table, name, options, intervals=intervals, solver=solver, progress=progress)
 
 
 def list_decisions() -> list[dict[str, Any]]:

@@ -193,13 +193,16 @@ def bootstrap_answers(
     n: int,
     rng: np.random.Generator,
     run_column: str = "run_id",
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> np.ndarray:
     """``(n, len(names))`` draws of ``statistic`` over a bootstrap over runs (rows when there is no run column).
 
     A resample whose statistic raises a :class:`~mixlaw.errors.MixlawError`, or returns no finite value for a
-    name, gives NaN there: the caller counts it as unusable (the intervals of this module do)."""
+    name, gives NaN there: the caller counts it as unusable (the intervals of this module do). ``progress`` is
+    called as ``progress("resamples", done, n)`` after each resample."""
     from mixlaw.errors import MixlawError
 
+    table = table.reset_index(drop=True)
     ids = table[run_column].to_numpy() if run_column in table.columns else np.arange(len(table))
     out = np.full((n, len(names)), np.nan)
     for i, idx in enumerate(run_resamples(ids, n, rng)):
@@ -211,7 +214,10 @@ def bootstrap_answers(
         try:
             got = statistic(sample)
         except MixlawError:
-            continue
+            got = {}
+        finally:
+            if progress is not None:
+                progress("resamples", i + 1, n)
         for j, name in enumerate(names):
             v = got.get(name)
             if v is not None:

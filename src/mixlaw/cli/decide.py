@@ -7,12 +7,15 @@ other change. A thin layer over :func:`mixlaw.api.decide`.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from mixlaw.cli._common import DeriveOpt, JsonOpt, MapOpt, WhereOpt, emit_json, verb
+from mixlaw.cli._common import DeriveOpt, JsonOpt, MapOpt, WhereOpt, emit_json, progress_bar, verb
 from mixlaw.cli._table import AllowMissingOpt, DropOpt, EveryOpt, FinalOpt, SetOpt, StepsOpt, load
 
 __all__ = ["decide_cmd", "decisions_cmd"]
@@ -64,7 +67,8 @@ def decide_cmd(
     if table is not None:
         frame = load(table, maps=maps, set_=set_, drop=drop, where=where, derive=derive, final=final, every=every,
                      steps=steps, allow_missing=allow_missing)  # fmt: skip
-    result = api.decide(frame, name, opts, intervals=intervals, solver=solver)
+    with _progress(bootstrap) as progress:
+        result = api.decide(frame, name, opts, intervals=intervals, solver=solver, progress=progress)
     if report is not None:
         api.decision_report(result, report)
     if json_out:
@@ -75,6 +79,25 @@ def decide_cmd(
     typer.echo(decision_text(result))
     if report is not None:
         typer.echo(f"report: {report}")
+
+
+@contextmanager
+def _progress(total: int) -> Iterator[Callable[[str, int, int], None] | None]:
+    """A bar on a terminal; off a terminal (CI, a log file) a line on stderr at every tenth of the resamples."""
+    if total <= 0:
+        yield None
+        return
+    if sys.stderr.isatty():
+        with progress_bar(True) as bar:
+            yield bar
+        return
+    step = max(1, total // 10)
+
+    def line(stage: str, done: int, n: int) -> None:
+        if done % step == 0 or done == n:
+            typer.echo(f"decide: {done}/{n} {stage}", err=True)
+
+    yield line
 
 
 @verb

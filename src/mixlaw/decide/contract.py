@@ -357,7 +357,7 @@ class Decision(ABC):
             def statistic(t: pd.DataFrame) -> Mapping[str, float | None]:
                 return self.estimate(t, options, ctx).values
 
-            draws = bootstrap_answers(table, statistic, names, iv_opts.resamples, rng)
+            draws = bootstrap_answers(table, statistic, names, iv_opts.resamples, rng, progress=ctx.progress)
             for j, n in enumerate(names):
                 iv = interval_from_draws(draws[:, j], est.values[n], iv_opts.level, iv_opts.method)
                 intervals[n] = iv
