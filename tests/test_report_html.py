@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 
 from mixlaw.decide.cmr import CMRDecision, critical_mixture_ratio, simulate_cmr_runs
-from mixlaw.report.html import Section, cmr_report, render_report, table_html
+from mixlaw.report.cmr_page import cmr_report
+from mixlaw.report.html import Section, render_report, table_html
 
 P460 = {"alpha4": 0.22524761, "s4": 0.26944345, "beta3": -0.48139982}
 P940 = {"alpha4": 0.7520627, "s4": 0.13720245, "beta3": -1.06581937}
