@@ -216,12 +216,10 @@ def fit_summary(result: FitResult) -> dict[str, Any]:
 
 def load_fit(path: str | Path) -> FitResult:
     """Read a fit saved with ``--out`` / :meth:`FitResult.to_json`."""
+    from mixlaw.safeio import read_text
+
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise InputError(f"expected a readable fit JSON, got {exc.strerror} in {p}") from None
-    return FitResult.from_json(text, source=p.name)
+    return FitResult.from_json(read_text(p, "fit JSON"), source=str(p))
 
 
 def predict(

@@ -35,6 +35,7 @@ __all__ = [
     "LawOptionOpt",
     "LawFileOpt",
     "JsonOpt",
+    "MaxMemoryOpt",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -158,7 +159,12 @@ DeriveOpt = Annotated[
 LawOpt = Annotated[str, typer.Option("--law", help="Registered law (see `mixlaw laws`).")]
 LawOptionOpt = Annotated[list[str] | None, typer.Option("--law-option", help="Law option key=value (repeatable).")]
 LawFileOpt = Annotated[
-    list[Path] | None, typer.Option("--law-file", help="Python file defining and registering a Law (repeatable).")
+    list[Path] | None,
+    typer.Option(
+        "--law-file",
+        help="Python file defining and registering a Law (repeatable). It is imported: it RUNS CODE, with your "
+        "permissions; only pass files you trust.",
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 DecisionMaxIterOpt = Annotated[
@@ -170,3 +176,10 @@ DecisionMaxIterOpt = Annotated[
     ),
 ]
 LevelOpt = Annotated[float, typer.Option("--level", help="Interval level, e.g. 0.95.")]
+MaxMemoryOpt = Annotated[
+    str,
+    typer.Option(
+        "--max-memory",
+        help="Memory the job may plan to use (4G, 512M, ...): larger requests stop first with their estimate.",
+    ),
+]

@@ -108,9 +108,12 @@ def table_options(
     meta: str | Path | None = None,
 ) -> TableOptions:
     """The CLI's table options as one :class:`~mixlaw.runs.select.TableOptions`."""
+    from mixlaw import limits
     from mixlaw.runs.io import parse_column_map
     from mixlaw.runs.select import TableOptions, parse_set, parse_steps
 
+    if every is not None:
+        limits.count(every, "--every")  # before any work: 2^63 overflowed the step arithmetic
     return TableOptions(
         column_map=parse_column_map(maps),
         set_values=parse_set(list(set_ or ())),

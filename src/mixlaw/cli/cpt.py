@@ -25,7 +25,7 @@ from typing import Annotated, Any
 
 import typer
 
-from mixlaw.cli._common import verb
+from mixlaw.cli._common import MaxMemoryOpt, verb
 from mixlaw.errors import ExtrapolationWarning, MixlawError
 
 app = typer.Typer(help="Continual pre-training: predict a plan, optimise it, critical point.", no_args_is_help=True)
@@ -44,13 +44,14 @@ def _weights(text: str | None) -> tuple[float, float] | None:
     return a, b
 
 
-def _plan(path: Path | None) -> Any:
+def _plan(path: Path | None, max_memory: str = "4G") -> Any:
     from mixlaw.decide.cpt import CptPlan, load_plan
+    from mixlaw.limits import MemoryLimit, parse_size
     from mixlaw.schedules import Schedule
 
     if path is None:
         return CptPlan(pt=Schedule.parse(DEFAULT_PT), cpt=Schedule.parse(DEFAULT_CPT))
-    return load_plan(path)
+    return load_plan(path, limit=MemoryLimit(parse_size(max_memory)))
 
 
 def _num(v: float | None) -> float | None:
@@ -75,12 +76,16 @@ def predict(
     weights: Annotated[str | None, typer.Option(help="W_PT,W_CPT for the composite loss")] = None,
     level: Annotated[float, typer.Option(help="interval level of the bootstrap bands")] = 0.9,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output with the trajectory")] = False,
+    max_memory: MaxMemoryOpt = "4G",
 ) -> None:
     """Predict every fitted eval set along a PT + CPT plan."""
+    from mixlaw import limits
     from mixlaw.decide.cpt import load_fits, predict_plan
 
+    limits.level(level)
+    limits.parse_size(max_memory)
     fits = load_fits(fit)
-    p = _plan(plan)
+    p = _plan(plan, max_memory)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ExtrapolationWarning)
         pred = predict_plan(fits, p, weights=_weights(weights), level=level)
@@ -124,11 +129,15 @@ def optimize(
     grid: Annotated[str | None, typer.Option(help="comma-separated grid of values to try")] = None,
     level: Annotated[float, typer.Option("--level", help="Interval level, e.g. 0.95.")] = 0.95,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    max_memory: MaxMemoryOpt = "4G",
 ) -> None:
     """Best replay ratio, CPT peak LR or loss potential for the weighted objective w_pt·L_pt + w_cpt·L_cpt."""
+    from mixlaw import limits
     from mixlaw.decide.cpt import load_fits
     from mixlaw.decide.cpt import optimize as run_optimize
 
+    limits.level(level)
+    limits.parse_size(max_memory)
     if over not in ("replay", "peak_lr", "loss_potential"):
         raise MixlawError(f"--over must be replay, peak_lr or loss_potential, got '{over}'")
     g = None
@@ -143,7 +152,7 @@ def optimize(
         raise MixlawError("--weights W_PT,W_CPT is required")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ExtrapolationWarning)
-        res = run_optimize(fits, _plan(plan), over, w, grid=g, level=level)  # type: ignore[arg-type]
+        res = run_optimize(fits, _plan(plan, max_memory), over, w, grid=g, level=level)  # type: ignore[arg-type]
     msgs = _emit_warnings(caught, as_json)
     if as_json:
         d = res.to_dict()
@@ -172,20 +181,24 @@ def critical(
     horizon: Annotated[int | None, typer.Option(help="turning-length horizon in CPT steps")] = None,
     level: Annotated[float, typer.Option("--level", help="Interval level, e.g. 0.95.")] = 0.95,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    max_memory: MaxMemoryOpt = "4G",
 ) -> None:
     """Critical point (PT step whose CPT curve converges back to its start) and turning length, each with its
     bootstrap interval over the fits' draws."""
+    from mixlaw import limits
     from mixlaw.decide.cpt import critical_point, critical_s1_constant, load_fits, turning_length
     from mixlaw.decide.cpt.critical_draws import critical_point_interval, turning_length_interval
 
-    if not 0 < level < 1:
-        raise MixlawError(f"--level {level}: expected a number in (0, 1)")
+    limits.level(level)
+    if horizon is not None:
+        limits.count(horizon, "--horizon")
+    limits.parse_size(max_memory)
 
     def with_iv(d: dict[str, Any], iv: Any) -> dict[str, Any]:
         return {**d, "interval": None if iv is None else iv.to_dict()}
 
     fits = load_fits(fit)
-    p = _plan(plan)
+    p = _plan(plan, max_memory)
     w = _weights(weights)
     out: dict[str, Any] = {}
     try:

@@ -143,6 +143,11 @@ def fit_cmd(
     api.load_law_files(law_file)
     if validate is not None and report is None:
         raise api.InputError("expected --report PATH with --validate SCHEME")
+    from mixlaw.safeio import atomic_write_text, check_output_path
+
+    for path, option in ((out_path, "--out"), (report, "--report")):
+        if path is not None:
+            check_output_path(path, option)  # before the run, not after it
     df = _table(table, store, table_kw(locals()), drop_highest, loss_column)
     settings: dict[str, Any] = dict(n_random_starts=n_starts, n_polish=n_polish, strategy=strategy, bootstrap=bootstrap)
     settings.update(bootstrap_scheme=resample, max_iter=max_iter)
@@ -160,7 +165,7 @@ def fit_cmd(
             progress=progress,
         )
     if out_path is not None:
-        out_path.write_text(res.to_json(indent=1))
+        atomic_write_text(out_path, res.to_json(indent=1))  # a full disk leaves the previous fit whole
     rep = api.fit_report(res, df, report, validate=validate) if report is not None else None
     if as_json:
         summary = api.fit_summary(res)

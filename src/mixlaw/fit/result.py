@@ -16,6 +16,7 @@ from mixlaw.errors import InputError
 from mixlaw.laws import Law, get_law
 
 SCHEMA = "mixlaw.fit/1"
+"""The fit JSON schema this mixlaw writes and reads (:mod:`mixlaw.fit.fit_schema` validates it)."""
 
 
 class FitStatus(StrEnum):
@@ -278,8 +279,20 @@ class FitResult:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], source: str = "fit JSON") -> FitResult:
-        if d.get("schema") != SCHEMA:
-            raise InputError(f"expected a mixlaw fit ({SCHEMA}), got schema {d.get('schema')!r} in {source}")
+        """A fit from its JSON record, validated first (:mod:`mixlaw.fit.fit_schema`: schema version, strict
+        types, finite parameters and ranges, the law's parameters and bootstrap columns); one line naming the
+        field when it is not a valid fit of this schema version."""
+        from mixlaw.fit.fit_schema import check_against_law, check_fit_record
+
+        check_fit_record(d, source)
+        try:
+            law = get_law(d["law"], **dict(d.get("law_options", {})))
+        except InputError:
+            law = None  # an unregistered law (its --law-file not loaded): the record is read, the law built later
+        except TypeError as exc:
+            raise InputError(f"field 'law_options': expected the law's options, got {exc}", file=source) from None
+        if law is not None:
+            check_against_law(d, list(law.param_names), list(law.flat_names), source)
         try:
             boot = d.get("bootstrap")
             return cls(
@@ -314,11 +327,11 @@ class FitResult:
 
     @classmethod
     def from_json(cls, text: str, source: str = "fit JSON") -> FitResult:
-        try:
-            d = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"expected JSON, got invalid JSON ({exc.msg}) in {source}:{exc.lineno}") from None
-        return cls.from_dict(d, source)
+        """A fit from JSON text: parsed strictly (:func:`mixlaw.safeio.loads_json`: duplicate keys, depth and
+        integer sizes bounded), then :meth:`from_dict`."""
+        from mixlaw.safeio import loads_json
+
+        return cls.from_dict(loads_json(text, source), source)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, FitResult):

@@ -262,14 +262,21 @@ def _load_one(obj: Any, target: str, max_lr: float | None = None) -> LawFit:
 
 def load_fits(path: str | Path) -> CptFits:
     """Read ``FIT.json``: a CPT bundle (:meth:`CptFits.to_dict`) or a single fit (then it is the D_pt set)."""
+    from mixlaw.safeio import loads_json, read_text
+
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"fit file not found: {p}")
+    d = loads_json(read_text(p, "fit JSON"), str(p))  # strict UTF-8, unique keys, bounded depth and integers
+    if not isinstance(d, Mapping):
+        raise InputError(f"expected a fit JSON object, got a JSON {type(d).__name__}", file=str(p))
     try:
-        d = json.loads(p.read_text())
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON: {exc.msg}", file=str(p), row=exc.lineno) from None
-    if isinstance(d, Mapping) and "fits" in d:
-        return CptFits.from_dict(d)
-    one = _load_one(d, str(d.get("target", "loss")) if isinstance(d, Mapping) else "loss")
+        if "fits" in d:
+            if not isinstance(d["fits"], Mapping) or not isinstance(d.get("ood") or {}, Mapping):
+                raise InputError("field 'fits' (and 'ood'): expected objects of fits keyed by eval set")
+            return CptFits.from_dict(d)
+        one = _load_one(d, str(d.get("target", "loss")))
+    except InputError as exc:
+        raise exc if exc.file else InputError(str(exc), file=str(p)) from None
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise InputError(f"expected a fit or a CPT fit bundle, got a malformed one ({type(exc).__name__}: "
+                         f"{str(exc)[:120]})", file=str(p)) from None  # fmt: skip
     return CptFits(fits={one.target: one}, pt_set=one.target)

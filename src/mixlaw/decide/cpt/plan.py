@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tomllib
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -13,6 +12,7 @@ import numpy as np
 
 from mixlaw.decide.cpt.fits import CptFits, LawFit
 from mixlaw.errors import ExtrapolationWarning, InputError
+from mixlaw.limits import MemoryLimit, memory
 from mixlaw.schedules import DEFAULT_DECAY, CptAreas, Schedule, as_schedule, cpt_areas
 
 NEAR_ZERO_FRAC = 1e-3  # an LR below 0.1 % of the peak counts as "≈ 0" for the guard
@@ -94,7 +94,7 @@ class CptPlan:
         return replace(self, replay_ratio=float(r))
 
 
-def load_plan(path: str | Path) -> CptPlan:
+def load_plan(path: str | Path, *, limit: MemoryLimit | None = None) -> CptPlan:
     """Read a plan TOML::
 
     [pt]
@@ -112,59 +112,118 @@ def load_plan(path: str | Path) -> CptPlan:
     eval_every = 100
     n_params = 106e6            # optional (size-aware laws)
     """
+    from mixlaw.safeio import loads_toml, read_text
+
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"plan file not found: {p}")
+    d = loads_toml(read_text(p, "plan TOML"), str(p))  # strict UTF-8, bounded size and nesting
     try:
-        d = tomllib.loads(p.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"not valid TOML: {exc}", file=str(p)) from None
-    try:
-        return plan_from_dict(d, base_dir=p.parent)
+        return plan_from_dict(d, base_dir=p.parent, limit=limit)
     except InputError as exc:
-        raise InputError(str(exc), file=str(p)) from None
+        raise exc if exc.file else InputError(str(exc), file=str(p)) from None
 
 
-def plan_from_dict(d: Mapping[str, Any], base_dir: str | Path | None = None) -> CptPlan:
-    """Build a :class:`CptPlan` from the TOML layout of :func:`load_plan`."""
-    known = {"pt", "cpt", "areas"}
-    unknown = sorted(set(d) - known)
+#: Memory of a plan per step (its LR arrays, areas and features, measured 70–100 bytes a step): the estimate that
+#: bounds a plan before it is built (``--max-memory``).
+PLAN_BYTES_PER_STEP = 100
+
+
+def _plan_schema() -> Any:
+    """The pydantic model of a plan TOML (built on first use: pydantic is not imported at CLI start)."""
+    from typing import Annotated
+
+    from pydantic import BaseModel, ConfigDict, Field
+
+    unit = Annotated[float, Field(allow_inf_nan=False, ge=0.0, le=1.0)]
+    step = Annotated[int, Field(ge=1, le=2**53)]
+    sched = Annotated[str, Field(min_length=1, max_length=10_000)] | dict[str, Any]
+
+    class Section(BaseModel):
+        model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    class Pt(Section):
+        schedule: sched | None = None
+        loss_potential: unit | None = None
+        branch_step: step | None = None
+
+    class Cpt(Section):
+        schedule: sched
+        peak_lr: Annotated[float, Field(allow_inf_nan=False, gt=0.0)] | None = None
+        replay_ratio: unit = 0.0
+
+    class Areas(Section):
+        decay: Annotated[float, Field(allow_inf_nan=False, gt=0.0, lt=1.0)] = DEFAULT_DECAY
+        warmup: Literal["peak", "logged", "raw"] = "peak"
+        split: Literal["time", "origin"] = "time"
+        eval_every: step = 100
+        n_params: Annotated[float, Field(allow_inf_nan=False, gt=0.0)] | None = None
+
+    class Plan(Section):
+        pt: Pt = Pt()
+        cpt: Cpt
+        areas: Areas = Areas()
+
+    return Plan
+
+
+def plan_from_dict(
+    d: Mapping[str, Any], base_dir: str | Path | None = None, *, limit: MemoryLimit | None = None
+) -> CptPlan:
+    """Build a :class:`CptPlan` from the TOML layout of :func:`load_plan`.
+
+    The document is validated first against the plan schema (strict types: a number is a TOML number, not a
+    string or a boolean; finite; ratios in [0, 1]; steps integers ≥ 1; unknown sections and keys refused), and
+    the plan's steps are bounded by ``limit`` (:func:`mixlaw.limits.memory`, :data:`PLAN_BYTES_PER_STEP`)
+    before any LR array is built.
+    """
+    from pydantic import ValidationError
+
+    from mixlaw.safeio import field_error
+
+    if not isinstance(d, Mapping):
+        raise InputError(f"expected a plan table, got {type(d).__name__}")
+    unknown = sorted(set(d) - {"pt", "cpt", "areas"})
     if unknown:
         raise InputError(f"unknown plan section(s) {unknown}; expected [pt], [cpt], [areas]")
-    if "cpt" not in d or "schedule" not in d["cpt"]:
+    if not isinstance(d.get("cpt"), Mapping) or "schedule" not in d["cpt"]:
         raise InputError("plan needs [cpt] schedule = '...'")
+    try:
+        m = _plan_schema().model_validate(dict(d))
+    except ValidationError as exc:
+        raise field_error(exc, None) from None
 
-    def sched(v: Any) -> Schedule:
-        if isinstance(v, str) and not v.strip().startswith("{"):
-            return Schedule.parse(v, base_dir=base_dir)
-        return as_schedule(v)
+    def sched(v: Any, section: str) -> Schedule:
+        try:
+            if isinstance(v, str) and not v.strip().startswith("{"):
+                out = Schedule.parse(v, base_dir=base_dir)
+            else:
+                out = as_schedule(v)
+        except InputError as exc:
+            raise InputError(f"[{section}] schedule: {exc}") from None
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
+            raise InputError(f"[{section}] schedule: expected a schedule spec or table, got {v!r:.80} ({exc})") \
+                from None
+        return out
 
-    pt_d, cpt_d, ar = dict(d.get("pt", {})), dict(d["cpt"]), dict(d.get("areas", {}))
-    _no_extra(pt_d, {"schedule", "loss_potential", "branch_step"}, "pt")
-    _no_extra(cpt_d, {"schedule", "peak_lr", "replay_ratio"}, "cpt")
-    _no_extra(ar, {"decay", "warmup", "split", "eval_every", "n_params"}, "areas")
+    pt = sched(m.pt.schedule, "pt") if m.pt.schedule is not None else None
+    cpt = sched(m.cpt.schedule, "cpt")
+    steps = (pt.total_steps if pt is not None else 0) + cpt.total_steps
+    memory(steps * PLAN_BYTES_PER_STEP, f"a plan of {steps:,} steps", limit)
     plan = CptPlan(
-        pt=sched(pt_d["schedule"]) if "schedule" in pt_d else None,
-        cpt=sched(cpt_d["schedule"]),
-        branch_step=None if pt_d.get("branch_step") is None else int(pt_d["branch_step"]),
-        replay_ratio=float(cpt_d.get("replay_ratio", 0.0)),
-        eval_every=int(ar.get("eval_every", 100)),
-        decay=float(ar.get("decay", DEFAULT_DECAY)),
-        warmup=str(ar.get("warmup", "peak")),  # type: ignore[arg-type]
-        split=str(ar.get("split", "time")),  # type: ignore[arg-type]
-        n_params=None if ar.get("n_params") is None else float(ar["n_params"]),
+        pt=pt,
+        cpt=cpt,
+        branch_step=m.pt.branch_step,
+        replay_ratio=float(m.cpt.replay_ratio),
+        eval_every=int(m.areas.eval_every),
+        decay=float(m.areas.decay),
+        warmup=m.areas.warmup,
+        split=m.areas.split,
+        n_params=None if m.areas.n_params is None else float(m.areas.n_params),
     )
-    if "peak_lr" in cpt_d:
-        plan = plan.with_cpt_peak(float(cpt_d["peak_lr"]))
-    if "loss_potential" in pt_d:
-        plan = plan.with_loss_potential(float(pt_d["loss_potential"]))
+    if m.cpt.peak_lr is not None:
+        plan = plan.with_cpt_peak(float(m.cpt.peak_lr))
+    if m.pt.loss_potential is not None:
+        plan = plan.with_loss_potential(float(m.pt.loss_potential))
     return plan
-
-
-def _no_extra(d: Mapping[str, Any], allowed: set[str], section: str) -> None:
-    extra = sorted(set(d) - allowed)
-    if extra:
-        raise InputError(f"unknown key(s) {extra} in [{section}]; allowed: {sorted(allowed)}")
 
 
 def plan_areas(plan: CptPlan) -> CptAreas:
