@@ -217,3 +217,31 @@ def test_json_reader_refuses_duplicates_at_any_depth() -> None:
     with pytest.raises(InputError, match="'a' twice"):
         loads_json('{"x": {"a": 1, "a": 2}}', "f.json")
     assert loads_json('{"x": {"a": 1, "b": NaN}}', "f.json")["x"]["a"] == 1
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["cmr", "cmr_probe/runs.csv", "--general-eval", "general", "--domain-eval", "legal", "--size-column",
+          "nope"], "--size-column to name a column"),  # fmt: skip
+        (["cmr", "cmr_probe/runs.csv", "--general-eval", "general", "--domain-eval", "legal", "--bootstrap",
+          "100000000"], "--bootstrap in [0, 1,000,000]"),  # fmt: skip
+        (["cmr", "cmr_probe/runs.csv", "--general-eval", "general", "--domain-eval", "legal", "--level", "1.5"],
+         "--level in (0, 1)"),  # fmt: skip
+        (["plan", "--sizes", "25k,50k", "--target-size", "1.6m", "--budget", "3e15", "--domains", "a,b",
+          "--floor-runs", str(2**63)], "--floor-runs in [1,"),  # fmt: skip
+        (["plan", "--sizes", "25k,50k", "--target-size", "1.6m", "--budget", "3e15", "--domains", "a,b",
+          "--simulate", "100000"], "--simulate in [0, 10,000]"),  # fmt: skip
+        (["mix", "nested", "mixture_probe/runs.csv", "--domains", "bio,code,docs,general,legal", "--step-column",
+          "run_id", "--target-size", "1e9", "--target-step", "1000", "--target", "loss_bio"],
+         "expected column 'run_id' of runs.csv to be numeric"),  # fmt: skip
+    ],
+)
+def test_argument_tracebacks_of_the_decisions_are_one_line(argv: list[str], expected: str) -> None:
+    args = [str(EXAMPLES / a) if a.endswith(".csv") else a for a in argv]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 1, r.output
+    assert expected in r.output and "Traceback" not in r.output, r.output

@@ -178,8 +178,15 @@ def cmr_command(
 ) -> None:
     """Largest domain share of the CPT mix that keeps the general loss within tolerance, per model size."""
     options = dict(locals())  # every option of the verb, by name (run_cmr_job takes the same names)
+    from mixlaw import limits
     from mixlaw.cli._table import TABLE_OPTION_NAMES, table_options
     from mixlaw.cli.cmr_job import emit_job, run_cmr_job
+    from mixlaw.safeio import check_output_path
+
+    limits.level(level)
+    limits.count(bootstrap, "--bootstrap", lo=0, hi=limits.MAX_BOOTSTRAP)  # 1e8 was an OOM kill at 17.8 GB
+    if report is not None:
+        check_output_path(report, "--report")
 
     shared = table_options(meta=options.pop("meta"), **{k: options.pop(k) for k in TABLE_OPTION_NAMES if k != "where"})
     job = run_cmr_job(**options, table_options=shared, make_progress=lambda total, quiet: _Progress(total, quiet=quiet))

@@ -173,6 +173,9 @@ def run_cmr_job(
                 dec_budget = budgets.pop()  # the constant-LR decision at the same budget, side by side
         domains = list(dict.fromkeys(domain_eval))
         scol = size_column or ("n_params" if "n_params" in frame.columns else None)
+        if scol is not None and scol not in frame.columns:
+            raise InputError(f"expected --size-column to name a column of the table, got {scol!r}; columns: "
+                             f"{', '.join(map(str, list(frame.columns)[:20]))}")  # fmt: skip
         n_sizes = int(frame[scol].nunique()) if scol is not None else 1
         progress = make_progress(len(domains) * n_sizes * max(bootstrap, 1), as_json or sched is not None)
 

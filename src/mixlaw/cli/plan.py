@@ -24,6 +24,12 @@ def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
 
+MAX_SIMULATE = 10_000
+"""Most paired simulation replicates (each is a batch of fits; 10,000 takes hours on a laptop)."""
+MAX_RUNS = 10_000_000
+"""Largest run count, context length, batch or eval size the planner takes."""
+
+
 @verb
 def plan_cmd(
     sizes: Annotated[str, typer.Option("--sizes", help="Fitting sizes: probe sizes or counts (25k,50k,...,400k).")],
@@ -69,8 +75,24 @@ def plan_cmd(
     Prints the runs and compute share per size and the distinct mixtures; --compare adds other strategies,
     --simulate R scores them on R paired simulations of a CAMEL law; --out writes a probe sweep spec.
     """
+    from mixlaw import limits
     from mixlaw.design.plan import parse_prior, plan, sweep_toml
 
+    limits.count(simulate, "--simulate", lo=0, hi=MAX_SIMULATE)  # 100,000 replicates ran away
+    limits.count(floor_runs, "--floor-runs", hi=MAX_RUNS)  # 2^63 was a traceback
+    for v, opt in ((cap_runs, "--cap-runs"), (max_mixtures, "--max-mixtures"), (max_iter, "--max-iter")):
+        if v is not None:
+            limits.count(v, opt, hi=MAX_RUNS)
+    sizes_ = ((k, "--k"), (block_size, "--block-size"), (batch_size, "--batch-size"), (eval_tokens, "--eval-tokens"))
+    for v, opt in sizes_:
+        limits.count(v, opt, hi=MAX_RUNS)
+    limits.positive(tokens_per_param, "--tokens-per-param", hi=1e6)
+    if flops_per_s is not None:
+        limits.positive(flops_per_s, "--flops-per-s")
+    if out is not None:
+        from mixlaw.safeio import check_output_path
+
+        check_output_path(out, "--out")
     doms = [d.strip() for d in domains.split(",") if d.strip()]
     cost, cost_unit = None, "FLOPs"
     from mixlaw.errors import InputError

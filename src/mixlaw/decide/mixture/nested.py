@@ -206,6 +206,9 @@ def nested(
         for c in (target, step_column, size_column):
             if c not in table.columns:
                 raise InputError(f"{source} has no column '{c}' (the nested pipeline needs {target}, step and size)")
+            if not pd.api.types.is_numeric_dtype(table[c]) or pd.api.types.is_bool_dtype(table[c]):
+                raise InputError(f"expected column '{c}' of {source} to be numeric (it is the {target}, step or size "
+                                 f"column), got {table[c].dtype} values such as {str(table[c].iloc[0])[:30]!r}")
         table, _ = target_rows(table.reset_index(drop=True), target, source)
         fit_step = float(max_fit_step) if max_fit_step is not None else np.nextafter(float(target_step), -np.inf)
         if fit_step >= float(target_step):
