@@ -43,9 +43,9 @@ EXPECTED: dict[str, set[str]] = {
     | {"--paper-decision", "--relative-to-control", "--validate", "--level", "--max-iter"}
     | {"--meta", "--base-eval"}
     | TABLE,
-    "cpt predict": {"FIT", "--plan", "--weights", "--level", "--json"},
-    "cpt optimize": {"FIT", "--plan", "--weights", "--over", "--grid", "--level", "--json"},
-    "cpt critical": {"FIT", "--plan", "--weights", "--horizon", "--level", "--json"},
+    "cpt predict": {"FIT", "--plan", "--weights", "--level", "--json", "--max-memory"},
+    "cpt optimize": {"FIT", "--plan", "--weights", "--over", "--grid", "--level", "--json", "--max-memory"},
+    "cpt critical": {"FIT", "--plan", "--weights", "--horizon", "--level", "--json", "--max-memory"},
     "probe run": {"SPEC", "--store", "--workers", "--ray-address", "--log", "--data-dir", "--work-dir"},
     "probe status": {"SPEC", "--store", "--json", "--data-dir", "--work-dir"},
     "probe plan": {"SPEC"},

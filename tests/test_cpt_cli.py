@@ -170,9 +170,9 @@ def test_cpt_verbs_option_sets_are_pinned() -> None:
         for name, cmd in group.commands.items()  # type: ignore[attr-defined]
     }
     assert got == {
-        "predict": sorted(["fit", "--plan", "--weights", "--level", "--json"]),
-        "optimize": sorted(["fit", "--over", "--weights", "--plan", "--grid", "--level", "--json"]),
-        "critical": sorted(["fit", "--plan", "--weights", "--horizon", "--level", "--json"]),
+        "predict": sorted(["fit", "--plan", "--weights", "--level", "--json", "--max-memory"]),
+        "optimize": sorted(["fit", "--over", "--weights", "--plan", "--grid", "--level", "--json", "--max-memory"]),
+        "critical": sorted(["fit", "--plan", "--weights", "--horizon", "--level", "--json", "--max-memory"]),
     }
     for name in got:
         r = runner.invoke(app, [name, "--help"])
