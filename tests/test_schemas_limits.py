@@ -245,3 +245,28 @@ def test_argument_tracebacks_of_the_decisions_are_one_line(argv: list[str], expe
     r = runner.invoke(app, args)
     assert r.exit_code == 1, r.output
     assert expected in r.output and "Traceback" not in r.output, r.output
+
+
+SPEC = (EXAMPLES / "mixture_probe" / "spec.toml").read_text()
+
+
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        (SPEC.replace("tokens_per_param = 20.0", "tokens = inf", 1), "[pt].tokens"),
+        (SPEC.replace("tokens_per_param = 20.0", "tokens = 9223372036854775807", 1), "[pt].tokens to be <= 1"),
+        (SPEC.replace('data_dir = "/work/probe_work/data"', 'data_dir = "\\u0000"'), "[sweep].data_dir"),
+        (SPEC + "\n[extra]\nx = " + "[" * 2000 + "]" * 2000 + "\n", "nested at most 32"),
+        (SPEC.encode() + b"# \xff\n", "UTF-8"),
+    ],
+)
+def test_sweep_spec_defects_are_one_line(body: str | bytes, expected: str, tmp_path: Path) -> None:
+    from mixlaw.probe.sweep import load_spec
+
+    p = tmp_path / "spec.toml"
+    p.write_bytes(body if isinstance(body, bytes) else body.encode())
+    with pytest.raises(InputError) as ei:
+        load_spec(p)
+    assert expected in str(ei.value) and str(p) in str(ei.value) and "\n" not in str(ei.value)
+    p.write_text(SPEC)
+    assert load_spec(p).path == p

@@ -39,8 +39,12 @@ _PATTERNS = {
     _DEVICE: "'cpu', 'cuda', 'cuda:<index>' or 'auto'",
 }
 
-Number = StrictInt | StrictFloat
+Number = StrictInt | Annotated[StrictFloat, Field(allow_inf_nan=False)]
 PosNumber = Annotated[Number, Field(gt=0)]
+MAX_TOKENS = 10**13
+"""Most training tokens a probe run may ask for (2^63 − 1 used to plan 7.2e16 steps)."""
+Tokens = Annotated[Number, Field(gt=0, le=MAX_TOKENS)]
+PathText = Annotated[StrictStr, Field(min_length=1, max_length=4096, pattern=r"^[^\x00]*$")]
 Name = Annotated[StrictStr, Field(pattern=_NAME, max_length=100)]
 ScheduleTable = dict[StrictStr, Any] | StrictStr
 
@@ -53,8 +57,8 @@ class SweepSection(_Section):
     """``[sweep]``: where data and checkpoints live, and the settings every run shares."""
 
     name: Name = "sweep"
-    data_dir: StrictStr = "data"
-    work_dir: StrictStr = "runs"
+    data_dir: PathText = "data"
+    work_dir: PathText = "runs"
     seed: Annotated[StrictInt, Field(ge=0, lt=2**53)] = 0
     block_size: Annotated[StrictInt, Field(ge=2, le=65536)] = 256
     batch_size: Annotated[StrictInt, Field(ge=1, le=65536)] = 8
@@ -67,7 +71,7 @@ class SweepSection(_Section):
 
 
 class _Phase(_Section):
-    tokens: PosNumber | dict[StrictStr, PosNumber] | None = None
+    tokens: Tokens | dict[StrictStr, Tokens] | None = None
     tokens_per_param: PosNumber | None = None
     evals: Annotated[StrictInt, Field(ge=1, le=100_000)] = 10
     eval_log_points: Annotated[StrictInt, Field(ge=0, le=10_000)] = 0

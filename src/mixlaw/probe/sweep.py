@@ -50,7 +50,6 @@ list each size trains from scratch; they have no ``[cpt]``. Run ids are ``<name>
 from __future__ import annotations
 
 import json
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,15 +90,12 @@ def load_spec(path: str | Path, *, data_dir: str | Path | None = None, work_dir:
 
     Every key is checked here (types, ranges, unknown keys) with one error naming it, e.g.
     ``expected [pt].evals to be >= 1, got 0 in spec.toml``."""
+    from mixlaw.safeio import loads_toml, read_text
+
     p = Path(path)
-    try:
-        raw = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError("sweep spec not found", file=str(p)) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"expected a readable UTF-8 sweep spec, got {type(e).__name__}", file=str(p)) from None
-    except tomllib.TOMLDecodeError as e:
-        raise InputError(f"invalid TOML: {e}", file=str(p)) from None
+    if not p.exists():
+        raise InputError("sweep spec not found", file=str(p))
+    raw = loads_toml(read_text(p, "sweep spec"), str(p))  # strict UTF-8, bounded size and nesting
     sweep = raw.get("sweep", {})
     if not isinstance(sweep, dict):
         raise InputError(f"expected [sweep] to be a table, got {sweep!r:.60}", file=str(p))
