@@ -270,3 +270,39 @@ def test_sweep_spec_defects_are_one_line(body: str | bytes, expected: str, tmp_p
     assert expected in str(ei.value) and str(p) in str(ei.value) and "\n" not in str(ei.value)
     p.write_text(SPEC)
     assert load_spec(p).path == p
+
+
+def test_read_only_verbs_never_switch_the_journal_mode(tmp_path: Path) -> None:
+    import sqlite3
+
+    from mixlaw.runs.store import RunStore
+
+    db = tmp_path / "s.db"
+    table = tmp_path / "t.csv"
+    _table().assign(step=0).to_csv(table, index=False)
+    assert runner.invoke(app, ["ingest", str(table), "--store", str(db)]).exit_code == 0
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"
+    con.close()
+    before = db.read_bytes()
+    for argv in (["runs", "--store", str(db)], ["fit", str(db), "--n-polish", "2"]):
+        r = runner.invoke(app, argv)
+        assert r.exit_code == 0, r.output
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    con.close()
+    assert db.read_bytes() == before
+    with RunStore(db, read_only=True) as st:
+        assert len(st.runs(None)) == 30
+
+
+def test_a_sqlite_file_with_a_version_but_no_tables_is_refused(tmp_path: Path) -> None:
+    import sqlite3
+
+    db = tmp_path / "s.db"
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA user_version = 1")
+    con.close()
+    for argv in (["runs", "--store", str(db)], ["fit", str(db)]):
+        r = runner.invoke(app, argv)
+        assert r.exit_code == 1 and "without the tables" in r.output and "Traceback" not in r.output, r.output

@@ -143,7 +143,7 @@ def load_table(
         if path.suffix.lower() in STORE_SUFFIXES:
             from mixlaw.runs.store import RunStore
 
-            with RunStore(str(path)) as store:
+            with RunStore(str(path), read_only=True) as store:
                 df = store.to_frame(where=None, include_schedule=True)
         else:
             from mixlaw.runs.io import read_table
@@ -322,7 +322,7 @@ def list_runs(store: str | Path, where: str | None = None) -> pd.DataFrame:
 
     if not Path(store).exists():
         raise InputError(f"expected an existing store, got no such file in {store}")
-    with RunStore(store) as st:
+    with RunStore(store, read_only=True) as st:  # a read never switches the file's journal mode
         return st.runs(where)
 
 
@@ -332,7 +332,7 @@ def export_runs(store: str | Path, path: str | Path, where: str | None = None) -
 
     if not Path(store).exists():
         raise InputError(f"expected an existing store, got no such file in {store}")
-    with RunStore(store) as st:
+    with RunStore(store, read_only=True) as st:
         out = st.export(path, where)
     return out, (len(pd.read_csv(out)) if out.suffix.lower() == ".csv" else None)
 

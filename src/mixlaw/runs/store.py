@@ -113,6 +113,21 @@ class RunStore(StoreReads, StoreClaims):
             parent = Path(self.path).resolve().parent
             if not parent.is_dir():
                 raise InputError(f"expected an existing directory for the store, got {parent} in {self.path}")
+        self.read_only = bool(read_only) and self.path != ":memory:"
+        if self.read_only:
+            self._con = self._connect_read_only()
+            try:
+                self._check_schema()
+            except sqlite3.DatabaseError as exc:
+                self._con.close()
+                raise InputError(f"expected a mixlaw SQLite store, got '{exc}' in {self.path}") from None
+            except InputError:
+                self._con.close()
+                raise
+            return
+        if self.path != ":memory:" and not os.access(Path(self.path).resolve().parent, os.W_OK):
+            raise InputError(f"expected a writable directory for the store (SQLite writes its journal beside it), "
+                             f"got the read-only {Path(self.path).resolve().parent} in {self.path}")  # fmt: skip
         try:
             self._con = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
         except sqlite3.Error as exc:
@@ -127,6 +142,43 @@ class RunStore(StoreReads, StoreClaims):
             raise
 
     # ------------------------------------------------------------------------------------------------ plumbin
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """A read-only connection (``mode=ro``): reading never creates, migrates or switches the journal mode of
+        a file. In a read-only directory (where SQLite cannot create the WAL index beside a WAL store) the file is
+        opened ``immutable``, which is exact while nobody writes it — and nobody can there."""
+        uri = Path(self.path).resolve().as_uri()
+        try:
+            con = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
+            con.execute("PRAGMA user_version").fetchone()
+            return con
+        except sqlite3.Error as exc:
+            if os.access(Path(self.path).resolve().parent, os.W_OK):
+                raise InputError(f"expected a readable SQLite store, got error '{exc}' in {self.path}") from None
+        try:
+            con = sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None)
+            con.execute("PRAGMA user_version").fetchone()
+            return con
+        except sqlite3.Error as exc:
+            raise InputError(f"expected a readable SQLite store, got error '{exc}' in {self.path} (its directory "
+                             "is read-only)") from None  # fmt: skip
+
+    def _check_schema(self) -> None:
+        """The checks of :meth:`_init_schema` that only read: this mixlaw's version, and its tables present."""
+        version = self._con.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise InputError(f"expected a store with schema version <= {SCHEMA_VERSION} (this mixlaw), got version "
+                             f"{version} (written by a newer mixlaw; upgrade mixlaw) in {self.path}")  # fmt: skip
+        if version == 0:
+            raise InputError(f"expected a mixlaw store, got a SQLite file without mixlaw's schema in {self.path}")
+        self._check_tables(version)
+
+    def _check_tables(self, version: int) -> None:
+        tables = {r[0] for r in self._con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        missing = sorted({"runs", "steps", "evals", "status"} - tables)
+        if missing:
+            raise InputError(f"expected a mixlaw store, got a SQLite file with user_version {version} but without "
+                             f"the tables {missing} in {self.path}")  # fmt: skip
 
     def _init_schema(self) -> None:
         con = self._con
@@ -143,6 +195,7 @@ class RunStore(StoreReads, StoreClaims):
                 f"(written by a newer mixlaw; upgrade mixlaw) in {self.path}"
             )
         if version == SCHEMA_VERSION:
+            self._check_tables(version)  # `user_version = 1` and no tables was a traceback later
             return
         con.execute("BEGIN IMMEDIATE")
         try:
