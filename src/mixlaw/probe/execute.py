@@ -281,10 +281,16 @@ def run_sweep(
         return sched.results
 
     import multiprocessing as mp
+    import os
     from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor
     from concurrent.futures import wait as fwait
 
-    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
+    from mixlaw.probe.orphans import exit_with_parent
+
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=mp.get_context("spawn"), initializer=exit_with_parent,
+        initargs=(os.getpid(),),
+    ) as pool:  # fmt: skip  (workers end when the sweep process dies: no orphans)
 
         def submit(j: Job) -> Future[Result]:
             return pool.submit(_execute, j.config, store_path, log, lease_s)
