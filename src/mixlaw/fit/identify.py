@@ -69,7 +69,7 @@ def _spectrum(J: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if n == 0 or P == 0 or not np.any(norms > 0):
         return norms, np.zeros(P), np.eye(P)
     if n > P:  # R of a QR has the singular values and right vectors of Js: memory n × P, never n × n
-        Js = np.linalg.qr(Js, mode="r")
+        Js = np.asarray(np.linalg.qr(Js, mode="r"), dtype=np.float64)
     _, s, vt = np.linalg.svd(Js, full_matrices=True)  # (min(n, P) × P): vt stays P × P when n < P
     rel = np.zeros(P)
     rel[: s.size] = s / s[0] if s[0] > 0 else 0.0
