@@ -244,7 +244,11 @@ def solve(
     K, P = U.shape
     pid_np = np.array(pid, dtype=np.int64, copy=True)
     pid_t = torch.from_numpy(pid_np)
-    f_out = objective_values(residuals, U, pid_t, W, loss=loss, delta=delta)
+    rows = np.arange(K)
+    f_out = np.concatenate(
+        [objective_values(residuals, U[c], pid_t[c], W, loss=loss, delta=delta)
+         for c in _row_chunks(rows, int(W.shape[1]), _n_candidates(loss, ladder))] or [np.zeros(0)]
+    )  # fmt: skip  (chunked like the iterations: K × n cells at once was the largest block of a long fit)
     g_out = np.full(K, np.inf)
     n_iter = np.zeros(K, dtype=np.int64)
     status = np.array([STATUS_MAX_ITER] * K, dtype=object)
@@ -418,9 +422,9 @@ def solve(
 
 #: Cells (rows × trial points × data points) of one chunk of an iteration of :func:`solve`: above it the active
 #: rows are processed in chunks (:func:`_row_chunks`), so the memory of a fit is linear in its data points. At
-#: 8e6 cells (64 MB per float64 tensor) a 32-start fit is one chunk up to 11,000 points; the 240-point Epoch fit
-#: and every bootstrap chunk (:data:`mixlaw.fit.bootstrap.CHUNK_CELLS`) stay one chunk.
-ITER_CELLS = 8_000_000
+#: 4.5e6 cells (36 MB per float64 tensor) a 32-start fit is one chunk up to 6,400 points; the 240-point Epoch fit
+#: and every bootstrap chunk (:data:`mixlaw.fit.bootstrap.CHUNK_CELLS` × 22 trial points) stay one chunk.
+ITER_CELLS = 4_500_000
 
 
 def _n_candidates(loss: str, ladder: str) -> int:
