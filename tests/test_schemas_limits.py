@@ -306,3 +306,21 @@ def test_a_sqlite_file_with_a_version_but_no_tables_is_refused(tmp_path: Path) -
     for argv in (["runs", "--store", str(db)], ["fit", str(db)]):
         r = runner.invoke(app, argv)
         assert r.exit_code == 1 and "without the tables" in r.output and "Traceback" not in r.output, r.output
+
+
+def test_predict_at_refuses_table_options_it_would_ignore(fit_record: dict[str, Any], tmp_path: Path) -> None:
+    p = tmp_path / "fit.json"
+    p.write_text(json.dumps(fit_record))
+    for extra in (["--where", "n_params > 0"], ["--derive", "tokens=tokens*2"]):
+        r = runner.invoke(app, ["predict", str(p), "--at", "n_params=1e8,tokens=1e10", *extra])
+        assert r.exit_code == 1 and f"expected {extra[0]} only with --table" in r.output, r.output
+    r = runner.invoke(app, ["predict", str(p), "--at", "n_params=1e8,tokens=1e10", "--json"])
+    assert r.exit_code == 0, r.output
+
+
+@pytest.mark.parametrize("where", ["DIR", "MISSING/r.html"])
+def test_mix_optimize_checks_its_report_path_before_the_run(where: str, tmp_path: Path) -> None:
+    target = str(tmp_path) if where == "DIR" else str(tmp_path / "nope" / "r.html")
+    r = runner.invoke(app, ["mix", "optimize", str(EXAMPLES / "mixture_probe" / "runs.csv"), "--domains",
+                            "bio,code,docs,general,legal", "--report", target])  # fmt: skip
+    assert r.exit_code == 1 and "--report" in r.output and "Traceback" not in r.output, r.output

@@ -201,9 +201,17 @@ def predict_cmd(
 
     Each prediction has its ``--level`` interval from the fit's bootstrap draws (``--interval prediction`` adds
     the residual noise)."""
-    from mixlaw import api
+    from mixlaw import api, limits
 
+    limits.level(level)
     api.load_law_files(law_file)
+    if at is not None:
+        table_only = {"--where": where, "--map": maps, "--derive": derive, "--set": set_, "--drop": drop,
+                      "--final": final, "--every": every, "--steps": steps, "--allow-missing": allow_missing}
+        given = [k for k, v in table_only.items() if v]  # they act on a --table; with --at they did nothing
+        if given:
+            raise api.InputError(f"expected {', '.join(given)} only with --table (they filter or change a table's "
+                                 "rows), got them with --at")  # fmt: skip
     res = api.load_fit(fit_json)
     if at is not None:
         point = {k: float(v) for k, v in api.parse_assignments(at.split(","), "--at name=value").items()}

@@ -239,6 +239,10 @@ def optimize_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Fit a mixture law and find the mixture best for the goal (lowest weighted loss or highest weighted accuracy)."""
+    if report is not None:
+        from mixlaw.safeio import check_output_path
+
+        check_output_path(report, "--report")  # before the run: a directory or a missing one failed only after it
     from mixlaw import api
     from mixlaw.decide.mixture.api import compare, optimize
 
