@@ -144,12 +144,18 @@ class RunStore(StoreReads, StoreClaims):
     # ------------------------------------------------------------------------------------------------ plumbin
 
     def _connect_read_only(self) -> sqlite3.Connection:
-        """A read-only connection (``mode=ro``): reading never creates, migrates or switches the journal mode of
-        a file. In a read-only directory (where SQLite cannot create the WAL index beside a WAL store) the file is
+        """A connection that only reads: reading never creates, migrates or switches the journal mode of a file.
+        In a read-only directory (where SQLite cannot create the WAL index beside a WAL store) the file is
         opened ``immutable``, which is exact while nobody writes it — and nobody can there."""
-        uri = Path(self.path).resolve().as_uri()
+        resolved = Path(self.path).resolve()
+        uri = resolved.as_uri()
+        # Where the directory and the file are writable, ``mode=rw`` (never creates the file): its last close
+        # removes the WAL index files as a writer's does, so a read leaves no ``-wal``/``-shm`` behind; the
+        # connection only reads (no journal-mode switch, no migration). Elsewhere ``mode=ro``.
+        writable = os.access(resolved.parent, os.W_OK) and os.access(resolved, os.W_OK)
         try:
-            con = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
+            con = sqlite3.connect(f"{uri}?mode={'rw' if writable else 'ro'}", uri=True, timeout=_BUSY_TIMEOUT_S,
+                                  isolation_level=None)  # fmt: skip
             con.execute("PRAGMA user_version").fetchone()
             return con
         except sqlite3.Error as exc:
