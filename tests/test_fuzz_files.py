@@ -86,7 +86,7 @@ FIT_ARGS = dict(
 )
 
 
-@scaled(FAST, 0.75)
+@scaled(FAST, 0.5)
 @given(**FIT_ARGS)
 def test_fuzz_fit_json(edits: list[tuple[str, Any]], raw: bytes | None) -> None:
     _fit_case(edits, raw)
@@ -128,7 +128,7 @@ def _plan_case(edits: list[tuple[tuple[str, str], str]]) -> None:
 PLAN_ARGS = dict(edits=st.lists(st.tuples(st.sampled_from(PLAN_KEYS), toml_values), max_size=2))
 
 
-@scaled(FAST, 1.0)
+@scaled(FAST, 0.75)
 @given(**PLAN_ARGS)
 def test_fuzz_cpt_plan(edits: list[tuple[tuple[str, str], str]]) -> None:
     _plan_case(edits)
