@@ -9,8 +9,8 @@ number from a string or a boolean, no list where an object belongs) before a :cl
   a fit whose parameters are not finite predicts nothing meaningful and is refused;
 - ``input_ranges``: ``[min, max]`` of finite numbers (a NaN range would hide the extrapolation warning);
 - ``objective``, ``delta``: finite; counts: integers ≥ 0; ``status``, ``loss``, ``fit_space``: their enums;
-- ``calibration``: ``lo`` and ``hi`` present and finite; ``bootstrap.params``: one record per draw with every
-  flat parameter of the law (a number, or ``null`` for a failed draw);
+- ``calibration``: ``lo`` and ``hi`` present (numbers; NaN where nothing was scored); ``bootstrap.params``: one
+  record per draw with every flat parameter of the law (a number, or ``null`` for a failed draw);
 - sizes: at most :data:`MAX_RECORDS` starts and draws; nesting, duplicate keys and integer lengths are bounded
   by the reader (:func:`mixlaw.safeio.loads_json`).
 
@@ -45,9 +45,9 @@ class _Strict(BaseModel):
 
 
 class _Calibration(_Strict):
-    lo: Finite
-    hi: Finite
-    inflation: Finite = 1.0
+    lo: float  # NaN where no held-out size was scored (the range of the calibrated axis is then unknown)
+    hi: float
+    inflation: Annotated[float, Field(ge=0)] = 1.0
 
 
 class _Bootstrap(_Strict):
@@ -79,7 +79,7 @@ class _FitRecord(_Strict):
     input_ranges: dict[str, Annotated[list[Finite], Field(min_length=2, max_length=2)]] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)
     metrics: dict[str, float | None] = Field(default_factory=dict)
-    residual_sd: Annotated[float, Field(allow_inf_nan=False, ge=0)] | None = None
+    residual_sd: float | None = None  # NaN with as many parameters as rows
     identifiability: dict[str, Any] | None = None
     calibration: _Calibration | None = None
     starts: list[dict[str, Cell]] = Field(default_factory=list, max_length=MAX_RECORDS)
