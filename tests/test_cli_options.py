@@ -20,7 +20,7 @@ runner = CliRunner()
 COMMON_FIT = {"--law", "--store", "--where", "--loss-column", "--law-option", "--law-file", "--map", "--derive"}
 TABLE = {"--map", "--set", "--drop", "--where", "--derive", "--final", "--every", "--steps", "--allow-missing"}
 EXPECTED: dict[str, set[str]] = {
-    "laws": {"--law-file", "--json"},
+    "laws": {"--law-file", "--json", "--long"},
     "fit": COMMON_FIT
     | {"TABLE", "--n-starts", "--n-polish", "--strategy", "--bootstrap", "--random-state", "--loss", "--delta"}
     | {"--drop-highest", "--out", "--report", "--validate", "--json", "--max-iter", "--resample"}

@@ -12,7 +12,7 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-__all__ = ["LazyGroup", "VERBS", "load_verb"]
+__all__ = ["LazyGroup", "VERBS", "load_verb", "plain_help"]
 
 #: verb → (module, attribute: a verb function or a typer app, one-line help shown by ``mixlaw --help``)
 VERBS: dict[str, tuple[str, str, str]] = {
@@ -67,7 +67,17 @@ def load_verb(name: str) -> Any:
         obj = single
     cmd = typer.main.get_command(obj)
     cmd.name = name
+    plain_help(cmd)
     return cmd
+
+
+def plain_help(cmd: Any) -> None:
+    """Plain click help for a command and its sub-commands: options in full (no ``…``-truncated names), flags
+    without a ``<bool>`` metavar, help wrapped at word boundaries to the terminal's width (80 columns readable)."""
+    if hasattr(cmd, "rich_markup_mode"):
+        cmd.rich_markup_mode = None
+    for sub in getattr(cmd, "commands", {}).values():
+        plain_help(sub)
 
 
 class LazyGroup(TyperGroup):

@@ -65,9 +65,13 @@ def _table(table: Path | None, store: Path, options: dict[str, Any], *extra: Any
 
 @verb
 def laws_cmd(
-    law_file: LawFileOpt = None, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False
+    law_file: LawFileOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    long: Annotated[bool, typer.Option("--long", help="Inputs, options and citations too (a wide table).")] = False,
 ) -> None:
     """List the registered laws with formula and inputs."""
+    import sys
+
     from rich.table import Table
 
     from mixlaw import api
@@ -76,6 +80,20 @@ def laws_cmd(
     rows = api.list_laws()
     if as_json:
         return emit_json({"laws": rows})
+    if not sys.stdout.isatty():  # a pipe or a script: one plain line per law, never wrapped
+        width = max(len(r["name"]) for r in rows)
+        for r in rows:
+            opts = _options_cell(r["options"]).replace("\n", "; ")
+            extra = f"  inputs: {_short_list(r['inputs'])}" + (f"  options: {opts}" if opts != "—" else "")
+            typer.echo(f"{r['name']:<{width}}  {r['formula']}" + (f"{extra}  ({r['citation']})" if long else extra))
+        return
+    if not long:  # a terminal: name and formula, the details with --long
+        t = Table(title="mixlaw laws (--long: inputs, options, citations)", show_lines=False)
+        t.add_column("name", no_wrap=True, overflow="ellipsis")
+        t.add_column("formula", overflow="fold")
+        for r in rows:
+            t.add_row(r["name"], r["formula"])
+        return console().print(t)
     t = Table(title="mixlaw laws", show_lines=False)
     for col in ("name", "formula", "inputs", "options (--law-option name=value)", "citation"):
         t.add_column(col, overflow="fold")

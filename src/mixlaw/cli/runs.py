@@ -151,7 +151,7 @@ def runs(
 ) -> None:
     """List the runs of a store (filter with --where), or export its RunTable.
 
-    ``--columns`` lists the store's columns instead: unit, level and how many runs carry each."""
+    With --columns: the store's columns instead, with unit, level and how many runs carry each."""
     from mixlaw import api
 
     if export is not None:
