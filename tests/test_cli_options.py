@@ -18,12 +18,15 @@ from mixlaw.cli._group import VERBS
 runner = CliRunner()
 
 COMMON_FIT = {"--law", "--store", "--where", "--loss-column", "--law-option", "--law-file", "--map", "--derive"}
+#: canonical names shown by every verb; the old spellings (--random-state, --loss-column) stay as hidden aliases
+CANON = {"--seed", "--target"}
 TABLE = {"--map", "--set", "--drop", "--where", "--derive", "--final", "--every", "--steps", "--allow-missing"}
 EXPECTED: dict[str, set[str]] = {
     "laws": {"--law-file", "--json", "--long"},
     "fit": COMMON_FIT
     | {"TABLE", "--n-starts", "--n-polish", "--strategy", "--bootstrap", "--random-state", "--loss", "--delta"}
     | {"--drop-highest", "--out", "--report", "--validate", "--json", "--max-iter", "--resample"}
+    | CANON
     | TABLE,
     "predict": {"FIT_JSON", "--at", "--table", "--where", "--map", "--derive", "--law-file", "--json"}
     | {"--level", "--interval", "--method"}
@@ -32,6 +35,7 @@ EXPECTED: dict[str, set[str]] = {
     | {"TABLE", "--scheme", "--size-column", "--order-column", "--group-column", "--quantile", "--drop-highest"}
     | {"--random-state", "--json", "--holdout", "--largest", "--loss", "--max-iter", "--bootstrap", "--resample"}
     | {"--level", "--interval", "--coverage", "--method"}
+    | CANON
     | TABLE,
     "ingest": {"FILE", "--map", "--store", "--lr-table", "--run-id", "--run-id-from-row", "--evalset-column", "--set"}
     | {"--drop", "--format", "--allow-nan", "--allow-missing", "--replace", "--json"}
@@ -51,17 +55,17 @@ EXPECTED: dict[str, set[str]] = {
     "probe plan": {"SPEC"},
     "corpora prepare": {"--out", "--source", "--cache", "--tokenizer", "--vocab-size", "--json"},
     "mix compare": {"RUNS", "--domains", "--target", "--holdout", "--models", "--size-column", "--where", "--map"}
-    | {"--random-state", "--json", "--bootstrap", "--level", "--max-iter"}
+    | {"--random-state", "--json", "--bootstrap", "--level", "--max-iter", "--seed"}
     | TABLE,
     "mix optimize": {"RUNS", "--domains", "--law", "--target", "--weights", "--target-size", "--size-column"}
     | {"--law-option", "--objective", "--report", "--holdout", "--evaluate"}
     | {"--cap", "--floor", "--fix", "--max-epochs", "--unique-tokens", "--target-tokens", "--prior", "--kl-max"}
     | {"--kl-weight", "--bootstrap", "--sizes", "--where", "--map", "--random-state", "--json"}
-    | {"--level", "--max-iter"}
+    | {"--level", "--max-iter", "--seed"}
     | TABLE,
     "mix nested": {"RUNS", "--domains", "--target-size", "--target-step", "--target", "--max-fit-step"}
     | {"--step-column", "--size-column", "--law", "--law-option", "--where", "--map", "--random-state", "--json"}
-    | {"--tie-size-exponent", "--max-iter"}
+    | {"--tie-size-exponent", "--max-iter", "--seed"}
     | TABLE,
     "decide": {"NAME", "TABLE", "--option", "-o", "--bootstrap", "--level", "--seed", "--max-iter", "--report"}
     | {"--decision-file", "--json"}

@@ -245,3 +245,19 @@ def test_version_and_python_m(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-m", "mixlaw", "--version"], capture_output=True, text=True, check=False,
                        cwd=tmp_path, env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"})  # fmt: skip
     assert p.returncode == 0 and p.stdout.startswith("mixlaw "), p.stderr
+
+
+def test_one_name_per_concept_with_hidden_old_spellings(grid: dict[str, Path]) -> None:
+    """`--seed` and `--target` on every verb; `--random-state` / `--loss-column` still work, hidden from help."""
+    wb = str(grid["logs"] / "wandb" / "cpt-legal-0.2.csv")
+    base = ["fit", wb, "--law", "power_law", "--set", "n_params=1e8", "--derive", "tokens=step*1048576",
+            "--law-option", "input=tokens", "--json"]  # fmt: skip
+    new = runner.invoke(app, [*base, "--target", "loss_general", "--seed", "3"])
+    old = runner.invoke(app, [*base, "--loss-column", "loss_general", "--random-state", "3"])
+    assert new.exit_code == 0 and old.exit_code == 0, new.output + old.output
+    a, b = json.loads(new.stdout), json.loads(old.stdout)
+    assert a["params"] == b["params"] and a["target"] == "loss_general" and a["n_points"] == 20
+    for verb in (["fit"], ["validate"], ["mix", "optimize"]):
+        text = runner.invoke(app, [*verb, "--help"], env={"COLUMNS": "80"}).stdout
+        assert "--seed" in text and "--random-state" not in text and "--loss-column" not in text, verb
+        assert "<bool>" not in text and "…" not in text, verb

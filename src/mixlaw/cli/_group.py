@@ -12,7 +12,7 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-__all__ = ["LazyGroup", "VERBS", "load_verb", "plain_help"]
+__all__ = ["LazyGroup", "VERBS", "ALIASES", "load_verb", "plain_help", "canonical_names"]
 
 #: verb → (module, attribute: a verb function or a typer app, one-line help shown by ``mixlaw --help``)
 VERBS: dict[str, tuple[str, str, str]] = {
@@ -68,7 +68,45 @@ def load_verb(name: str) -> Any:
     cmd = typer.main.get_command(obj)
     cmd.name = name
     plain_help(cmd)
+    canonical_names(cmd)
     return cmd
+
+
+#: One name per concept across verbs: old spelling -> the name every verb shows. The old spelling keeps working
+#: (a hidden alias), so scripts written against it still run.
+ALIASES: dict[str, str] = {"--random-state": "--seed", "--loss-column": "--target"}
+_ALIASED: dict[type, type] = {}
+
+
+def _aliased_class(cls: type) -> type:
+    """A subclass of an option class whose help shows only the canonical names (not the hidden aliases)."""
+    if cls not in _ALIASED:
+
+        def get_help_record(self: Any, ctx: Any) -> Any:
+            saved = self.opts
+            self.opts = [o for o in saved if o not in ALIASES]
+            try:
+                return super(new, self).get_help_record(ctx)
+            finally:
+                self.opts = saved
+
+        new = type(f"Aliased{cls.__name__}", (cls,), {"get_help_record": get_help_record})
+        _ALIASED[cls] = new
+    return _ALIASED[cls]
+
+
+def canonical_names(cmd: Any) -> None:
+    """Give every option spelled the old way (:data:`ALIASES`) its canonical name, keeping the old one as a hidden
+    alias (``--random-state`` -> ``--seed``; ``--loss-column`` -> ``--target``), in a command and its
+    sub-commands. An option whose verb already has the canonical name keeps its own."""
+    taken = {o for p in getattr(cmd, "params", []) for o in getattr(p, "opts", [])}
+    for p in getattr(cmd, "params", []):
+        olds = [o for o in getattr(p, "opts", []) if o in ALIASES and ALIASES[o] not in taken]
+        if olds:
+            p.opts = [ALIASES[olds[0]], *p.opts]
+            p.__class__ = _aliased_class(type(p))
+    for sub in getattr(cmd, "commands", {}).values():
+        canonical_names(sub)
 
 
 def plain_help(cmd: Any) -> None:
