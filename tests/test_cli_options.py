@@ -45,7 +45,7 @@ EXPECTED: dict[str, set[str]] = {
     | {"--law", "--ratio-law", "--pin-zero", "--c-method", "--lambda", "--bootstrap", "--seed", "--json"}
     | {"--schedule", "--tokens-per-step", "--budget-steps", "--budget-tokens", "--query-ratio", "--report"}
     | {"--paper-decision", "--relative-to-control", "--validate", "--level", "--max-iter"}
-    | {"--meta", "--base-eval"}
+    | {"--meta", "--base-eval", "--config"}
     | TABLE,
     "cpt predict": {"FIT", "--plan", "--weights", "--level", "--json"},
     "cpt optimize": {"FIT", "--plan", "--weights", "--over", "--grid", "--level", "--json"},
@@ -55,17 +55,17 @@ EXPECTED: dict[str, set[str]] = {
     "probe plan": {"SPEC"},
     "corpora prepare": {"--out", "--source", "--cache", "--tokenizer", "--vocab-size", "--json"},
     "mix compare": {"RUNS", "--domains", "--target", "--holdout", "--models", "--size-column", "--where", "--map"}
-    | {"--random-state", "--json", "--bootstrap", "--level", "--max-iter", "--seed"}
+    | {"--random-state", "--json", "--bootstrap", "--level", "--max-iter", "--seed", "--config"}
     | TABLE,
     "mix optimize": {"RUNS", "--domains", "--law", "--target", "--weights", "--target-size", "--size-column"}
     | {"--law-option", "--objective", "--report", "--holdout", "--evaluate"}
     | {"--cap", "--floor", "--fix", "--max-epochs", "--unique-tokens", "--target-tokens", "--prior", "--kl-max"}
     | {"--kl-weight", "--bootstrap", "--sizes", "--where", "--map", "--random-state", "--json"}
-    | {"--level", "--max-iter", "--seed"}
+    | {"--level", "--max-iter", "--seed", "--config"}
     | TABLE,
     "mix nested": {"RUNS", "--domains", "--target-size", "--target-step", "--target", "--max-fit-step"}
     | {"--step-column", "--size-column", "--law", "--law-option", "--where", "--map", "--random-state", "--json"}
-    | {"--tie-size-exponent", "--max-iter", "--seed"}
+    | {"--tie-size-exponent", "--max-iter", "--seed", "--config"}
     | TABLE,
     "decide": {"NAME", "TABLE", "--option", "-o", "--bootstrap", "--level", "--seed", "--max-iter", "--report"}
     | {"--decision-file", "--json"}
@@ -74,7 +74,8 @@ EXPECTED: dict[str, set[str]] = {
     "plan": {"--sizes", "--target-size", "--budget", "--domains", "--strategy", "--compare", "--simulate", "--out"}
     | {"--tokens-per-param", "--flops-per-s", "--floor-runs", "--cap-runs", "--prior", "--mixture-floor"}
     | {"--mixtures", "--max-mixtures", "--k", "--noise", "--seed", "--name", "--data-dir", "--work-dir"}
-    | {"--block-size", "--batch-size", "--eval-tokens", "--cost-runs", "--cost-column", "--json", "--max-iter"},
+    | {"--block-size", "--batch-size", "--eval-tokens", "--cost-runs", "--cost-column", "--json", "--max-iter"}
+    | {"--config"},
 }
 
 

@@ -261,3 +261,43 @@ def test_one_name_per_concept_with_hidden_old_spellings(grid: dict[str, Path]) -
         text = runner.invoke(app, [*verb, "--help"], env={"COLUMNS": "80"}).stdout
         assert "--seed" in text and "--random-state" not in text and "--loss-column" not in text, verb
         assert "<bool>" not in text and "…" not in text, verb
+
+
+def _params(verb: list[str], args: list[str]) -> dict[str, object]:
+    """What a verb's parser makes of ``args`` (no run): its parameter values."""
+    import typer
+    from typer._click import Context
+
+    cmd = typer.main.get_command(app)
+    ctx = Context(cmd)
+    for name in verb:
+        cmd = cmd.get_command(ctx, name)
+    return dict(cmd.make_context(verb[-1], args, parent=ctx).params)
+
+
+def test_config_file_reproduces_the_readme_mixture_command() -> None:
+    """`mixlaw mix optimize --config examples/mixture_probe/optimize.toml` = the README's 1b command line."""
+    readme = " ".join((REPO / "README.md").read_text().split())
+    m = re.search(r"mixlaw mix optimize (examples/mixture_probe/runs\.csv .*?--evaluate uniform)", readme)
+    assert m, "README 1b command"
+    long = _params(["mix", "optimize"], shlex.split(m.group(1)))
+    short = _params(["mix", "optimize"], ["--config", str(REPO / "examples" / "mixture_probe" / "optimize.toml")])
+    assert long == short and len(long["target"]) == 5  # type: ignore[arg-type]
+    # the command line wins over the file
+    over = _params(["mix", "optimize"], ["--config", str(REPO / "examples/mixture_probe/optimize.toml"), "--law", "dml"])
+    assert over["law"] == "dml" and over["target"] == long["target"]
+
+
+def test_config_file_on_cmr_and_its_errors(grid: dict[str, Path], tmp_path: Path) -> None:
+    cfg = tmp_path / "cmr.toml"
+    cfg.write_text('general-eval = "general"\ndomain_eval = ["legal"]\nbase-eval = "general=2.0,legal=2.5"\n')
+    args = ["cmr", str(grid["logs"] / "wandb" / "cpt-legal-0.2.csv"), "--set", "ratio=0.2", "--set", "phase=cpt",
+            "--derive", "tokens=step*1048576", "--json"]  # fmt: skip
+    a = runner.invoke(app, [*args, "--config", str(cfg)])
+    b = runner.invoke(app, [*args, "--general-eval", "general", "--domain-eval", "legal", "--base-eval",
+                            "general=2.0,legal=2.5"])  # fmt: skip
+    assert a.exit_code == 0 and b.exit_code == 0, a.output + b.output
+    assert json.loads(a.stdout)["ratios"] == json.loads(b.stdout)["ratios"]
+    cfg.write_text('general-evl = "general"\n')
+    r = runner.invoke(app, [*args, "--config", str(cfg)])
+    assert r.exit_code != 0 and "did you mean 'general_eval'" in r.output

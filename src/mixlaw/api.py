@@ -223,7 +223,7 @@ def _drop_highest(df: pd.DataFrame, k: int, target: str | None, name: str) -> pd
     if target is None or target not in df:
         raise InputError(f"expected a target column to rank for drop_highest, got {target!r} in {name}")
     if k < 0 or k >= len(df):
-        raise InputError(f"expected 0 <= drop_highest < {len(df)} rows, got {k}")
+        raise InputError(f"expected 0 <= drop_highest < {len(df)} rows, got {k}", column="drop_highest")
     keep = np.argsort(pd.to_numeric(df[target]).to_numpy(), kind="stable")[: len(df) - k]
     return df.iloc[np.sort(keep)]
 

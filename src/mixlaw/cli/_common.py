@@ -64,7 +64,7 @@ def user_errors() -> Iterator[list[warnings.WarningMessage]]:
         try:
             yield caught
         except MixlawError as exc:
-            typer.echo(f"error: {one_line(str(exc))}", err=True)
+            typer.echo(f"error: {one_line(_as_cli(exc))}", err=True)
             raise typer.Exit(1) from None
         except OSError as exc:
             text = f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": ")
@@ -73,6 +73,21 @@ def user_errors() -> Iterator[list[warnings.WarningMessage]]:
         finally:
             for w in caught:
                 typer.echo(f"warning: {w.category.__name__}: {one_line(str(w.message))}", err=True)
+
+
+#: API keywords an error may name (``InputError(column=...)``) and the CLI option that sets each.
+KEYWORD_FLAGS = {"level": "--level", "interval": "--interval", "method": "--method", "drop_highest": "--drop-highest"}
+
+
+def _as_cli(exc: MixlawError) -> str:
+    """An API error in the CLI's words: ``expected a level in (0, 1), got 1.5 (--level)``, not ``... in level``."""
+    text = str(exc)
+    col = getattr(exc, "column", None)
+    if col in KEYWORD_FLAGS and getattr(exc, "file", None) is None and getattr(exc, "row", None) is None:
+        tail = f" in {col}"
+        if text.endswith(tail):
+            return f"{text[: -len(tail)]} ({KEYWORD_FLAGS[col]})"
+    return text
 
 
 def verb(func: F) -> F:

@@ -7,7 +7,7 @@ just that verb's module (and so only the libraries it needs).
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -69,7 +69,90 @@ def load_verb(name: str) -> Any:
     cmd.name = name
     plain_help(cmd)
     canonical_names(cmd)
+    if name in CONFIG_VERBS:
+        add_config_option(cmd)
     return cmd
+
+
+#: Verbs whose long invocations can come from a file: ``mixlaw mix optimize --config mix.toml``.
+CONFIG_VERBS = ("cmr", "mix", "plan")
+
+
+def add_config_option(cmd: Any) -> None:
+    """Give a command (and each sub-command) ``--config FILE.toml``: the file's keys are the verb's option names
+    (``target = ["loss_a", "loss_b"]``, ``final = true``, ``weights = {loss_a = 0.5, loss_b = 0.5}`` for
+    ``NAME=VALUE`` options, ``runs = "runs.csv"`` for the positional argument); options on the command line win."""
+    subs = getattr(cmd, "commands", None)
+    if subs:
+        for sub in subs.values():
+            add_config_option(sub)
+        return
+    if any("--config" in getattr(p, "opts", ()) for p in cmd.params):
+        return
+    cmd.params.insert(0, _config_param())
+
+
+def _config_holder(
+    config: Annotated[
+        str | None,
+        typer.Option(
+            "--config",
+            is_eager=True,
+            expose_value=False,
+            callback=lambda ctx, param, value: _load_config(ctx, param, value),
+            help="TOML file of this verb's options (keys: option names); the command line wins.",
+        ),
+    ] = None,
+) -> None:
+    """Holder of the --config option (typer builds the parameter with its own classes)."""
+
+
+def _config_param() -> Any:
+    """A fresh ``--config`` parameter."""
+    one = typer.Typer(add_completion=False)
+    one.command()(_config_holder)
+    return typer.main.get_command(one).params[0]
+
+
+def _load_config(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> None:
+    """Read ``--config`` into the context's ``default_map`` (each key checked against the verb's options)."""
+    if value is None:
+        return
+    import difflib
+    import tomllib
+
+    click = typer  # BadParameter
+
+    try:
+        with open(value, "rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise click.BadParameter(f"cannot read {value}: {exc.strerror}", param=param) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise click.BadParameter(f"expected TOML in {value}, got {exc}", param=param) from None
+    names: dict[str, Any] = {}
+    for p in ctx.command.params:
+        if p.name in (None, "config"):
+            continue
+        names[p.name] = p
+        for o in getattr(p, "opts", ()):
+            names.setdefault(o.lstrip("-").replace("-", "_"), p)
+    defaults: dict[str, Any] = {}
+    for key, v in data.items():
+        k = str(key).replace("-", "_")
+        p = names.get(k)
+        if p is None:
+            close = difflib.get_close_matches(k, sorted(names), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise click.BadParameter(f"unknown key {key!r} in {value}{hint}", param=param)
+        if isinstance(v, dict):
+            v = [f"{a}={b}" for a, b in v.items()]
+        if getattr(p, "multiple", False) and not isinstance(v, list):
+            v = [v]
+        elif not getattr(p, "multiple", False) and isinstance(v, list) and getattr(p, "nargs", 1) == 1:
+            v = ",".join(str(x) for x in v)  # a comma list (--domains a,b,c)
+        defaults[p.name] = v
+    ctx.default_map = {**(ctx.default_map or {}), **defaults}
 
 
 #: One name per concept across verbs: old spelling -> the name every verb shows. The old spelling keeps working
