@@ -281,10 +281,11 @@ def test_config_file_reproduces_the_readme_mixture_command() -> None:
     m = re.search(r"mixlaw mix optimize (examples/mixture_probe/runs\.csv .*?--evaluate uniform)", readme)
     assert m, "README 1b command"
     long = _params(["mix", "optimize"], shlex.split(m.group(1)))
-    short = _params(["mix", "optimize"], ["--config", str(REPO / "examples" / "mixture_probe" / "optimize.toml")])
+    toml = str(REPO / "examples" / "mixture_probe" / "optimize.toml")
+    short = _params(["mix", "optimize"], ["--config", toml])
     assert long == short and len(long["target"]) == 5  # type: ignore[arg-type]
     # the command line wins over the file
-    over = _params(["mix", "optimize"], ["--config", str(REPO / "examples/mixture_probe/optimize.toml"), "--law", "dml"])
+    over = _params(["mix", "optimize"], ["--config", toml, "--law", "dml"])
     assert over["law"] == "dml" and over["target"] == long["target"]
 
 
