@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -387,9 +389,15 @@ def _print_validation(res: Any, title: str) -> None:
         )
     if "lo" in res.points and len(res.points) <= 40:
         pct = f"{100 * res.level:g}% {res.interval}"
-        for r in res.points.to_dict(orient="records"):
+        recs = res.points.to_dict(orient="records")
+        for r in recs:
+            lo, hi = r.get("lo"), r.get("hi")
+            band = (
+                f" {pct} \\[{lo:.5g}, {hi:.5g}] ({r.get('method') or 'bootstrap'}, {res.resample})"
+                if lo is not None and math.isfinite(float(lo))
+                else ""
+            )
             console().print(
-                f"  {r['fold']}: observed {r['observed']:.5g}, predicted {r['predicted']:.5g} "
-                f"{pct} [{r['lo']:.5g}, {r['hi']:.5g}] ({r.get('method', 'bootstrap')}, {res.resample})"
+                f"  {r['fold']}: observed {r['observed']:.5g}, predicted {r['predicted']:.5g}{band}"
                 + (f"  extrapolates {r['extrapolation']}" if r.get("extrapolation") else "")
             )
