@@ -302,3 +302,16 @@ def test_config_file_on_cmr_and_its_errors(grid: dict[str, Path], tmp_path: Path
     cfg.write_text('general-evl = "general"\n')
     r = runner.invoke(app, [*args, "--config", str(cfg)])
     assert r.exit_code != 0 and "did you mean 'general_eval'" in r.output
+
+
+def test_one_weights_syntax() -> None:
+    """NAME=VALUE, repeated or comma-separated, on `mix` and `cpt`; cpt's older `W_PT,W_CPT` still parses."""
+    from mixlaw.cli._common import parse_weights
+    from mixlaw.cli.cpt import _weights
+    from mixlaw.errors import MixlawError
+
+    assert parse_weights(["a=0.5,b=0.25", "c=0.25"]) == {"a": 0.5, "b": 0.25, "c": 0.25}
+    assert _weights("pt=0.3,cpt=0.7") == (0.3, 0.7) == _weights("cpt=0.7,pt=0.3") == _weights("0.3,0.7")
+    for bad in ("pt=0.3", "pt=0.3,code=0.7", "0.3"):
+        with pytest.raises(MixlawError):
+            _weights(bad)

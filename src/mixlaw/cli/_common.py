@@ -10,7 +10,7 @@ import functools
 import json
 import math
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -185,3 +185,20 @@ DecisionMaxIterOpt = Annotated[
     ),
 ]
 LevelOpt = Annotated[float, typer.Option("--level", help="Interval level, e.g. 0.95.")]
+
+
+def parse_weights(items: Sequence[str] | None, what: str = "--weights") -> dict[str, float]:
+    """The one weights syntax of every verb: ``NAME=VALUE`` items, repeated or comma-separated
+    (``--weights loss_a=0.5 --weights loss_b=0.5`` = ``--weights loss_a=0.5,loss_b=0.5``)."""
+    from mixlaw.errors import InputError
+
+    out: dict[str, float] = {}
+    for item in (part for it in items or () for part in str(it).split(",") if part.strip()):
+        if "=" not in item:
+            raise InputError(f"{what}: expected name=value, got {item!r}")
+        k, v = item.split("=", 1)
+        try:
+            out[k.strip()] = float(v)
+        except ValueError:
+            raise InputError(f"{what} {item}: expected a number after '='") from None
+    return out

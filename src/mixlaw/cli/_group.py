@@ -114,7 +114,7 @@ def _config_param() -> Any:
     return typer.main.get_command(one).params[0]
 
 
-def _load_config(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> None:
+def _load_config(ctx: Any, param: Any, value: str | None) -> None:
     """Read ``--config`` into the context's ``default_map`` (each key checked against the verb's options)."""
     if value is None:
         return
@@ -131,16 +131,16 @@ def _load_config(ctx: typer.Context, param: typer.CallbackParam, value: str | No
     except tomllib.TOMLDecodeError as exc:
         raise click.BadParameter(f"expected TOML in {value}, got {exc}", param=param) from None
     names: dict[str, Any] = {}
-    for p in ctx.command.params:
-        if p.name in (None, "config"):
+    for q in ctx.command.params:
+        if q.name in (None, "config"):
             continue
-        names[p.name] = p
-        for o in getattr(p, "opts", ()):
-            names.setdefault(o.lstrip("-").replace("-", "_"), p)
+        names[q.name] = q
+        for o in getattr(q, "opts", ()):
+            names.setdefault(o.lstrip("-").replace("-", "_"), q)
     defaults: dict[str, Any] = {}
     for key, v in data.items():
         k = str(key).replace("-", "_")
-        p = names.get(k)
+        p: Any = names.get(k)
         if p is None:
             close = difflib.get_close_matches(k, sorted(names), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
@@ -164,12 +164,13 @@ _ALIASED: dict[type, type] = {}
 def _aliased_class(cls: type) -> type:
     """A subclass of an option class whose help shows only the canonical names (not the hidden aliases)."""
     if cls not in _ALIASED:
+        base_help = cls.get_help_record  # type: ignore[attr-defined]
 
         def get_help_record(self: Any, ctx: Any) -> Any:
             saved = self.opts
             self.opts = [o for o in saved if o not in ALIASES]
             try:
-                return super(new, self).get_help_record(ctx)
+                return base_help(self, ctx)
             finally:
                 self.opts = saved
 

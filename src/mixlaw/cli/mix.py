@@ -52,18 +52,9 @@ def _domains(text: str) -> list[str]:
 
 
 def _pairs(items: list[str] | None, what: str) -> dict[str, float]:
-    from mixlaw.errors import InputError
+    from mixlaw.cli._common import parse_weights  # the one NAME=VALUE syntax (repeated or comma-separated)
 
-    out: dict[str, float] = {}
-    for item in items or ():
-        if "=" not in item:
-            raise InputError(f"{what}: expected domain=value, got {item!r}")
-        k, v = item.split("=", 1)
-        try:
-            out[k.strip()] = float(v)
-        except ValueError:
-            raise InputError(f"{what} {item}: expected a number after '='") from None
-    return out
+    return parse_weights(items, what)
 
 
 def _console() -> Any:
