@@ -315,3 +315,13 @@ def test_one_weights_syntax() -> None:
     for bad in ("pt=0.3", "pt=0.3,code=0.7", "0.3"):
         with pytest.raises(MixlawError):
             _weights(bad)
+
+
+def test_runs_table_reads_at_80_columns(grid: dict[str, Path], tmp_path: Path) -> None:
+    ingest_files([grid["logs"]], tmp_path / "s.db", meta=grid["meta"], keep_going=False)
+    r = runner.invoke(app, ["runs", "--store", str(tmp_path / "s.db")], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert max(len(x.rstrip()) for x in lines) <= 80
+    for word in ("cpt-legal-0.6-version_0", "general=0.4", "legal=0.6", "base-125m", "125M"):
+        assert word in r.stdout, word  # ids, shares and sizes never split mid-word
