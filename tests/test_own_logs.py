@@ -42,7 +42,7 @@ ML = _make_logs()
 @pytest.fixture(scope="module")
 def grid(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("own_logs")
-    return ML.write_logs(out, seed=3) | {"root": out}
+    return ML.write_logs(out) | {"root": out}  # the logs `python examples/own_logs/make_logs.py` writes
 
 
 def _documented(marker: str) -> list[list[str]]:
@@ -81,9 +81,13 @@ def test_documented_two_commands_give_the_true_cmr(grid: dict[str, Path]) -> Non
     cpt = frame[frame["phase"] == "cpt"]
     assert (cpt["tokens"] == cpt["step"] * ML.TOKENS_PER_STEP).all()  # tokens = tokens_per_step x step
     assert set(np.round(cpt["w_legal"], 6)) == set(ML.RATIOS) and (frame["n_params"] == ML.N_PARAMS).all()
+    r = _invoke(cmr, grid["root"])  # exactly as documented: its output is the one the page shows
+    assert r.exit_code == 0, r.output
+    shown = re.search(r"<!-- own-logs:cmr -->.*?\n```\n(cmr: left out.*?)\n(legal: CMR .*?)\n```", DOC.read_text(), re.S)
+    assert shown is not None
+    assert shown.group(1) in r.stderr and r.stdout.splitlines()[0] == shown.group(2)
     r = _invoke([*cmr, "--json"], grid["root"])
     assert r.exit_code == 0, r.output
-    assert "left out 720 of 801 rows with no value of loss_general, loss_legal" in r.stderr
     (size,) = json.loads(r.stdout)["cmr"]
     assert abs(size["cmr"] - ML.true_cmr()) < 0.05, (size["cmr"], ML.true_cmr())
     assert size["budget_tokens"] == pytest.approx(ML.STEPS * ML.TOKENS_PER_STEP)
