@@ -83,7 +83,8 @@ def test_documented_two_commands_give_the_true_cmr(grid: dict[str, Path]) -> Non
     assert set(np.round(cpt["w_legal"], 6)) == set(ML.RATIOS) and (frame["n_params"] == ML.N_PARAMS).all()
     r = _invoke(cmr, grid["root"])  # exactly as documented: its output is the one the page shows
     assert r.exit_code == 0, r.output
-    shown = re.search(r"<!-- own-logs:cmr -->.*?\n```\n(cmr: left out.*?)\n(legal: CMR .*?)\n```", DOC.read_text(), re.S)
+    page = DOC.read_text()
+    shown = re.search(r"<!-- own-logs:cmr -->.*?\n```\n(cmr: left out.*?)\n(legal: CMR .*?)\n```", page, re.S)
     assert shown is not None
     assert shown.group(1) in r.stderr and r.stdout.splitlines()[0] == shown.group(2)
     r = _invoke([*cmr, "--json"], grid["root"])
