@@ -21,6 +21,7 @@ COMMON_FIT = {"--law", "--store", "--where", "--loss-column", "--law-option", "-
 #: canonical names shown by every verb; the old spellings (--random-state, --loss-column) stay as hidden aliases
 CANON = {"--seed", "--target"}
 TABLE = {"--map", "--set", "--drop", "--where", "--derive", "--final", "--every", "--steps", "--allow-missing"}
+TABLE |= {"--meta"}
 EXPECTED: dict[str, set[str]] = {
     "laws": {"--law-file", "--json", "--long"},
     "fit": COMMON_FIT

@@ -330,3 +330,14 @@ def test_runs_table_reads_at_80_columns(grid: dict[str, Path], tmp_path: Path) -
     assert max(len(x.rstrip()) for x in lines) <= 80
     for word in ("cpt-legal-0.6-version_0", "general=0.4", "legal=0.6", "base-125m", "125M"):
         assert word in r.stdout, word  # ids, shares and sizes never split mid-word
+
+
+def test_meta_on_fit(grid: dict[str, Path], tmp_path: Path) -> None:
+    """`--meta` on a verb that reads a log file directly: tokens from tokens_per_step, no ingest needed."""
+    meta = _meta(tmp_path / "m.csv", "run_id,n_params,tokens_per_step\ncpt-legal-0.2,125000000,1048576\n")
+    wb = str(grid["logs"] / "wandb" / "cpt-legal-0.2.csv")
+    args = ["fit", wb, "--meta", str(meta), "--law", "power_law", "--law-option", "input=tokens",
+            "--target", "loss_legal", "--json"]  # fmt: skip
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["n_points"] == 20 and "left out 180 of 200 rows" in r.stderr
