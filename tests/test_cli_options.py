@@ -18,12 +18,16 @@ from mixlaw.cli._group import VERBS
 runner = CliRunner()
 
 COMMON_FIT = {"--law", "--store", "--where", "--loss-column", "--law-option", "--law-file", "--map", "--derive"}
+#: canonical names shown by every verb; the old spellings (--random-state, --loss-column) stay as hidden aliases
+CANON = {"--seed", "--target"}
 TABLE = {"--map", "--set", "--drop", "--where", "--derive", "--final", "--every", "--steps", "--allow-missing"}
+TABLE |= {"--meta"}
 EXPECTED: dict[str, set[str]] = {
-    "laws": {"--law-file", "--json"},
+    "laws": {"--law-file", "--json", "--long"},
     "fit": COMMON_FIT
     | {"TABLE", "--n-starts", "--n-polish", "--strategy", "--bootstrap", "--random-state", "--loss", "--delta"}
     | {"--drop-highest", "--out", "--report", "--validate", "--json", "--max-iter", "--resample"}
+    | CANON
     | TABLE,
     "predict": {"FIT_JSON", "--at", "--table", "--where", "--map", "--derive", "--law-file", "--json"}
     | {"--level", "--interval", "--method"}
@@ -32,6 +36,7 @@ EXPECTED: dict[str, set[str]] = {
     | {"TABLE", "--scheme", "--size-column", "--order-column", "--group-column", "--quantile", "--drop-highest"}
     | {"--random-state", "--json", "--holdout", "--largest", "--loss", "--max-iter", "--bootstrap", "--resample"}
     | {"--level", "--interval", "--coverage", "--method"}
+    | CANON
     | TABLE,
     "ingest": {"FILE", "--map", "--store", "--lr-table", "--run-id", "--run-id-from-row", "--evalset-column", "--set"}
     | {"--drop", "--format", "--allow-nan", "--allow-missing", "--replace", "--json"}
@@ -41,7 +46,7 @@ EXPECTED: dict[str, set[str]] = {
     | {"--law", "--ratio-law", "--pin-zero", "--c-method", "--lambda", "--bootstrap", "--seed", "--json"}
     | {"--schedule", "--tokens-per-step", "--budget-steps", "--budget-tokens", "--query-ratio", "--report"}
     | {"--paper-decision", "--relative-to-control", "--validate", "--level", "--max-iter"}
-    | {"--meta", "--base-eval"}
+    | {"--meta", "--base-eval", "--config"}
     | TABLE,
     "cpt predict": {"FIT", "--plan", "--weights", "--level", "--json", "--max-memory"},
     "cpt optimize": {"FIT", "--plan", "--weights", "--over", "--grid", "--level", "--json", "--max-memory"},
@@ -51,17 +56,17 @@ EXPECTED: dict[str, set[str]] = {
     "probe plan": {"SPEC"},
     "corpora prepare": {"--out", "--source", "--cache", "--tokenizer", "--vocab-size", "--json"},
     "mix compare": {"RUNS", "--domains", "--target", "--holdout", "--models", "--size-column", "--where", "--map"}
-    | {"--random-state", "--json", "--bootstrap", "--level", "--max-iter"}
+    | {"--random-state", "--json", "--bootstrap", "--level", "--max-iter", "--seed", "--config"}
     | TABLE,
     "mix optimize": {"RUNS", "--domains", "--law", "--target", "--weights", "--target-size", "--size-column"}
     | {"--law-option", "--objective", "--report", "--holdout", "--evaluate"}
     | {"--cap", "--floor", "--fix", "--max-epochs", "--unique-tokens", "--target-tokens", "--prior", "--kl-max"}
     | {"--kl-weight", "--bootstrap", "--sizes", "--where", "--map", "--random-state", "--json"}
-    | {"--level", "--max-iter"}
+    | {"--level", "--max-iter", "--seed", "--config"}
     | TABLE,
     "mix nested": {"RUNS", "--domains", "--target-size", "--target-step", "--target", "--max-fit-step"}
     | {"--step-column", "--size-column", "--law", "--law-option", "--where", "--map", "--random-state", "--json"}
-    | {"--tie-size-exponent", "--max-iter"}
+    | {"--tie-size-exponent", "--max-iter", "--seed", "--config"}
     | TABLE,
     "decide": {"NAME", "TABLE", "--option", "-o", "--bootstrap", "--level", "--seed", "--max-iter", "--report"}
     | {"--decision-file", "--json"}
@@ -70,7 +75,8 @@ EXPECTED: dict[str, set[str]] = {
     "plan": {"--sizes", "--target-size", "--budget", "--domains", "--strategy", "--compare", "--simulate", "--out"}
     | {"--tokens-per-param", "--flops-per-s", "--floor-runs", "--cap-runs", "--prior", "--mixture-floor"}
     | {"--mixtures", "--max-mixtures", "--k", "--noise", "--seed", "--name", "--data-dir", "--work-dir"}
-    | {"--block-size", "--batch-size", "--eval-tokens", "--cost-runs", "--cost-column", "--json", "--max-iter"},
+    | {"--block-size", "--batch-size", "--eval-tokens", "--cost-runs", "--cost-column", "--json", "--max-iter"}
+    | {"--config"},
 }
 
 

@@ -42,7 +42,7 @@ ML = _make_logs()
 @pytest.fixture(scope="module")
 def grid(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("own_logs")
-    return ML.write_logs(out, seed=3) | {"root": out}
+    return ML.write_logs(out) | {"root": out}  # the logs `python examples/own_logs/make_logs.py` writes
 
 
 def _documented(marker: str) -> list[list[str]]:
@@ -81,9 +81,14 @@ def test_documented_two_commands_give_the_true_cmr(grid: dict[str, Path]) -> Non
     cpt = frame[frame["phase"] == "cpt"]
     assert (cpt["tokens"] == cpt["step"] * ML.TOKENS_PER_STEP).all()  # tokens = tokens_per_step x step
     assert set(np.round(cpt["w_legal"], 6)) == set(ML.RATIOS) and (frame["n_params"] == ML.N_PARAMS).all()
+    r = _invoke(cmr, grid["root"])  # exactly as documented: its output is the one the page shows
+    assert r.exit_code == 0, r.output
+    page = DOC.read_text()
+    shown = re.search(r"<!-- own-logs:cmr -->.*?\n```\n(cmr: left out.*?)\n(legal: CMR .*?)\n```", page, re.S)
+    assert shown is not None
+    assert shown.group(1) in r.stderr and r.stdout.splitlines()[0] == shown.group(2)
     r = _invoke([*cmr, "--json"], grid["root"])
     assert r.exit_code == 0, r.output
-    assert "left out 720 of 801 rows with no value of loss_general, loss_legal" in r.stderr
     (size,) = json.loads(r.stdout)["cmr"]
     assert abs(size["cmr"] - ML.true_cmr()) < 0.05, (size["cmr"], ML.true_cmr())
     assert size["budget_tokens"] == pytest.approx(ML.STEPS * ML.TOKENS_PER_STEP)
@@ -245,3 +250,94 @@ def test_version_and_python_m(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-m", "mixlaw", "--version"], capture_output=True, text=True, check=False,
                        cwd=tmp_path, env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"})  # fmt: skip
     assert p.returncode == 0 and p.stdout.startswith("mixlaw "), p.stderr
+
+
+def test_one_name_per_concept_with_hidden_old_spellings(grid: dict[str, Path]) -> None:
+    """`--seed` and `--target` on every verb; `--random-state` / `--loss-column` still work, hidden from help."""
+    wb = str(grid["logs"] / "wandb" / "cpt-legal-0.2.csv")
+    base = ["fit", wb, "--law", "power_law", "--set", "n_params=1e8", "--derive", "tokens=step*1048576",
+            "--law-option", "input=tokens", "--json"]  # fmt: skip
+    new = runner.invoke(app, [*base, "--target", "loss_general", "--seed", "3"])
+    old = runner.invoke(app, [*base, "--loss-column", "loss_general", "--random-state", "3"])
+    assert new.exit_code == 0 and old.exit_code == 0, new.output + old.output
+    a, b = json.loads(new.stdout), json.loads(old.stdout)
+    assert a["params"] == b["params"] and a["target"] == "loss_general" and a["n_points"] == 20
+    for verb in (["fit"], ["validate"], ["mix", "optimize"]):
+        text = runner.invoke(app, [*verb, "--help"], env={"COLUMNS": "80"}).stdout
+        assert "--seed" in text and "--random-state" not in text and "--loss-column" not in text, verb
+        assert "<bool>" not in text and "…" not in text, verb
+
+
+def _params(verb: list[str], args: list[str]) -> dict[str, object]:
+    """What a verb's parser makes of ``args`` (no run): its parameter values."""
+    import typer
+    from typer._click import Context
+
+    cmd = typer.main.get_command(app)
+    ctx = Context(cmd)
+    for name in verb:
+        cmd = cmd.get_command(ctx, name)
+    return dict(cmd.make_context(verb[-1], args, parent=ctx).params)
+
+
+def test_config_file_reproduces_the_readme_mixture_command() -> None:
+    """`mixlaw mix optimize --config examples/mixture_probe/optimize.toml` = the README's 1b command line."""
+    readme = " ".join((REPO / "README.md").read_text().split())
+    m = re.search(r"mixlaw mix optimize (examples/mixture_probe/runs\.csv .*?--evaluate uniform)", readme)
+    assert m, "README 1b command"
+    long = _params(["mix", "optimize"], shlex.split(m.group(1)))
+    toml = str(REPO / "examples" / "mixture_probe" / "optimize.toml")
+    short = _params(["mix", "optimize"], ["--config", toml])
+    assert long == short and len(long["target"]) == 5  # type: ignore[arg-type]
+    # the command line wins over the file
+    over = _params(["mix", "optimize"], ["--config", toml, "--law", "dml"])
+    assert over["law"] == "dml" and over["target"] == long["target"]
+
+
+def test_config_file_on_cmr_and_its_errors(grid: dict[str, Path], tmp_path: Path) -> None:
+    cfg = tmp_path / "cmr.toml"
+    cfg.write_text('general-eval = "general"\ndomain_eval = ["legal"]\nbase-eval = "general=2.0,legal=2.5"\n')
+    args = ["cmr", str(grid["logs"] / "wandb" / "cpt-legal-0.2.csv"), "--set", "ratio=0.2", "--set", "phase=cpt",
+            "--derive", "tokens=step*1048576", "--json"]  # fmt: skip
+    a = runner.invoke(app, [*args, "--config", str(cfg)])
+    b = runner.invoke(app, [*args, "--general-eval", "general", "--domain-eval", "legal", "--base-eval",
+                            "general=2.0,legal=2.5"])  # fmt: skip
+    assert a.exit_code == 0 and b.exit_code == 0, a.output + b.output
+    assert json.loads(a.stdout)["ratios"] == json.loads(b.stdout)["ratios"]
+    cfg.write_text('general-evl = "general"\n')
+    r = runner.invoke(app, [*args, "--config", str(cfg)])
+    assert r.exit_code != 0 and "did you mean 'general_eval'" in r.output
+
+
+def test_one_weights_syntax() -> None:
+    """NAME=VALUE, repeated or comma-separated, on `mix` and `cpt`; cpt's older `W_PT,W_CPT` still parses."""
+    from mixlaw.cli._common import parse_weights
+    from mixlaw.cli.cpt import _weights
+    from mixlaw.errors import MixlawError
+
+    assert parse_weights(["a=0.5,b=0.25", "c=0.25"]) == {"a": 0.5, "b": 0.25, "c": 0.25}
+    assert _weights("pt=0.3,cpt=0.7") == (0.3, 0.7) == _weights("cpt=0.7,pt=0.3") == _weights("0.3,0.7")
+    for bad in ("pt=0.3", "pt=0.3,code=0.7", "0.3"):
+        with pytest.raises(MixlawError):
+            _weights(bad)
+
+
+def test_runs_table_reads_at_80_columns(grid: dict[str, Path], tmp_path: Path) -> None:
+    ingest_files([grid["logs"]], tmp_path / "s.db", meta=grid["meta"], keep_going=False)
+    r = runner.invoke(app, ["runs", "--store", str(tmp_path / "s.db")], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert max(len(x.rstrip()) for x in lines) <= 80
+    for word in ("cpt-legal-0.6-version_0", "general=0.4", "legal=0.6", "base-125m", "125M"):
+        assert word in r.stdout, word  # ids, shares and sizes never split mid-word
+
+
+def test_meta_on_fit(grid: dict[str, Path], tmp_path: Path) -> None:
+    """`--meta` on a verb that reads a log file directly: tokens from tokens_per_step, no ingest needed."""
+    meta = _meta(tmp_path / "m.csv", "run_id,n_params,tokens_per_step\ncpt-legal-0.2,125000000,1048576\n")
+    wb = str(grid["logs"] / "wandb" / "cpt-legal-0.2.csv")
+    args = ["fit", wb, "--meta", str(meta), "--law", "power_law", "--law-option", "input=tokens",
+            "--target", "loss_legal", "--json"]  # fmt: skip
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["n_points"] == 20 and "left out 180 of 200 rows" in r.stderr

@@ -20,6 +20,7 @@ from mixlaw.fit import FitResult, fit_law
 from mixlaw.fit.features import add_features
 from mixlaw.fit.validate import ValidationResult, validate_law
 from mixlaw.laws import LAWS, Law, get_law, law_names, load_law_file
+from mixlaw.runs.select import TableOptions
 
 __all__ = [
     "load_table",
@@ -112,8 +113,21 @@ def load_table(
     derive: Mapping[str, str] | None = None,
     drop_highest: int = 0,
     target: str | None = None,
+    set_values: Mapping[str, Any] | None = None,
+    drop: Sequence[str] = (),
+    final: bool = False,
+    every: int | None = None,
+    steps: tuple[int | None, int | None] | str | None = None,
+    allow_missing: bool = False,
+    meta: str | Path | None = None,
+    options: TableOptions | None = None,
 ) -> pd.DataFrame:
     """Load a RunTable from a file (CSV, JSONL, Parquet, TensorBoard, W&B export) or a RunStore (``*.db``).
+
+    The table options of the CLI verbs are keywords here (``set_values``, ``drop``, ``final``, ``every``,
+    ``steps``, ``allow_missing``, ``meta``; or one :class:`~mixlaw.runs.select.TableOptions` as ``options``):
+    with any of them the rows go through :func:`mixlaw.runs.select.load_runs` (``target`` is the needed column:
+    logging steps without it are left out, ``attrs["notes"]`` says how many).
 
     Parameters
     ----------
@@ -129,8 +143,35 @@ def load_table(
     drop_highest
         Drop the rows with the ``drop_highest`` largest ``target`` values (the Chinchilla replication drops 5).
     target
-        The target column ``drop_highest`` ranks by.
+        The target column ``drop_highest`` ranks by (and the column the table options need).
+    set_values, drop, final, every, steps, allow_missing, meta
+        As ``--set``, ``--drop``, ``--final``, ``--every``, ``--steps`` (``"1000:5000"`` or a pair),
+        ``--allow-missing`` and ``--meta`` of the CLI (:class:`~mixlaw.runs.select.TableOptions`).
+    options
+        All table options at once (``column_map``, ``derive`` and ``where`` given here are merged in).
     """
+    extra = bool(set_values or drop or final or every or steps or allow_missing or meta is not None)
+    if options is not None or extra:
+        from dataclasses import replace
+
+        from mixlaw.runs.select import load_runs, parse_steps
+
+        opts = options or TableOptions()
+        opts = replace(
+            opts,
+            column_map={**opts.column_map, **(column_map or {})},
+            derive={**opts.derive, **(derive or {})},
+            where=where or opts.where,
+            set_values={**opts.set_values, **(set_values or {})},
+            drop=(*opts.drop, *drop),
+            final=final or opts.final,
+            every=every or opts.every,
+            steps=(parse_steps(steps) if isinstance(steps, str) else steps) or opts.steps,
+            allow_missing=allow_missing or opts.allow_missing,
+            meta=meta if meta is not None else opts.meta,
+        )
+        df = load_runs(source, opts, needed=[target] if target else ())
+        return _drop_highest(df, drop_highest, target, "table") if drop_highest else df
     lines = None
     if isinstance(source, pd.DataFrame):
         df = source.copy()
@@ -170,16 +211,21 @@ def load_table(
         except Exception as exc:
             raise InputError(f"expected a valid --where filter, got {where!r} ({exc}) in {name}") from None
     if drop_highest:
-        if target is None or target not in df:
-            raise InputError(f"expected a target column to rank for --drop-highest, got {target!r} in {name}")
-        if drop_highest < 0 or drop_highest >= len(df):
-            raise InputError(f"expected 0 <= --drop-highest < {len(df)} rows, got {drop_highest}")
-        keep = np.argsort(pd.to_numeric(df[target]).to_numpy(), kind="stable")[: len(df) - drop_highest]
-        df = df.iloc[np.sort(keep)]
+        df = _drop_highest(df, drop_highest, target, name)
     if len(df) == 0:
         raise InputError(f"expected rows to work with, got none after filtering in {name}")
     out = df.reset_index(drop=True)
     return out if lines is None else attach_lines(out, lines[df.index.to_numpy()])
+
+
+def _drop_highest(df: pd.DataFrame, k: int, target: str | None, name: str) -> pd.DataFrame:
+    """Drop the rows with the ``k`` largest ``target`` values (``drop_highest``; CLI ``--drop-highest``)."""
+    if target is None or target not in df:
+        raise InputError(f"expected a target column to rank for drop_highest, got {target!r} in {name}")
+    if k < 0 or k >= len(df):
+        raise InputError(f"expected 0 <= drop_highest < {len(df)} rows, got {k}", column="drop_highest")
+    keep = np.argsort(pd.to_numeric(df[target]).to_numpy(), kind="stable")[: len(df) - k]
+    return df.iloc[np.sort(keep)]
 
 
 def fit(
@@ -237,11 +283,11 @@ def predict(
     from mixlaw.fit.predict import predict_point, predict_rows
 
     if (at is None) == (table is None):
-        raise InputError("expected exactly one of --at or --table")
+        raise InputError("expected exactly one of at (one point) or table (rows)")
     if at is not None:
         return predict_point(result, at, level=level, interval=interval, method=method)
     if table is None:  # unreachable: exactly one of at/table was checked above
-        raise InputError("expected exactly one of --at or --table")
+        raise InputError("expected exactly one of at (one point) or table (rows)")
     table = add_features(table, result.law, input_map=result.input_map)
     return predict_rows(result, table, level=level, interval=interval, method=method)
 

@@ -25,6 +25,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    rich_markup_mode=None,  # plain click help: full option names, no <bool> metavars, word-wrapped at 80 columns
 )
 
 

@@ -10,7 +10,7 @@ import functools
 import json
 import math
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -65,7 +65,7 @@ def user_errors() -> Iterator[list[warnings.WarningMessage]]:
         try:
             yield caught
         except MixlawError as exc:
-            typer.echo(f"error: {one_line(str(exc))}", err=True)
+            typer.echo(f"error: {one_line(_as_cli(exc))}", err=True)
             raise typer.Exit(1) from None
         except OSError as exc:
             text = f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": ")
@@ -74,6 +74,21 @@ def user_errors() -> Iterator[list[warnings.WarningMessage]]:
         finally:
             for w in caught:
                 typer.echo(f"warning: {w.category.__name__}: {one_line(str(w.message))}", err=True)
+
+
+#: API keywords an error may name (``InputError(column=...)``) and the CLI option that sets each.
+KEYWORD_FLAGS = {"level": "--level", "interval": "--interval", "method": "--method", "drop_highest": "--drop-highest"}
+
+
+def _as_cli(exc: MixlawError) -> str:
+    """An API error in the CLI's words: ``expected a level in (0, 1), got 1.5 (--level)``, not ``... in level``."""
+    text = str(exc)
+    col = getattr(exc, "column", None)
+    if col in KEYWORD_FLAGS and getattr(exc, "file", None) is None and getattr(exc, "row", None) is None:
+        tail = f" in {col}"
+        if text.endswith(tail):
+            return f"{text[: -len(tail)]} ({KEYWORD_FLAGS[col]})"
+    return text
 
 
 def verb(func: F) -> F:
@@ -183,3 +198,20 @@ MaxMemoryOpt = Annotated[
         help="Memory the job may plan to use (4G, 512M, ...): larger requests stop first with their estimate.",
     ),
 ]
+
+
+def parse_weights(items: Sequence[str] | None, what: str = "--weights") -> dict[str, float]:
+    """The one weights syntax of every verb: ``NAME=VALUE`` items, repeated or comma-separated
+    (``--weights loss_a=0.5 --weights loss_b=0.5`` = ``--weights loss_a=0.5,loss_b=0.5``)."""
+    from mixlaw.errors import InputError
+
+    out: dict[str, float] = {}
+    for item in (part for it in items or () for part in str(it).split(",") if part.strip()):
+        if "=" not in item:
+            raise InputError(f"{what}: expected name=value, got {item!r}")
+        k, v = item.split("=", 1)
+        try:
+            out[k.strip()] = float(v)
+        except ValueError:
+            raise InputError(f"{what} {item}: expected a number after '='") from None
+    return out

@@ -7,12 +7,12 @@ just that verb's module (and so only the libraries it needs).
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-__all__ = ["LazyGroup", "VERBS", "load_verb"]
+__all__ = ["LazyGroup", "VERBS", "ALIASES", "load_verb", "plain_help", "canonical_names"]
 
 #: verb → (module, attribute: a verb function or a typer app, one-line help shown by ``mixlaw --help``)
 VERBS: dict[str, tuple[str, str, str]] = {
@@ -67,7 +67,139 @@ def load_verb(name: str) -> Any:
         obj = single
     cmd = typer.main.get_command(obj)
     cmd.name = name
+    plain_help(cmd)
+    canonical_names(cmd)
+    if name in CONFIG_VERBS:
+        add_config_option(cmd)
     return cmd
+
+
+#: Verbs whose long invocations can come from a file: ``mixlaw mix optimize --config mix.toml``.
+CONFIG_VERBS = ("cmr", "mix", "plan")
+
+
+def add_config_option(cmd: Any) -> None:
+    """Give a command (and each sub-command) ``--config FILE.toml``: the file's keys are the verb's option names
+    (``target = ["loss_a", "loss_b"]``, ``final = true``, ``weights = {loss_a = 0.5, loss_b = 0.5}`` for
+    ``NAME=VALUE`` options, ``runs = "runs.csv"`` for the positional argument); options on the command line win."""
+    subs = getattr(cmd, "commands", None)
+    if subs:
+        for sub in subs.values():
+            add_config_option(sub)
+        return
+    if any("--config" in getattr(p, "opts", ()) for p in cmd.params):
+        return
+    cmd.params.insert(0, _config_param())
+
+
+def _config_holder(
+    config: Annotated[
+        str | None,
+        typer.Option(
+            "--config",
+            is_eager=True,
+            expose_value=False,
+            callback=lambda ctx, param, value: _load_config(ctx, param, value),
+            help="TOML file of this verb's options (keys: option names); the command line wins.",
+        ),
+    ] = None,
+) -> None:
+    """Holder of the --config option (typer builds the parameter with its own classes)."""
+
+
+def _config_param() -> Any:
+    """A fresh ``--config`` parameter."""
+    one = typer.Typer(add_completion=False)
+    one.command()(_config_holder)
+    return typer.main.get_command(one).params[0]
+
+
+def _load_config(ctx: Any, param: Any, value: str | None) -> None:
+    """Read ``--config`` into the context's ``default_map`` (each key checked against the verb's options)."""
+    if value is None:
+        return
+    import difflib
+    import tomllib
+
+    click = typer  # BadParameter
+
+    try:
+        with open(value, "rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise click.BadParameter(f"cannot read {value}: {exc.strerror}", param=param) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise click.BadParameter(f"expected TOML in {value}, got {exc}", param=param) from None
+    names: dict[str, Any] = {}
+    for q in ctx.command.params:
+        if q.name in (None, "config"):
+            continue
+        names[q.name] = q
+        for o in getattr(q, "opts", ()):
+            names.setdefault(o.lstrip("-").replace("-", "_"), q)
+    defaults: dict[str, Any] = {}
+    for key, v in data.items():
+        k = str(key).replace("-", "_")
+        p: Any = names.get(k)
+        if p is None:
+            close = difflib.get_close_matches(k, sorted(names), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise click.BadParameter(f"unknown key {key!r} in {value}{hint}", param=param)
+        if isinstance(v, dict):
+            v = [f"{a}={b}" for a, b in v.items()]
+        if getattr(p, "multiple", False) and not isinstance(v, list):
+            v = [v]
+        elif not getattr(p, "multiple", False) and isinstance(v, list) and getattr(p, "nargs", 1) == 1:
+            v = ",".join(str(x) for x in v)  # a comma list (--domains a,b,c)
+        defaults[p.name] = v
+    ctx.default_map = {**(ctx.default_map or {}), **defaults}
+
+
+#: One name per concept across verbs: old spelling -> the name every verb shows. The old spelling keeps working
+#: (a hidden alias), so scripts written against it still run.
+ALIASES: dict[str, str] = {"--random-state": "--seed", "--loss-column": "--target"}
+_ALIASED: dict[type, type] = {}
+
+
+def _aliased_class(cls: type) -> type:
+    """A subclass of an option class whose help shows only the canonical names (not the hidden aliases)."""
+    if cls not in _ALIASED:
+        base_help = cls.get_help_record  # type: ignore[attr-defined]
+
+        def get_help_record(self: Any, ctx: Any) -> Any:
+            saved = self.opts
+            self.opts = [o for o in saved if o not in ALIASES]
+            try:
+                return base_help(self, ctx)
+            finally:
+                self.opts = saved
+
+        new = type(f"Aliased{cls.__name__}", (cls,), {"get_help_record": get_help_record})
+        _ALIASED[cls] = new
+    return _ALIASED[cls]
+
+
+def canonical_names(cmd: Any) -> None:
+    """Give every option spelled the old way (:data:`ALIASES`) its canonical name, keeping the old one as a hidden
+    alias (``--random-state`` -> ``--seed``; ``--loss-column`` -> ``--target``), in a command and its
+    sub-commands. An option whose verb already has the canonical name keeps its own."""
+    taken = {o for p in getattr(cmd, "params", []) for o in getattr(p, "opts", [])}
+    for p in getattr(cmd, "params", []):
+        olds = [o for o in getattr(p, "opts", []) if o in ALIASES and ALIASES[o] not in taken]
+        if olds:
+            p.opts = [ALIASES[olds[0]], *p.opts]
+            p.__class__ = _aliased_class(type(p))
+    for sub in getattr(cmd, "commands", {}).values():
+        canonical_names(sub)
+
+
+def plain_help(cmd: Any) -> None:
+    """Plain click help for a command and its sub-commands: options in full (no ``…``-truncated names), flags
+    without a ``<bool>`` metavar, help wrapped at word boundaries to the terminal's width (80 columns readable)."""
+    if hasattr(cmd, "rich_markup_mode"):
+        cmd.rich_markup_mode = None
+    for sub in getattr(cmd, "commands", {}).values():
+        plain_help(sub)
 
 
 class LazyGroup(TyperGroup):

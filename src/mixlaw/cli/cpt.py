@@ -35,12 +35,20 @@ DEFAULT_CPT = "cosine:peak=2e-4,steps=10000"
 
 
 def _weights(text: str | None) -> tuple[float, float] | None:
+    """``pt=0.3,cpt=0.7`` (the NAME=VALUE syntax of every verb) or the older ``0.3,0.7``."""
     if text is None:
         return None
+    if "=" in text:
+        from mixlaw.cli._common import parse_weights
+
+        w = parse_weights([text])
+        if set(w) != {"pt", "cpt"}:
+            raise MixlawError(f"--weights must name pt and cpt (pt=W_PT,cpt=W_CPT), got '{text}'")
+        return w["pt"], w["cpt"]
     try:
         a, b = (float(v) for v in text.split(","))
     except ValueError:
-        raise MixlawError(f"--weights must be two numbers W_PT,W_CPT, got '{text}'") from None
+        raise MixlawError(f"--weights must be pt=W_PT,cpt=W_CPT (or two numbers W_PT,W_CPT), got '{text}'") from None
     return a, b
 
 
@@ -73,7 +81,7 @@ def _emit_warnings(caught: list[warnings.WarningMessage], as_json: bool) -> list
 def predict(
     fit: Annotated[Path, typer.Argument(help="FIT.json: a CPT fit bundle or one fit")],
     plan: Annotated[Path, typer.Option("--plan", help="PLAN.toml (see mixlaw.decide.cpt.load_plan)")],
-    weights: Annotated[str | None, typer.Option(help="W_PT,W_CPT for the composite loss")] = None,
+    weights: Annotated[str | None, typer.Option(help="pt=W_PT,cpt=W_CPT for the composite loss")] = None,
     level: Annotated[float, typer.Option(help="interval level of the bootstrap bands")] = 0.9,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output with the trajectory")] = False,
     max_memory: MaxMemoryOpt = "4G",
@@ -124,7 +132,7 @@ def predict(
 def optimize(
     fit: Annotated[Path, typer.Argument(help="FIT.json: a CPT fit bundle with D_pt and D_cpt fits")],
     over: Annotated[str, typer.Option(help="replay | peak_lr | loss_potential")],
-    weights: Annotated[str, typer.Option(help="W_PT,W_CPT objective weights (sum to 1)")],
+    weights: Annotated[str, typer.Option(help="pt=W_PT,cpt=W_CPT objective weights (sum to 1)")],
     plan: Annotated[Path | None, typer.Option("--plan", help="base PLAN.toml (default: the paper's setting)")] = None,
     grid: Annotated[str | None, typer.Option(help="comma-separated grid of values to try")] = None,
     level: Annotated[float, typer.Option("--level", help="Interval level, e.g. 0.95.")] = 0.95,
@@ -177,7 +185,7 @@ def optimize(
 def critical(
     fit: Annotated[Path, typer.Argument(help="FIT.json: a CPT fit bundle or one cpt fit")],
     plan: Annotated[Path | None, typer.Option("--plan", help="PLAN.toml (default: the paper's setting)")] = None,
-    weights: Annotated[str | None, typer.Option(help="W_PT,W_CPT: also analyse the composite loss")] = None,
+    weights: Annotated[str | None, typer.Option(help="pt=W_PT,cpt=W_CPT: also analyse the composite loss")] = None,
     horizon: Annotated[int | None, typer.Option(help="turning-length horizon in CPT steps")] = None,
     level: Annotated[float, typer.Option("--level", help="Interval level, e.g. 0.95.")] = 0.95,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,

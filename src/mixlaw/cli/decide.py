@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 
 from mixlaw.cli._common import DeriveOpt, JsonOpt, MapOpt, WhereOpt, emit_json, progress_bar, verb
-from mixlaw.cli._table import AllowMissingOpt, DropOpt, EveryOpt, FinalOpt, SetOpt, StepsOpt, load
+from mixlaw.cli._table import AllowMissingOpt, DropOpt, EveryOpt, FinalOpt, MetaOpt, SetOpt, StepsOpt, load
 
 __all__ = ["decide_cmd", "decisions_cmd"]
 
@@ -47,6 +47,7 @@ def decide_cmd(
     every: EveryOpt = None,
     steps: StepsOpt = None,
     allow_missing: AllowMissingOpt = False,
+    meta: MetaOpt = None,
     report: Annotated[Path | None, typer.Option("--report", help="Write an HTML report here.")] = None,
     decision_file: DecisionFileOpt = None,
     json_out: JsonOpt = False,
@@ -66,7 +67,7 @@ def decide_cmd(
     frame = None
     if table is not None:
         frame = load(table, maps=maps, set_=set_, drop=drop, where=where, derive=derive, final=final, every=every,
-                     steps=steps, allow_missing=allow_missing)  # fmt: skip
+                     steps=steps, allow_missing=allow_missing, meta=meta)  # fmt: skip
     with _progress(bootstrap) as progress:
         result = api.decide(frame, name, opts, intervals=intervals, solver=solver, progress=progress)
     if report is not None:

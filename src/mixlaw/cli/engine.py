@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -28,6 +29,7 @@ from mixlaw.cli._table import (
     EveryOpt,
     FinalOpt,
     MapOpt,
+    MetaOpt,
     SetOpt,
     StepsOpt,
     WhereOpt,
@@ -65,9 +67,13 @@ def _table(table: Path | None, store: Path, options: dict[str, Any], *extra: Any
 
 @verb
 def laws_cmd(
-    law_file: LawFileOpt = None, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False
+    law_file: LawFileOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    long: Annotated[bool, typer.Option("--long", help="Inputs, options and citations too (a wide table).")] = False,
 ) -> None:
     """List the registered laws with formula and inputs."""
+    import sys
+
     from rich.table import Table
 
     from mixlaw import api
@@ -76,6 +82,20 @@ def laws_cmd(
     rows = api.list_laws()
     if as_json:
         return emit_json({"laws": rows})
+    if not sys.stdout.isatty():  # a pipe or a script: one plain line per law, never wrapped
+        width = max(len(r["name"]) for r in rows)
+        for r in rows:
+            opts = _options_cell(r["options"]).replace("\n", "; ")
+            extra = f"  inputs: {_short_list(r['inputs'])}" + (f"  options: {opts}" if opts != "—" else "")
+            typer.echo(f"{r['name']:<{width}}  {r['formula']}" + (f"{extra}  ({r['citation']})" if long else extra))
+        return
+    if not long:  # a terminal: name and formula, the details with --long
+        t = Table(title="mixlaw laws (--long: inputs, options, citations)", show_lines=False)
+        t.add_column("name", no_wrap=True, overflow="ellipsis")
+        t.add_column("formula", overflow="fold")
+        for r in rows:
+            t.add_row(r["name"], r["formula"])
+        return console().print(t)
     t = Table(title="mixlaw laws", show_lines=False)
     for col in ("name", "formula", "inputs", "options (--law-option name=value)", "citation"):
         t.add_column(col, overflow="fold")
@@ -129,6 +149,7 @@ def fit_cmd(
     every: EveryOpt = None,
     steps: StepsOpt = None,
     allow_missing: AllowMissingOpt = False,
+    meta: MetaOpt = None,
     drop_highest: Annotated[int, typer.Option("--drop-highest", help="Drop the K highest-target rows.")] = 0,
     out_path: Annotated[Path | None, typer.Option("--out", help="Write the fit as JSON here.")] = None,
     report: Annotated[Path | None, typer.Option("--report", help="Write an HTML fit report here.")] = None,
@@ -191,6 +212,7 @@ def predict_cmd(
     every: EveryOpt = None,
     steps: StepsOpt = None,
     allow_missing: AllowMissingOpt = False,
+    meta: MetaOpt = None,
     law_file: LawFileOpt = None,
     level: LevelOpt = 0.95,
     interval: IntervalOpt = "confidence",
@@ -302,6 +324,7 @@ def validate_cmd(
     every: EveryOpt = None,
     steps: StepsOpt = None,
     allow_missing: AllowMissingOpt = False,
+    meta: MetaOpt = None,
     drop_highest: Annotated[int, typer.Option("--drop-highest")] = 0,
     random_state: Annotated[int | None, typer.Option("--random-state")] = None,
     holdout: Annotated[str | None, typer.Option("--holdout", help="Hold out the rows matching this filter.")] = None,
@@ -382,9 +405,15 @@ def _print_validation(res: Any, title: str) -> None:
         )
     if "lo" in res.points and len(res.points) <= 40:
         pct = f"{100 * res.level:g}% {res.interval}"
-        for r in res.points.to_dict(orient="records"):
+        recs = res.points.to_dict(orient="records")
+        for r in recs:
+            lo, hi = r.get("lo"), r.get("hi")
+            band = (
+                f" {pct} \\[{lo:.5g}, {hi:.5g}] ({r.get('method') or 'bootstrap'}, {res.resample})"
+                if lo is not None and math.isfinite(float(lo))
+                else ""
+            )
             console().print(
-                f"  {r['fold']}: observed {r['observed']:.5g}, predicted {r['predicted']:.5g} "
-                f"{pct} [{r['lo']:.5g}, {r['hi']:.5g}] ({r.get('method', 'bootstrap')}, {res.resample})"
+                f"  {r['fold']}: observed {r['observed']:.5g}, predicted {r['predicted']:.5g}{band}"
                 + (f"  extrapolates {r['extrapolation']}" if r.get("extrapolation") else "")
             )

@@ -18,6 +18,7 @@ from mixlaw.cli._table import (
     EveryOpt,
     FinalOpt,
     MapOpt,
+    MetaOpt,
     SetOpt,
     StepsOpt,
     WhereOpt,
@@ -52,18 +53,9 @@ def _domains(text: str) -> list[str]:
 
 
 def _pairs(items: list[str] | None, what: str) -> dict[str, float]:
-    from mixlaw.errors import InputError
+    from mixlaw.cli._common import parse_weights  # the one NAME=VALUE syntax (repeated or comma-separated)
 
-    out: dict[str, float] = {}
-    for item in items or ():
-        if "=" not in item:
-            raise InputError(f"{what}: expected domain=value, got {item!r}")
-        k, v = item.split("=", 1)
-        try:
-            out[k.strip()] = float(v)
-        except ValueError:
-            raise InputError(f"{what} {item}: expected a number after '='") from None
-    return out
+    return parse_weights(items, what)
 
 
 def _console() -> Any:
@@ -110,6 +102,7 @@ def compare_cmd(
     every: EveryOpt = None,
     steps: StepsOpt = None,
     allow_missing: AllowMissingOpt = False,
+    meta: MetaOpt = None,
     random_state: SeedOpt = 0,
     level: LevelOpt = 0.95,
     max_iter: DecisionMaxIterOpt = None,
@@ -233,6 +226,7 @@ def optimize_cmd(
     every: EveryOpt = None,
     steps: StepsOpt = None,
     allow_missing: AllowMissingOpt = False,
+    meta: MetaOpt = None,
     random_state: SeedOpt = 0,
     level: LevelOpt = 0.95,
     max_iter: DecisionMaxIterOpt = None,
@@ -418,6 +412,7 @@ def nested_cmd(
     every: EveryOpt = None,
     steps: StepsOpt = None,
     allow_missing: AllowMissingOpt = False,
+    meta: MetaOpt = None,
     random_state: SeedOpt = 0,
     max_iter: DecisionMaxIterOpt = None,
     as_json: JsonOpt = False,

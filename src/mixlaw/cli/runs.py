@@ -151,7 +151,7 @@ def runs(
 ) -> None:
     """List the runs of a store (filter with --where), or export its RunTable.
 
-    ``--columns`` lists the store's columns instead: unit, level and how many runs carry each."""
+    With --columns: the store's columns instead, with unit, level and how many runs carry each."""
     from mixlaw import api
 
     if export is not None:
@@ -192,14 +192,13 @@ def _print_columns(recs: list[dict[str, Any]], title: str, n_runs: int) -> None:
 
 
 def _print_runs(frame: Any, title: str) -> None:
+    from rich import box
     from rich.table import Table
 
     from mixlaw.runs.columns import format_numbers
 
-    t = Table(title=f"{len(frame)} runs in {title}")
     cols = ("run_id", "phase", "n_params", "mixture", "parent_run", "status", "n_evals", "last_step")
-    for c in cols:
-        t.add_column(c, justify="right" if c in ("n_params", "n_evals", "last_step") else "left", overflow="fold")
+    heads = {"n_params": "size", "parent_run": "parent", "n_evals": "evals", "last_step": "last"}
     wcols = [c for c in frame.columns if c.startswith("w_")]
 
     def val(v: Any) -> Any:
@@ -212,10 +211,23 @@ def _print_runs(frame: Any, title: str) -> None:
 
     recs = frame.to_dict("records")
     nums = {c: format_numbers([r.get(c) for r in recs]) for c in ("n_params", "n_evals", "last_step")}
+    rows = []
     for i, r in enumerate(recs):
         mix = " ".join(f"{c[2:]}={float(r[c]):.3g}" for c in wcols if val(r[c]) is not None and float(r[c]) > 0)
-        t.add_row(str(r["run_id"]), text(r["phase"]), nums["n_params"][i], mix, text(r["parent_run"]),
-                  text(r["status"]), nums["n_evals"][i], nums["last_step"][i])  # fmt: skip
+        rows.append([str(r["run_id"]), text(r["phase"]), nums["n_params"][i], mix, text(r["parent_run"]),
+                     text(r["status"]), nums["n_evals"][i], nums["last_step"][i]])  # fmt: skip
+    keep = [j for j, c in enumerate(cols) if c == "run_id" or any(row[j] for row in rows)]  # no empty columns
+    # No vertical rules, ids and numbers unbroken, the mixture wrapped between domains: 80 columns readable.
+    t = Table(title=f"{len(frame)} runs in {title}", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False,
+              collapse_padding=True)
+    widest = max((len(w) for row in rows for w in row[3].split()), default=0)  # one domain=share per line at least
+    for j in keep:
+        c = cols[j]
+        t.add_column(heads.get(c, c), justify="right" if c in ("n_params", "n_evals", "last_step") else "left",
+                     no_wrap=c != "mixture", overflow="ellipsis" if c != "mixture" else "fold",
+                     min_width=widest if c == "mixture" else None)  # fmt: skip
+    for row in rows:
+        t.add_row(*(row[j] for j in keep))
     console().print(t)
 
 

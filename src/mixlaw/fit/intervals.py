@@ -147,11 +147,11 @@ def band(
     or a bootstrap prediction interval from a fit saved without its residual noise.
     """
     if not 0 < level < 1:
-        raise InputError(f"expected --level in (0, 1), got {level}", column="--level")
+        raise InputError(f"expected a level in (0, 1), got {level}", column="level")
     if kind not in INTERVALS:
-        raise InputError(f"expected --interval confidence or prediction, got {kind!r}", column="--interval")
+        raise InputError(f"expected interval 'confidence' or 'prediction', got {kind!r}", column="interval")
     if method not in METHODS:
-        raise InputError(f"expected --method {', '.join(METHODS)}, got {method!r}", column="--method")
+        raise InputError(f"expected method {', '.join(METHODS)}, got {method!r}", column="method")
     draws = result.bootstrap_params
     law = result.law
     if kind == "prediction" and method == "calibrated":

@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import pandas as pd
@@ -168,8 +168,51 @@ class FitResult:
         law = self.law
         return [n for n, v in self.flat_params().items() if law.spec(n).at_bound(v)]
 
-    def predict(self, data: pd.DataFrame | Mapping[str, Any]) -> np.ndarray:
-        """Predicted target at the rows of ``data`` (law inputs looked up through ``input_map``)."""
+    @overload
+    def predict(self, data: pd.DataFrame | Mapping[str, Any], interval: None = None) -> np.ndarray: ...
+
+    @overload
+    def predict(
+        self,
+        data: pd.DataFrame | Mapping[str, Any],
+        interval: float,
+        *,
+        kind: str = "confidence",
+        method: str = "auto",
+    ) -> pd.DataFrame: ...
+
+    def predict(
+        self,
+        data: pd.DataFrame | Mapping[str, Any],
+        interval: float | None = None,
+        *,
+        kind: str = "confidence",
+        method: str = "auto",
+    ) -> np.ndarray | pd.DataFrame:
+        """Predicted target at the rows of ``data`` (law inputs looked up through ``input_map``).
+
+        With ``interval`` (a level, e.g. ``0.95``): a tidy frame, one row per row of ``data``, with the law's
+        inputs, ``predicted``, ``lo`` and ``hi`` — the ``kind`` interval (``"confidence"`` for the law's curve,
+        ``"prediction"`` for a new observation) from the fit's bootstrap draws, as ``mixlaw.api.predict`` and
+        ``mixlaw predict`` give it (:func:`mixlaw.fit.intervals.band`). A fit without bootstrap draws has no
+        interval (an error says so: fit with ``bootstrap=N``)."""
+        if interval is None:
+            return self._point(data)
+        from mixlaw.fit.intervals import band, inputs_of
+
+        x = inputs_of(self, data)
+        b = band(self, x, level=float(interval), kind=kind, method=method)  # type: ignore[arg-type]
+        if b is None:
+            raise InputError(
+                f"expected a fit with bootstrap draws for a {interval:g} interval, got none (fit with bootstrap=N)"
+            )
+        out = pd.DataFrame({self.input_map.get(k, k): v for k, v in x.items()})
+        out["predicted"] = self._point(data)
+        out["lo"], out["hi"] = b.lo, b.hi
+        out.attrs.update({"level": b.level, "kind": b.kind, "method": b.method, "n_draws": b.n_draws})
+        return out
+
+    def _point(self, data: pd.DataFrame | Mapping[str, Any]) -> np.ndarray:
         law = self.law
         x: dict[str, np.ndarray] = {}
         for name in law.inputs:

@@ -91,7 +91,7 @@ def get_law(name: str | Law, **options: Any) -> Law:
         extra = ""
         if _plugin_errors:
             extra = "; plugins that failed to load: " + ", ".join(f"{k} ({v})" for k, v in _plugin_errors.items())
-        raise InputError(f"unknown law '{name}'; known laws: {', '.join(sorted(LAWS))}{extra}")
+        raise InputError(f"unknown law '{name}'{_did_you_mean(name)}{extra}")
     return LAWS[name](**options)
 
 
@@ -151,7 +151,7 @@ def describe_law(name: str) -> dict[str, Any]:
     """
     _load_all()
     if name not in LAWS:
-        raise InputError(f"unknown law '{name}'; known laws: {', '.join(sorted(LAWS))}")
+        raise InputError(f"unknown law '{name}'{_did_you_mean(name)}")
     cls = LAWS[name]
     options = [o.to_dict() for o in cls.options_schema]
     try:
@@ -178,3 +178,13 @@ def describe_law(name: str) -> dict[str, Any]:
         "options": options,
         "configured": True,
     }
+
+
+def _did_you_mean(name: str) -> str:
+    """``; did you mean 'chinchilla'? (every law: mixlaw laws)``, or the list of laws when nothing is close."""
+    import difflib
+
+    close = difflib.get_close_matches(str(name), sorted(LAWS), n=3, cutoff=0.6)
+    if close:
+        return f"; did you mean {' or '.join(repr(c) for c in close)}? (every law: mixlaw laws)"
+    return f"; known laws: {', '.join(sorted(LAWS))}"
