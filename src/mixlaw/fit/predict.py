@@ -49,15 +49,16 @@ def _confidence_note(
 
     cal = Calibration.from_dict(result.calibration)
     m = len(next(iter(x.values()))) if x else 0
-    far = cal.distance(x, m) > 0
+    far = cal.beyond(x, m)
     if m == 0 or not far.any() or result.bootstrap_params is None:
         return None, None
     pb = band(result, x, level=level, kind="prediction", method="auto") if with_band else None
     if with_band and pb is None:
         return None, None
     rows = "this prediction extrapolates" if m == 1 else f"{int(far.sum())} of {m} rows extrapolate"
+    along = "/".join(cal.far_axes(x, m)) or cal.axis
     return (
-        f"note: {rows} beyond the fitted {cal.axis} range; a confidence interval is the parameter spread only and "
+        f"note: {rows} beyond the fitted {along} range; a confidence interval is the parameter spread only and "
         "leaves out the extrapolation error the nested fits measure there (--interval prediction: the "
         "extrapolation-calibrated interval of a new observation)",
         pb,
