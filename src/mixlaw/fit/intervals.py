@@ -97,6 +97,9 @@ class Band:
     """``(m,)`` bool: the rows whose interval is extrapolation-calibrated (``None``: every row by ``method``)."""
     calibration: str | None = None
     """One line on the calibration behind the calibrated rows (nested fits, noise, growth)."""
+    note: str | None = None
+    """What changed the ends after the method: loose parameters carried (:mod:`mixlaw.fit.profile`), the law's
+    output range (``None``: nothing)."""
 
 
 def quantiles(
@@ -130,6 +133,30 @@ def quantiles(
 
 
 def band(
+    result: FitResult,
+    x: Mapping[str, np.ndarray],
+    *,
+    level: float = 0.95,
+    kind: Interval = "confidence",
+    seed: int = 0,
+    method: Method = "auto",
+) -> Band | None:
+    """The ``level`` interval of ``kind`` at the input rows ``x`` (:func:`_band`), then carrying the parameters the
+    data do not pin down and clipped to the law's output range (:mod:`mixlaw.fit.profile`; :attr:`Band.note`)."""
+    b = _band(result, x, level=level, kind=kind, seed=seed, method=method)
+    if b is None:
+        return None
+    from dataclasses import replace
+
+    from mixlaw.fit.profile import carry_loose, clip_to_range
+
+    lo, hi, loose = carry_loose(result, x, b.lo, b.hi)
+    lo, hi, clipped = clip_to_range(result.law, lo, hi)
+    notes = [n for n in (b.note, loose, clipped) if n]
+    return b if not (loose or clipped) else replace(b, lo=lo, hi=hi, note="; ".join(notes))
+
+
+def _band(
     result: FitResult,
     x: Mapping[str, np.ndarray],
     *,
@@ -189,7 +216,7 @@ def _calibrated(result: FitResult, x: Mapping[str, np.ndarray], level: float, se
     cal = Calibration.from_dict(result.calibration or {})
     law = result.law
     pred = np.asarray(law.evaluate(dict(x), result.params), dtype=np.float64).reshape(-1)
-    base = band(result, x, level=level, kind="prediction", seed=seed, method="bootstrap")
+    base = _band(result, x, level=level, kind="prediction", seed=seed, method="bootstrap")
     if base is not None:
         lo, hi = base.lo, base.hi
     else:  # no draws: the classical interval of the residual noise alone, ŷ ± t(n − p) σ̂ in fit space
