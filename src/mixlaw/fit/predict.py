@@ -30,6 +30,14 @@ def _interval_info(result: FitResult, b: Any, level: float, interval: str) -> di
         info["calibration"] = b.calibration
         info["n_calibrated"] = int(np.sum(b.calibrated)) if b.calibrated is not None else None
     info["warnings"] = list((result.calibration or {}).get("warnings", []))  # e.g. extrapolation is unreliable
+    if b is not None and b.note:  # loose parameters carried, the law's output range (mixlaw.fit.profile)
+        info["interval_note"] = b.note
+    ident = result.identifiability or {}
+    if ident:  # what the fitted data do not pin down (mixlaw.fit.identify), beside every prediction
+        keep = ("status", "reason", "rank", "n_parameters", "weakest", "running_off", "at_bounds", "profile")
+        info["identifiability"] = {k: ident[k] for k in keep if k in ident}
+        if ident.get("status") in ("weak", "unidentifiable") and ident.get("reason"):
+            info["warnings"].append(f"fit {ident['status']}: {ident['reason']}")
     return info
 
 
