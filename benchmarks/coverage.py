@@ -43,6 +43,15 @@ pre-training × validation set, 24 tables, fitted on the models ≤ 411M, the 1.
 ``isoflop`` (the IsoFLOP sweeps of ``scaling-law-analysis`` with its outlier flags: Marin 2026-03 on three
 datasets, "(Mis)fitting", Llama-3 raw losses; the Chinchilla law per sweep, its largest budget held out).
 
+Rows along the other axes a prediction extrapolates (``--cases``, not in the default list; the calibration's axes
+of :mod:`mixlaw.fit.calib_axes`): ``olmo-tokens`` (the OLMo ladder per domain, every size 190M-3B fitted at
+0.5-2×C, held out: 5× and 10×C at the same sizes), ``mlf-tokens`` (Gadre et al.'s grid per pre-training ×
+validation set, models up to 1.4B, fitted at token multipliers ≤ 4, held out: 16 and 32), ``mpl72k/<size>`` (the
+multi-power law fitted on the paper's three 24k-step-or-shorter schedules, held out: the 72k-step cosine and
+constant runs, rows that repeat a fitted row dropped), ``rep-sim`` (a simulated repetition grid: the
+data-constrained law at its published parameters, 3 sizes × 3 unique-token budgets × 1-60 epochs, 1 % noise, four
+seeds; fitted on ≤ 4 epochs, held out: 8-60) and the Epoch cuts ``epoch`` (N > 5e9) and ``epoch@1e9``.
+
 The scheme measured with every method is ``--default`` (``auto``: ``runs`` on curves, the pooled residual
 bootstrap where every run is one row, ``wild`` where ``runs`` leaves more than 20 % unusable;
 :func:`mixlaw.fit.bootstrap.bootstrap_law`); the ``weak`` column counts the
