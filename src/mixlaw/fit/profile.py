@@ -13,7 +13,9 @@ What
 ----
 For every scalar parameter ``θ_j`` of a fit (:func:`loose_parameters`), the others held at the point estimate, the
 objective is scanned over a grid of :data:`N_GRID` values from ``θ_j / SCAN`` to ``θ_j · SCAN`` (log-spaced for a
-positive parameter; for a bounded one, its whole range; else ``θ_j ± SCAN·max(1, |θ_j|)`` linearly). A value is
+positive parameter, and reaching into its plausible range — ``1e-3``–``1e3`` by default — when it ran off far from
+it, two more points per decade beyond six: ``R_D*`` at 8.5e16 is scanned down to 1e-3; for a bounded one, its whole
+range; else ``θ_j ± SCAN·max(1, |θ_j|)`` linearly). A value is
 *accepted* where the fit-space sum of squares rises by at most ``χ²₁(0.95) · σ̂²`` (``σ̂²`` the residual variance,
 :func:`mixlaw.fit.intervals.residual_sd`): a profile likelihood-ratio set (Raue et al., *Bioinformatics* 25 (2009)
 1923) with the other parameters held instead of re-optimised, so a subset of the true profile set. The parameter
@@ -57,8 +59,12 @@ def _grid(law: Law, name: str, value: float) -> tuple[np.ndarray, bool, bool]:
     if math.isfinite(lo) and math.isfinite(hi):
         return np.linspace(lo, hi, N_GRID), False, False
     if value > 0 and lo >= 0:
-        a = max(value / SCAN, lo) if lo > 0 else value / SCAN
-        return np.geomspace(a, value * SCAN, N_GRID), lo <= 0, True
+        p0, p1 = (float(np.exp(v)) for v in spec.plausible_internal()) if spec.kind == "log" else (value, value)
+        a = min(value / SCAN, p0 + max(lo, 0.0))  # the log map is lower + exp(u)
+        a = max(a, lo) if lo > 0 else a
+        b = max(value * SCAN, p1 + max(lo, 0.0))
+        n = N_GRID + 2 * int(max(0.0, np.log10(b / a) - 6.0))  # a value run off far from the plausible range
+        return np.geomspace(a, b, n), lo <= 0, True
     width = SCAN * max(1.0, abs(value))
     a = max(value - width, lo) if math.isfinite(lo) else value - width
     b = min(value + width, hi) if math.isfinite(hi) else value + width
@@ -185,8 +191,8 @@ def carry_loose(
     )
     if open_side:
         note += (
-            f"; unbounded: the data do not bound {', '.join(open_side)}, so these ends are those of a scan over a "
-            f"factor {SCAN:g}, not of the data"
+            f"; unbounded: the data do not bound {', '.join(open_side)}, so these ends are those of the scan (a factor "
+            f"{SCAN:g} beyond the estimate), not of the data"
         )
     return out_lo, out_hi, note
 
