@@ -179,7 +179,7 @@ class Calibration:
 
     def beyond(self, x: Mapping[str, np.ndarray], m: int) -> np.ndarray:
         """``(m,)`` whether each row lies beyond the fitted range of any axis."""
-        return (self.distances(x, m) > 0).any(axis=1)
+        return np.asarray((self.distances(x, m) > 0).any(axis=1), dtype=bool)
 
     def far_axes(self, x: Mapping[str, np.ndarray], m: int) -> list[str]:
         """The axes (names) along which any of the rows lies beyond the fitted range, farthest first."""
