@@ -76,3 +76,16 @@ def test_a_decay_running_off_beyond_the_fitted_epochs_is_weak_not_converged() ->
     b = band(res, inputs_of(res, held), kind="prediction")
     obs = held["loss"].to_numpy()
     assert b is not None and b.note is not None and np.all((b.lo <= obs) & (obs <= b.hi))
+
+
+def test_validate_folds_carry_the_verdict_of_their_fit() -> None:
+    from mixlaw.fit.validate import validate_law
+
+    df = _table(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=UserWarning)
+        val = validate_law("data_constrained", df[df["epochs"] <= 4], holdout="epochs > 1", random_state=0)
+    fold = val.folds.iloc[0]  # fitted on one epoch: R_D* undetermined, running off both ways
+    assert fold["identified"] == "unidentifiable" and fold["rank"] == "6/7" and "R_D_star" in fold["weakest"]
+    assert fold["running_off"] == "R_D_star" and fold["at_bounds"] == ""
+    assert any(w.startswith("fold fit unidentifiable") and "R_D_star" in w for w in val.warnings)
