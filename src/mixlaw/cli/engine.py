@@ -270,6 +270,8 @@ def _print_prediction(res: Any, result: dict[str, Any]) -> None:
             console().print(result["note"])
         if result.get("calibration"):
             console().print(f"interval {result['calibration']}")
+        if result.get("interval_note"):
+            console().print(f"interval {result['interval_note']}")
         for w in result.get("warnings", []):
             console().print(f"warning: {w}")
         return
@@ -288,6 +290,10 @@ def _print_prediction(res: Any, result: dict[str, Any]) -> None:
         console().print(result["confidence_note"])
     if result.get("calibration"):
         console().print(f"{result.get('n_calibrated')} of {len(result['rows'])} intervals {result['calibration']}")
+    if result.get("interval_note"):
+        console().print(result["interval_note"])
+    for w in result.get("warnings", []):
+        console().print(f"warning: {w}")
     if result.get("per_run"):
         t = Table(title=f"{res.law_name}: predicted vs observed {res.target}")
         for col in ("run_id", "mae", "mre"):

@@ -7,9 +7,11 @@ within-run forward cuts of :mod:`mixlaw.fit.calib_runs`; the log-distances beyon
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
+from mixlaw.fit.calib_axes import AxisGrowth, axis_masks
 from mixlaw.fit.data import FitData
 
 __all__: list[str] = []
@@ -47,8 +49,9 @@ def _cluster_top(v: np.ndarray, clusters: np.ndarray | None) -> np.ndarray:
 
 
 def _masks(
-    data: FitData, axis: str | None, clusters: np.ndarray | None, min_rows: int, rng: np.random.Generator
-) -> tuple[list[np.ndarray], list[str]]:
+    data: FitData, axis: str | None, clusters: np.ndarray | None, min_rows: int, rng: np.random.Generator,
+    extra: Sequence[tuple[AxisGrowth, np.ndarray]] = (),
+) -> tuple[list[np.ndarray], list[str]]:  # fmt: skip
     """Boolean *fit* masks: grouped K-fold, then forward cuts along ``axis`` (see the module docstring), then the
     forward cuts within every run (:func:`mixlaw.fit.calib_runs.within_run_masks`, where the K-fold is over runs
     that are curves), and each mask's kind (``kfold``, ``forward``, ``within``).
@@ -77,10 +80,16 @@ def _masks(
             idx = np.unique(np.round(np.linspace(0, cand.size - 1, min(N_CUTS, cand.size))).astype(int))
             forward = [top <= c for c in cand[idx]]
     within = within_run_masks(data.x_np[axis], groups) if axis is not None and unit == "runs" else []
-    kinds = ["kfold"] * len(kfold) + ["forward"] * len(forward) + ["within"] * len(within)
+    axis_cuts: list[np.ndarray] = []
+    axis_kinds: list[str] = []
+    for ax, values in extra:
+        got = axis_masks(ax, values)
+        axis_cuts += got
+        axis_kinds += [f"forward:{ax.name}"] * len(got)
+    kinds = ["kfold"] * len(kfold) + ["forward"] * len(forward) + ["within"] * len(within) + axis_kinds
     masks: list[np.ndarray] = []
     kept: list[str] = []
-    for kind, m in zip(kinds, kfold + forward + within, strict=True):
+    for kind, m in zip(kinds, kfold + forward + within + axis_cuts, strict=True):
         if m.sum() < min_rows or not (~m).any() or any(np.array_equal(m, o) for o in masks):
             continue  # too few rows to fit, nothing to predict, or a cut that repeats a fold (the largest size)
         masks.append(m)

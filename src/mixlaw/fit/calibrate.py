@@ -67,12 +67,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import torch
 
+from mixlaw.fit.calib_axes import AxisGrowth, axis_distance, axis_values, fit_axes
 from mixlaw.fit.calib_delta import delta_sd as _delta_sd
 from mixlaw.fit.calib_folds import N_CUTS, N_GROUP_FOLDS, _cluster_top, _log_distance, _masks, _rel_distance, _unit  # noqa: F401 (re-exported)
 from mixlaw.fit.data import FitData
@@ -86,6 +87,7 @@ FOLD_MIN_ITER = 3000
 #: A fit warns when the refit without its largest axis value misses it by more than this many in-sample residual
 #: standard deviations (RMS): the law's error grows beyond the fitted range faster than its noise.
 RELIABLE_RATIO = 2.0
+AXIS_FIELDS = ("name", "kind", "lo", "hi", "growth", "n_cuts", "term")
 
 
 def calibration_axis(law: Law, data: FitData, size_input: str = "n_params") -> str | None:
@@ -146,6 +148,45 @@ class Calibration:
     fold_var: float = 0.0
     """Mean grouped-jackknife variance ``v̄_J`` of the leave-runs-out fits' predictions (fit space): the full fit's
     parameter error on a run (:mod:`mixlaw.fit.calib_runs`, "Jackknife")."""
+    axes: tuple[AxisGrowth, ...] = ()
+    """Every axis of the fit with its fitted range and growth (:mod:`mixlaw.fit.calib_axes`; the primary
+    ``axis`` first). Empty for a calibration saved before axes existed: ``axis`` and ``growth`` alone."""
+
+    def distances(self, x: Mapping[str, np.ndarray], m: int) -> np.ndarray:
+        """``(m, A)`` distance of each row beyond the fitted range of each of :attr:`axes` (0 inside)."""
+        if not self.axes:
+            return self.distance(x, m)[:, None]
+        return np.stack([a.distance(x, m) for a in self.axes], axis=1)
+
+    def excess(self) -> np.ndarray:
+        """``(A,)`` additive growth ``κ_a`` (fit space per unit of distance) of each of :attr:`axes` (0 for the
+        primary axis, whose growth is the ratio :attr:`growth`)."""
+        return np.array([a.growth if a.term == "additive" else 0.0 for a in self.axes])
+
+    def factor_at(self, x: Mapping[str, np.ndarray], m: int) -> np.ndarray:
+        """``(m,)`` widening of the base interval at the rows ``x``: :meth:`factor` at the primary axis's distance."""
+        return self.factor(self.distance(x, m))
+
+    def axis_half(self, level: float, x: Mapping[str, np.ndarray], m: int) -> np.ndarray:
+        """``(m,)`` half-width (fit space) of the other axes' extrapolation term at ``level``:
+        ``z_{(1+level)/2} · sqrt(Σ_a κ_a² d_a(x)²)`` (:func:`axis_excess`; 0 inside every fitted range)."""
+        if not self.axes:
+            return np.zeros(m)
+        from scipy.stats import norm
+
+        d2 = (self.distances(x, m) * self.excess()) ** 2
+        return float(norm.ppf((1 + level) / 2)) * np.sqrt(d2.sum(axis=1))
+
+    def beyond(self, x: Mapping[str, np.ndarray], m: int) -> np.ndarray:
+        """``(m,)`` whether each row lies beyond the fitted range of any axis."""
+        return np.asarray((self.distances(x, m) > 0).any(axis=1), dtype=bool)
+
+    def far_axes(self, x: Mapping[str, np.ndarray], m: int) -> list[str]:
+        """The axes (names) along which any of the rows lies beyond the fitted range, farthest first."""
+        d = self.distances(x, m)
+        names = [a.name for a in self.axes] if self.axes else [str(self.axis)]
+        reach = d.max(axis=0, initial=0.0)
+        return [names[j] for j in np.argsort(-reach, kind="stable") if reach[j] > 0]
 
     def distance(self, x: Mapping[str, np.ndarray], m: int) -> np.ndarray:
         """``(m,)`` e-folds of each row's axis value outside ``[lo, hi]`` (0 inside)."""
@@ -198,6 +239,13 @@ class Calibration:
                     f", growing {self.step_growth:.3g} per e-fold of {self.axis} beyond a typical run's end "
                     f"({self.run_top:.3g}; {self.n_within} forward cuts within every run)"
                 )
+        others = [a for a in self.axes if a.term == "additive" and a.n_cuts]
+        if others:
+            line += (
+                "; an extrapolation error growing along the other axes "
+                + ", ".join(f"{a.name} {a.growth:.3g} ({a.n_cuts} cuts)" for a in others)
+                + " (fit space per e-fold beyond the range, in quadrature)"
+            )
         return line
 
     def to_dict(self) -> dict[str, Any]:
@@ -230,6 +278,7 @@ class Calibration:
             run_top=float(d.get("run_top", float("nan"))),
             run_excess=float(d.get("run_excess", d.get("run_sd", 0.0))),
             fold_var=float(d.get("fold_var", 0.0)),
+            axes=tuple(AxisGrowth(**{k: a[k] for k in AXIS_FIELDS if k in a}) for a in d.get("axes", ())),
         )
 
 
@@ -268,6 +317,13 @@ class FoldErrors:
     jack: np.ndarray | None = None
     """Grouped-jackknife variance of the K-fold fits' predictions at the error's row, ``(K − 1)/K · Σ_j (p_j −
     p̄)²`` over the ``K`` K-fold fits (fit space; :func:`mixlaw.fit.calib_runs.fold_spread`)."""
+    dists: np.ndarray | None = None
+    """``(errors, A)`` distance of the row beyond the fold's fitted range along each of :attr:`axes` (e-folds for
+    positive axes, :mod:`mixlaw.fit.calib_axes`)."""
+    axes: tuple[AxisGrowth, ...] = ()
+    """The axes of the fit (:func:`mixlaw.fit.calib_axes.fit_axes`), the primary first."""
+    cut: np.ndarray | None = None
+    """Name of the axis whose far end the error's fold holds out (``""`` for K-fold and within-run folds)."""
 
 
 def fold_errors(
@@ -288,7 +344,10 @@ def fold_errors(
     from mixlaw.fit.intervals import draw_predictions
 
     axis = calibration_axis(law, data, size_input)
-    masks, kinds = _masks(data, axis, clusters, min_rows=max(law.n_internal, 2), rng=rng)
+    axes = fit_axes(tuple(law.inputs), data.x_np, axis)
+    values = [np.asarray(axis_values(a.name, data.x_np)) for a in axes]
+    extra = [(a, v) for a, v in zip(axes, values, strict=True) if a.name != axis]
+    masks, kinds = _masks(data, axis, clusters, min_rows=max(law.n_internal, 2), rng=rng, extra=extra)
     if not masks:
         return None
     W = np.stack(masks).astype(np.float64)
@@ -314,7 +373,7 @@ def fold_errors(
     ctop = None if v is None else _cluster_top(v, clusters)
     top = None if ctop is None else float(ctop.max())
     unit, groups = _unit(data, clusters)
-    keys = ("e", "d", "split", "forward", "rows", "last", "span", "sd", "within", "d_run", "s2", "jack")
+    keys = ("e", "d", "split", "forward", "rows", "last", "span", "sd", "within", "d_run", "s2", "jack", "dists", "cut")
     parts: dict[str, list[np.ndarray]] = {k: [] for k in keys}
     for j, (i, p) in enumerate(zip(np.flatnonzero(ok), pred, strict=True)):
         m = W[i].astype(bool)
@@ -342,6 +401,11 @@ def fold_errors(
         span = 0.0 if v is None else float(np.log(v[m].max() / v[m].min()))
         parts["span"].append(np.full(k, span))
         parts["sd"].append(_delta_sd(law, data, fold_params[i], m, y)[held[good]])
+        da = [axis_distance(a.kind, w[held], float(w[m].min()), float(w[m].max()))
+              for a, w in zip(axes, values, strict=True)]  # fmt: skip
+        parts["dists"].append(np.stack(da, axis=1)[good] if da else np.zeros((k, 0)))
+        name = "" if not fwd or inside_runs else (axis or "") if kinds[i] == "forward" else kinds[i].split(":", 1)[1]
+        parts["cut"].append(np.full(k, name, dtype=object))
     out = {k: np.concatenate(vs) for k, vs in parts.items()}
     if out["e"].size == 0:
         return None
@@ -350,16 +414,18 @@ def fold_errors(
         rows=out["rows"].astype(np.int64), last=out["last"].astype(bool), span=out["span"], sd=out["sd"],
         axis=axis, n_folds=int(ok.sum()), unit=unit, groups=groups[out["rows"].astype(np.int64)],
         within=out["within"].astype(bool), d_run=out["d_run"], s2=out["s2"], jack=out["jack"],
+        dists=out["dists"], axes=tuple(axes), cut=out["cut"],
     )  # fmt: skip
 
 
 def error_model(fe: FoldErrors, forward_only: bool = False) -> tuple[float, float, int]:
-    """``(inflation, growth, n_growth)`` of the standardised fold errors ``z = e / sd`` (module docstring).
+    """``(inflation, growth, n_growth)`` of the standardised fold errors ``z = e / sd`` (module docstring), along the
+    primary axis, from the K-fold and the primary axis's own cuts (the other axes' cuts feed :func:`axis_excess`).
 
     ``forward_only``: the growth from the forward cuts alone (when the K-fold leaves out whole runs, their excess
     is the new-run term of :mod:`mixlaw.fit.calib_runs`, not a growth with distance)."""
     z2 = (fe.e / fe.sd) ** 2
-    ok = np.isfinite(z2)
+    ok = np.isfinite(z2) & _primary_folds(fe)
     dist = fe.d * fe.span  # e-folds beyond the fold's fitted range
     inside = ok & ~fe.forward & (fe.d == 0)
     c2 = float(np.mean(z2[inside])) if inside.any() else 1.0
@@ -372,6 +438,49 @@ def error_model(fe: FoldErrors, forward_only: bool = False) -> tuple[float, floa
         if np.sum(D * D) > 0:
             g2 = max(0.0, float(np.sum((M - c2) * D) / np.sum(D * D)))
     return math.sqrt(c2), math.sqrt(g2), int(js.size)
+
+
+def _primary_folds(fe: FoldErrors) -> np.ndarray:
+    """The errors of the K-fold, the primary axis's cuts and the within-run cuts (not the other axes' cuts)."""
+    if fe.cut is None or not fe.axes:
+        return np.ones(fe.e.size, dtype=bool)
+    primary = fe.axes[0].name if fe.axis is not None and fe.axes[0].name == fe.axis else None
+    return np.array([c == "" or c == primary for c in fe.cut], dtype=bool)
+
+
+def axis_excess(fe: FoldErrors) -> tuple[np.ndarray, int]:
+    """``(κ, n)``: the additive extrapolation error per unit of distance along each *other* axis of ``fe`` (fit space;
+    0 for the primary axis, whose growth is the ratio of :func:`error_model`), and the folds behind it.
+
+    From the folds that hold out the far end of another axis (:mod:`mixlaw.fit.calib_axes`): each fold's mean excess
+    of the squared held-out error over its own residual variance, ``X_j = mean(e² − s_j²)``, regressed on its mean
+    squared distances beyond its fitted range along those axes, ``X_j ≈ Σ_a κ_a² D_{ja}``, by non-negative least
+    squares (Lawson & Hanson 1974; each fold counts once, as its rows share one fitted law). Distances in e-folds,
+    not in fitted spans: on the simulated token-multiplier bend of ``tests/test_calib_axes.py`` spans cover 23 % of
+    the held-out points, e-folds 67 % (the primary axis's ratio model made the same choice, on Epoch). An additive
+    excess, not a ratio on the fold's own standard error: a fold cut along an axis the law needs (epochs ≤ 2 for a
+    repetition decay) may not identify the parameter that axis moves, and its linearised standard error is then near
+    0 where its error is not. The fold's parameter error is larger than the full fit's (fewer rows): conservative."""
+    from scipy.optimize import nnls
+
+    A = len(fe.axes)
+    kappa = np.zeros(A)
+    if fe.cut is None or fe.dists is None or A < 2 or fe.s2 is None:
+        return kappa, 0
+    primary = _primary_folds(fe)
+    other = ~primary & np.isfinite(fe.e) & np.isfinite(fe.s2)
+    js = np.unique(fe.split[other])
+    if js.size == 0:
+        return kappa, 0
+    cols = np.arange(A) if fe.axes[0].name != fe.axis else np.arange(1, A)
+    X = np.array([np.mean(fe.e[other & (fe.split == j)] ** 2 - fe.s2[other & (fe.split == j)]) for j in js])
+    D = np.array([np.mean(fe.dists[other & (fe.split == j)][:, cols] ** 2, axis=0) for j in js])
+    used = D.max(axis=0) > 0
+    if used.any():
+        k2 = np.zeros(cols.size)
+        k2[used] = nnls(D[:, used], X)[0]
+        kappa[cols] = np.sqrt(np.maximum(k2, 0.0))
+    return kappa, int(js.size)
 
 
 def calibrate(
@@ -406,6 +515,14 @@ def calibrate(
         run_sd = new_run_sd(raw, fold_var, int(np.unique(fe.split[~fe.forward]).size))
     kappa, n_within = step_growth(fe) if run_dof > 0 else (0.0, 0)
     inflation, growth, n_growth = error_model(fe, forward_only=run_dof > 0)
+    k_axes, _ = axis_excess(fe)
+    cuts = fe.cut if fe.cut is not None else np.full(fe.e.size, "", dtype=object)
+    axes = tuple(
+        replace(a, growth=growth if a.name == axis else float(k_axes[k]),
+                term="ratio" if a.name == axis else "additive",
+                n_cuts=int(np.unique(fe.split[cuts == a.name]).size))
+        for k, a in enumerate(fe.axes)
+    )  # fmt: skip
     if run_dof > 0:  # a new run's excess is carried by the additive new-run term, not by a ratio on the bootstrap
         inflation = 1.0
     last = float(np.sqrt(np.mean(fe.e[fe.last] ** 2))) if fe.last.any() else None
@@ -427,7 +544,13 @@ def calibrate(
         inflation=inflation,
         growth=growth,
         n_folds=fe.n_folds,
-        n_forward=int(np.unique(fe.split[fe.forward & ~(fe.within if fe.within is not None else False)]).size),
+        n_forward=int(
+            np.unique(
+                fe.split[
+                    fe.forward & ~(fe.within if fe.within is not None else False) & ((cuts == axis) | (cuts == ""))
+                ]
+            ).size
+        ),  # fmt: skip
         n_growth=n_growth,
         n_scores=int(np.isfinite(fe.e / fe.sd).sum()),
         forward_ratio=ratio,
@@ -440,4 +563,5 @@ def calibrate(
         run_top=run_top(v, data.groups) if n_within else float("nan"),
         run_excess=raw,
         fold_var=fold_var,
+        axes=axes,
     )

@@ -224,10 +224,35 @@ def assess_fit(law: Law, data: Any, u: np.ndarray, params: Mapping[str, Any], so
     said before the identifiability check) recorded beside it."""
     flat = law.flatten(params)
     at_bound = [n for n, v in zip(law.flat_names, flat, strict=True) if law.spec(n).at_bound(float(v))]
+    if law.symmetry is None:  # on a joint constraint the canonical form resolves (benchmark_logistic's C + A <= scale)
+        raw = law.flatten(law.natural(u, canonical=False))
+        at_bound += [n for n, a, b in zip(law.flat_names, raw, flat, strict=True)
+                     if n not in at_bound and not np.isclose(a, b, rtol=1e-9, atol=0.0)]  # fmt: skip
     owners_at_bound = sorted({n.split("[")[0] for n in at_bound})
     info = assess(law, data.x_np, data.y, u, columns=data.input_map, at_bound=owners_at_bound)
     info["solver_status"] = solver_status
+    info["at_bounds"] = at_bound
+    _add_loose(law, data, params, info)
     return info
+
+
+def _add_loose(law: Law, data: Any, params: Mapping[str, Any], info: dict[str, Any]) -> None:
+    """Parameters the data do not bound (:func:`mixlaw.fit.profile.loose_parameters`): ``running_off`` and the
+    ``profile`` ranges that intervals carry; a fit whose parameter runs off is ``weak``, saying which."""
+    from mixlaw.fit.intervals import residual_sd
+    from mixlaw.fit.profile import SCAN, loose_parameters
+
+    flagged = [*info.get("undetermined", []), *info.get("weak", [])]
+    loose = loose_parameters(law, data.x_np, data.y, params, residual_sd(law, data, params), flagged)
+    info.update(loose)
+    off = loose["running_off"]
+    if off and info["status"] == "ok":
+        info["status"] = "weak"
+        info["reason"] = (
+            f"the data do not bound {', '.join(off)}: a change by a factor {SCAN:g} moves no fitted prediction beyond "
+            "the noise; a prediction that depends on it carries its whole profile range"
+        )
+        info["weak"] = [*info.get("weak", []), *[n for n in off if n not in info.get("weak", [])]]
 
 
 def identify_summary(info: Mapping[str, Any] | None) -> str:

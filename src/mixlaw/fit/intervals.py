@@ -97,6 +97,9 @@ class Band:
     """``(m,)`` bool: the rows whose interval is extrapolation-calibrated (``None``: every row by ``method``)."""
     calibration: str | None = None
     """One line on the calibration behind the calibrated rows (nested fits, noise, growth)."""
+    note: str | None = None
+    """What changed the ends after the method: loose parameters carried (:mod:`mixlaw.fit.profile`), the law's
+    output range (``None``: nothing)."""
 
 
 def quantiles(
@@ -130,6 +133,30 @@ def quantiles(
 
 
 def band(
+    result: FitResult,
+    x: Mapping[str, np.ndarray],
+    *,
+    level: float = 0.95,
+    kind: Interval = "confidence",
+    seed: int = 0,
+    method: Method = "auto",
+) -> Band | None:
+    """The ``level`` interval of ``kind`` at the input rows ``x`` (:func:`_band`), then carrying the parameters the
+    data do not pin down and clipped to the law's output range (:mod:`mixlaw.fit.profile`; :attr:`Band.note`)."""
+    b = _band(result, x, level=level, kind=kind, seed=seed, method=method)
+    if b is None:
+        return None
+    from dataclasses import replace
+
+    from mixlaw.fit.profile import carry_loose, clip_to_range
+
+    lo, hi, loose = carry_loose(result, x, b.lo, b.hi)
+    lo, hi, clipped = clip_to_range(result.law, lo, hi)
+    notes = [n for n in (b.note, loose, clipped) if n]
+    return b if not (loose or clipped) else replace(b, lo=lo, hi=hi, note="; ".join(notes))
+
+
+def _band(
     result: FitResult,
     x: Mapping[str, np.ndarray],
     *,
@@ -189,7 +216,7 @@ def _calibrated(result: FitResult, x: Mapping[str, np.ndarray], level: float, se
     cal = Calibration.from_dict(result.calibration or {})
     law = result.law
     pred = np.asarray(law.evaluate(dict(x), result.params), dtype=np.float64).reshape(-1)
-    base = band(result, x, level=level, kind="prediction", seed=seed, method="bootstrap")
+    base = _band(result, x, level=level, kind="prediction", seed=seed, method="bootstrap")
     if base is not None:
         lo, hi = base.lo, base.hi
     else:  # no draws: the classical interval of the residual noise alone, ŷ ± t(n − p) σ̂ in fit space
@@ -205,8 +232,10 @@ def _calibrated(result: FitResult, x: Mapping[str, np.ndarray], level: float, se
     # (the jackknife variance), which is not counted twice
     over_runs = base is not None and cal.unit == "runs" and result.settings.get("bootstrap_scheme") in ("runs", "wild")
     r = cal.run_half(level, cal.run_distance(x, len(pred)), carried=cal.fold_var if over_runs else 0.0)
+    # the other axes' extrapolation error (fit.calib_axes: tokens per parameter, epochs, compute, ...), in quadrature
+    r = np.sqrt(r * r + cal.axis_half(level, x, len(pred)) ** 2)
 
-    def side(h: np.ndarray) -> np.ndarray:  # the new run's deviation, about the point: never inside the base
+    def side(h: np.ndarray) -> np.ndarray:  # the new run's and other axes' terms, about the point: never inside
         return np.sqrt(np.maximum(h, 0.0) ** 2 + r * r)
 
     with np.errstate(all="ignore"):  # widened about the interval's centre in fit space (log for log-space laws)
@@ -223,18 +252,22 @@ def _calibrated(result: FitResult, x: Mapping[str, np.ndarray], level: float, se
     return Band(
         lo=lo, hi=hi, level=level, kind="prediction", n_draws=n_draws, n_failed=result.n_failed_resamples,
         n_resamples=result.n_bootstrap, method="calibrated", calibrated=np.ones(len(pred), dtype=bool),
-        calibration=f"{cal.summary()}; {_applied(cal, dist)}",
+        calibration=f"{cal.summary()}; {_applied(cal, dist, cal.distances(x, len(pred)))}",
     )  # fmt: skip
 
 
-def _applied(cal: Any, dist: np.ndarray) -> str:
+def _applied(cal: Any, dist: np.ndarray, dists: np.ndarray | None = None) -> str:
     """Which terms of the calibration these rows use: what the prediction extrapolates (``dist``: e-folds beyond the
-    fitted range of the calibration axis)."""
+    fitted range of the calibration axis; ``dists``: ``(m, A)`` beyond each of the calibration's axes)."""
     beyond = int((dist > 0).sum())
     far = float(dist.max(initial=0.0))
     inside = f"all {dist.size} rows inside the fitted {cal.axis} range"
     outside = f"{beyond} of {dist.size} rows beyond the fitted {cal.axis} range (up to {far:.2f} e-folds)"
     parts = [outside if beyond else inside]
+    for a, d in zip(cal.axes[1:], [] if dists is None else dists.T[1:], strict=False):
+        if d.max(initial=0.0) > 0:
+            unit = "e-folds" if a.kind == "log" else "of a share" if a.kind == "share" else "spans"
+            parts.append(f"{int((d > 0).sum())} beyond the fitted {a.name} range (up to {d.max():.2f} {unit})")
     if cal.run_dof > 0:
         parts.append("every row as a new run (new-run term)")
     return ", ".join(parts)

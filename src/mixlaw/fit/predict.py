@@ -30,6 +30,14 @@ def _interval_info(result: FitResult, b: Any, level: float, interval: str) -> di
         info["calibration"] = b.calibration
         info["n_calibrated"] = int(np.sum(b.calibrated)) if b.calibrated is not None else None
     info["warnings"] = list((result.calibration or {}).get("warnings", []))  # e.g. extrapolation is unreliable
+    if b is not None and b.note:  # loose parameters carried, the law's output range (mixlaw.fit.profile)
+        info["interval_note"] = b.note
+    ident = result.identifiability or {}
+    if ident:  # what the fitted data do not pin down (mixlaw.fit.identify), beside every prediction
+        keep = ("status", "reason", "rank", "n_parameters", "weakest", "running_off", "at_bounds", "profile")
+        info["identifiability"] = {k: ident[k] for k in keep if k in ident}
+        if ident.get("status") in ("weak", "unidentifiable") and ident.get("reason"):
+            info["warnings"].append(f"fit {ident['status']}: {ident['reason']}")
     return info
 
 
@@ -49,15 +57,16 @@ def _confidence_note(
 
     cal = Calibration.from_dict(result.calibration)
     m = len(next(iter(x.values()))) if x else 0
-    far = cal.distance(x, m) > 0
+    far = cal.beyond(x, m)
     if m == 0 or not far.any() or result.bootstrap_params is None:
         return None, None
     pb = band(result, x, level=level, kind="prediction", method="auto") if with_band else None
     if with_band and pb is None:
         return None, None
     rows = "this prediction extrapolates" if m == 1 else f"{int(far.sum())} of {m} rows extrapolate"
+    along = "/".join(cal.far_axes(x, m)) or cal.axis
     return (
-        f"note: {rows} beyond the fitted {cal.axis} range; a confidence interval is the parameter spread only and "
+        f"note: {rows} beyond the fitted {along} range; a confidence interval is the parameter spread only and "
         "leaves out the extrapolation error the nested fits measure there (--interval prediction: the "
         "extrapolation-calibrated interval of a new observation)",
         pb,

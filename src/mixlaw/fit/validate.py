@@ -32,6 +32,21 @@ from mixlaw.laws import get_law
 Scheme = Literal["leave-largest-out", "rollout", "leave-group-out"]
 
 
+def identifiability_columns(ident: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The identifiability verdict of a fold fit as fold-table columns (:mod:`mixlaw.fit.identify`): ``identified``
+    (ok / weak / unidentifiable), ``rank`` (of ``n_parameters``), ``weakest`` direction, ``running_off`` and
+    ``at_bounds`` (parameter names, ``;``-joined); empty for a fit without the check."""
+    if not ident:
+        return {}
+    return {
+        "identified": ident.get("status"),
+        "rank": f"{ident.get('rank')}/{ident.get('n_parameters')}",
+        "weakest": ident.get("weakest"),
+        "running_off": ";".join(ident.get("running_off", [])),
+        "at_bounds": ";".join(ident.get("at_bounds", [])),
+    }
+
+
 @dataclass(frozen=True)
 class ValidationResult:
     """Per-point held-out predictions of one or more folds.
@@ -58,8 +73,13 @@ class ValidationResult:
 
     @property
     def warnings(self) -> list[str]:
-        """The fold fits' calibration warnings (e.g. extrapolation in size is unreliable), each once."""
+        """The fold fits' calibration warnings (e.g. extrapolation in size is unreliable) and what their data do not
+        pin down (:mod:`mixlaw.fit.identify`: a weak or unidentifiable fold, a parameter running off), each once."""
         seen = [w for f in self.fits for w in (f.calibration or {}).get("warnings", [])]
+        for f in self.fits:
+            ident = f.identifiability or {}
+            if ident.get("status") in ("weak", "unidentifiable") and ident.get("reason"):
+                seen.append(f"fold fit {ident['status']}: {ident['reason']}")
         return list(dict.fromkeys(seen))
 
     def interval_note(self) -> str:
@@ -267,6 +287,7 @@ def validate_law(
                 "n_failed": res.n_failed_resamples,
                 "n_resamples": res.n_bootstrap,
                 "interval_status": res.interval_status,
+                **identifiability_columns(res.identifiability),
                 **{f"param_{k}": v for k, v in res.flat_params().items()},
             }
         )

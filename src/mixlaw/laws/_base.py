@@ -56,6 +56,7 @@ _DECLARED = (
     "default_delta",
     "target",
     "symmetry",
+    "output_range",
 )
 
 
@@ -104,6 +105,7 @@ class Law:
         "default_delta": 1e-3,
         "target": "loss",
         "symmetry": None,
+        "output_range": (-math.inf, math.inf),
     }
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -137,6 +139,7 @@ class Law:
             target=str(decl["target"]),
             options=self._options,
             symmetry=decl["symmetry"],
+            output_range=(float(decl["output_range"][0]), float(decl["output_range"][1])),
         )
 
     def configure(self, **options: Any) -> Mapping[str, Any] | None:
@@ -190,6 +193,12 @@ class Law:
     @property
     def target(self) -> str:
         return self._spec.target
+
+    @property
+    def output_range(self) -> tuple[float, float]:
+        """``(lo, hi)``: the values the law's output can take (an accuracy in ``[0, scale]``; unbounded by default).
+        Predictions' intervals are clipped to it, with a note (:func:`mixlaw.fit.profile.clip_to_range`)."""
+        return self._spec.output_range
 
     @property
     def symmetry(self) -> Symmetry | None:

@@ -363,6 +363,8 @@ class LawSpec:
         Residual space (``"log"`` or ``"raw"``), default Huber δ and the default target column.
     symmetry
         Interchangeable components, or ``None``.
+    output_range
+        ``(lo, hi)``: the values the output can take (default unbounded); intervals are clipped to it.
     """
 
     name: str
@@ -376,9 +378,12 @@ class LawSpec:
     target: str
     options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     symmetry: Symmetry | None = None
+    output_range: tuple[float, float] = (-math.inf, math.inf)
 
     def __post_init__(self) -> None:
         names = [p.name for p in self.params]
+        if not self.output_range[0] < self.output_range[1]:
+            raise TypeError(f"law '{self.name}': output_range must be (lo, hi) with lo < hi")
         if len(set(names)) != len(names):
             raise TypeError(f"law '{self.name}': duplicate parameter names {names}")
         if len(set(self.inputs)) != len(self.inputs):
