@@ -22,7 +22,6 @@ from mixlaw.decide.cmr.common import (
 )
 from mixlaw.decide.cmr.curves import SizeFits, bootstrap_size, fit_size
 from mixlaw.decide.cmr.decision import (
-    SOURCE_TOL_ONLY,
     STATUS_TOL_OVERRULED,
     Decision,
     budget_values,
@@ -32,10 +31,12 @@ from mixlaw.decide.cmr.decision import (
     headline,
     ratio_rows,
     t0_for_resamples,
+    t0_weights,
 )
 from mixlaw.decide.cmr.intervals import bc_interval
 from mixlaw.decide.cmr.noise import NOISE_FLOOR
 from mixlaw.decide.cmr.ratio import RatioLawFit, fit_ratio_law_batch, model_free_crossing, resolve_ratio_law
+from mixlaw.decide.cmr.reading import Reading
 from mixlaw.decide.cmr.result import SizeCMR
 from mixlaw.decide.cmr.trend import cmr_size_trend, trend_exclusion, trend_summary
 from mixlaw.errors import InputError
@@ -197,14 +198,18 @@ def choose_ratio_law(
 
 
 def _same_source(point: Decision, boot: Decision) -> float | None:
-    """The resample's CMR computed the way the point estimate was (so the interval describes that number)."""
+    """The resample's CMR computed the way the point estimate was (so the interval describes that number), moved
+    into the resample's own observed bracket: no resample's CMR contradicts the verdicts of its own table, and the
+    interval carries the uncertainty of those verdicts (a ratio feasible in some resamples and not in others)."""
     if point.cmr is None:
         return None
-    if point.cmr_source in ("tolerance boundary", SOURCE_TOL_ONLY):  # the tolerance-only reading
+    if point.reading is Reading.TOLERANCE_ONLY:
         return boot.tolerance_boundary
-    if point.cmr_source.startswith("CMR law") or point.cmr_source.startswith("tolerance"):
+    if point.reading in (Reading.CMR_LAW, Reading.TOLERANCE):
         vals = [v for v in (boot.cmr_law_at_budget, boot.tolerance_boundary) if v is not None]
-        return float(min(max(min(vals), 0.0), 1.0)) if vals else None
+        if not vals:
+            return None
+        return float(boot.bracket.clip(min(max(min(vals), 0.0), 1.0)))
     return boot.cmr_discrete
 
 
@@ -290,46 +295,56 @@ def decide_size(
     rl_name = choose_ratio_law(sf, rows, ratio_law, c_method, fit_loss, scores=scores)
     rl_dom = choose_domain_law(sf, rows, ratio_law, rl_name, c_method, fit_loss)
     (rfit,), rl_note = ratio_fits_batch(sf, [rows], [sf], rl_name, c_method, fit_loss, rl_dom)
-    (cparams,) = fit_cmr_laws(law, [cmr_points(rows)])
-    dec = headline(sf, rows, cparams, rfit, epsilon, require_turn=turn)
-    notes = fit_notes + ([rl_note] if rl_note else []) + dec.notes
-    if budget_tokens is not None and budget_tokens > max(c.t_last for c in sf.curves):
-        notes.append("budget beyond the last evaluation: curves extrapolated")
     ci: tuple[float, float] | None = None
     tol_ci: tuple[float, float] | None = None
     boot_cmr = None
     boot_laws: list[dict[str, float]] = []
     boot_rfits: list[RatioFits] = []
     n_failed = 0
+    wts: dict[float, float] | None = None
     if bootstrap > 0:
         bsfs = bootstrap_size(sf, bootstrap, rng, fit_loss, batched)
         if batched:  # every resample's T0, CMR-law and ratio-law fits: one vectorised solve each
             bt0 = t0_for_resamples(bsfs, lagrange_mult=lagrange_mult, t0_search_factor=t0_search_factor)
             brows = [ratio_rows(b, epsilon=epsilon, lagrange_mult=lagrange_mult, t0_given=g, **kw)
                      for b, g in zip(bsfs, bt0, strict=True)]  # fmt: skip
-            bparams = fit_cmr_laws(law, [cmr_points(r) for r in brows])
+            wts = t0_weights(brows)
+            bparams = fit_cmr_laws(law, [cmr_points(r) for r in brows], wts)
             boot_rfits, _ = ratio_fits_batch(sf, brows, bsfs, rl_name, c_method, fit_loss, rl_dom)
         else:  # one resample at a time (reference for the batched path)
             brows = [ratio_rows(b, epsilon=epsilon, lagrange_mult=lagrange_mult, **kw) for b in bsfs]
-            bparams = [fit_cmr_laws(law, [cmr_points(r)])[0] for r in brows]
+            wts = t0_weights(brows)
+            bparams = [fit_cmr_laws(law, [cmr_points(r)], wts)[0] for r in brows]
             boot_rfits = [ratio_fits_batch(sf, [r], [b], rl_name, c_method, fit_loss, rl_dom)[0][0]
                           for b, r in zip(bsfs, brows, strict=True)]  # fmt: skip
+    (cparams,) = fit_cmr_laws(law, [cmr_points(rows)], wts)
+    dec = headline(sf, rows, cparams, rfit, epsilon, require_turn=turn)
+    notes = fit_notes + ([rl_note] if rl_note else []) + dec.notes
+    if budget_tokens is not None and budget_tokens > max(c.t_last for c in sf.curves):
+        notes.append("budget beyond the last evaluation: curves extrapolated")
+    if bootstrap > 0:
         vals, tols = [], []
         for b, r, p, f in zip(bsfs, brows, bparams, boot_rfits, strict=True):
             bd = headline(b, r, p, f, epsilon, require_turn=turn)
+            if bd.tolerance_boundary is not None:
+                tols.append(bd.tolerance_boundary)
+            if p is not None:
+                boot_laws.append(p)
+            if dec.cmr is None:  # a bracket or no CMR: there is no point value for the resamples to spread
+                continue
             v = _same_source(dec, bd)
             if v is None:
                 n_failed += 1
                 continue
             vals.append(v)
-            if bd.tolerance_boundary is not None:
-                tols.append(bd.tolerance_boundary)
-            if p is not None:
-                boot_laws.append(p)
+        n_curves = sum(c.ratio > 0 for c in sf.curves)
         unconv = sum(c.gen_status != "converged" for b in bsfs for c in b.curves if c.ratio > 0)
         if unconv:
-            notes.append(f"{unconv} of {bootstrap * sum(c.ratio > 0 for c in sf.curves)} bootstrap ΔL_gen refits "
-                         "did not converge or sit at an exponent bound")  # fmt: skip
+            # one vocabulary with the interval's count: a resample is "unusable" when it gives no CMR; a flagged
+            # curve refit inside a usable resample still counts towards the interval
+            notes.append(f"bootstrap: {n_failed} of {bootstrap} resamples unusable (no CMR); {unconv} of "
+                         f"{bootstrap * n_curves} ΔL_gen curve refits inside them flagged (not converged or at an "
+                         "exponent bound) and still used")  # fmt: skip
         if vals:  # bias-corrected percentile intervals: they contain their point estimate (.intervals)
             boot_cmr = np.array(vals)
             ci = bc_interval(boot_cmr, dec.cmr, level)
@@ -346,7 +361,7 @@ def decide_size(
         for eps in sensitivity_epsilons:
             srows = ratio_rows(sf, epsilon=eps, lagrange_mult=lam, t0_cache=t0c, **kw)
             if prm is None:
-                (prm,) = fit_cmr_laws(law, [cmr_points(srows)])
+                (prm,) = fit_cmr_laws(law, [cmr_points(srows)], wts)
             sd = headline(sf, srows, prm, rfit, eps, require_turn=turn)
             sens.append({"n_params": size_json(size), "lagrange_mult": "inf" if math.isinf(lam) else lam,
                          "epsilon": eps, "cmr": sd.cmr, "status": sd.status,
@@ -377,6 +392,8 @@ def decide_size(
         notes=list(dict.fromkeys(notes)), n_bootstrap=bootstrap, n_bootstrap_failed=n_failed, bootstrap_cmr=boot_cmr,
         bootstrap_cmr_law=boot_laws, outcome=dec.status, weak_reasons=weak,
         cmr_law_at_budget_raw=dec.cmr_law_at_budget_raw, model_free_crossing=mf, model_free_status=mf_status,
+        reading=dec.reading, bracket=(dec.bracket.lo, dec.bracket.hi), bracket_reason=dec.bracket_reason,
+        epsilon=epsilon,
     )  # fmt: skip
     return out, sens, boot_cmr, boot_rfits
 
