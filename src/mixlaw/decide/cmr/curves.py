@@ -8,10 +8,9 @@ Laws that do not declare a separable form, and non-``l2`` objectives, go through
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
-
-import math
 
 import numpy as np
 import pandas as pd

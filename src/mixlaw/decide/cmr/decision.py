@@ -8,8 +8,8 @@ solve), :func:`headline` (CMR, source and status).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np

@@ -10,12 +10,12 @@ bracket, or no CMR law at all, leaves the bracket itself as the answer ("CMR bet
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 __all__ = ["Reading", "BracketReason", "Bracket", "observed_bracket"]
 
 
-class Reading(str, Enum):
+class Reading(StrEnum):
     """What the headline CMR of a size is."""
 
     CMR_LAW = "cmr_law"
@@ -32,7 +32,7 @@ class Reading(str, Enum):
     """Without the turning-point requirement (increments relative to a control): the tolerance boundary."""
 
 
-class BracketReason(str, Enum):
+class BracketReason(StrEnum):
     """Why a headline is the observed bracket rather than a point value."""
 
     NO_CMR_LAW = "no_cmr_law"
