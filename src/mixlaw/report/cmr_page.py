@@ -22,6 +22,18 @@ def _ci(ci: Sequence[float] | None) -> str:
     return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "—"
 
 
+def cmr_class(s: Any) -> str:
+    """Colour by meaning: a usable reading is green (``ok``) or amber (``warn``: weak, a bracket, a bound); red
+    (``bad``) only when there is nothing to act on (no CMR and no bracket)."""
+    from mixlaw.decide.cmr.reading import Reading
+
+    if s.cmr is not None and s.status == "ok":
+        return "ok"
+    if s.cmr is not None or s.reading in (Reading.BRACKET, Reading.UPPER_BOUND, Reading.LOWER_BOUND):
+        return "warn"
+    return _status_class(s.status)
+
+
 def decision_sentences(decisions: Mapping[str, CMRDecision]) -> str:
     """One ``<li>`` per (domain, size): the decision in words, its status coloured."""
     items = []
@@ -32,7 +44,7 @@ def decision_sentences(decisions: Mapping[str, CMRDecision]) -> str:
             if cr:
                 v = "no CMR" if cr.get("cmr") is None else f"{cr['cmr']:.2f}"
                 txt += f" — {cr['reading']}: {v} {_ci(cr.get('ci'))} ({cr.get('status')})"
-            items.append(f'<li class="{_status_class(s.status)}">{esc(txt)}</li>')
+            items.append(f'<li class="{cmr_class(s)}">{esc(txt)}</li>')
     return f"<ul>{''.join(items)}</ul>"
 
 
@@ -80,8 +92,28 @@ def _validation_html(v: dict[str, Any] | None) -> str:
     return "".join(out) or "<p>Not enough sizes or interior ratios to hold any out.</p>"
 
 
+def _sens_cell(r: pd.Series) -> str:
+    """A sensitivity cell: the CMR, or its bracket when the table only brackets it (same words as the answer)."""
+    v = r.get("cmr")
+    if v is not None and not (isinstance(v, float) and math.isnan(v)):
+        return f"{float(v):.3f}"
+    lo, hi = r.get("bracket_lo"), r.get("bracket_hi")
+    lo = None if lo is None or (isinstance(lo, float) and math.isnan(lo)) else float(lo)
+    hi = None if hi is None or (isinstance(hi, float) and math.isnan(hi)) else float(hi)
+    if lo is not None and hi is not None:
+        return f"between {lo:g} and {hi:g}"
+    if hi is not None:
+        return f"< {hi:g}"
+    return "—"
+
+
 def _sensitivity(decision: CMRDecision) -> str:
     sens = decision.sensitivity.copy()
+    if "bracket_hi" in sens.columns:
+        sens["cmr"] = sens.apply(_sens_cell, axis=1)
+        why = sens[sens["why_moves"].notna()] if "why_moves" in sens.columns else sens.iloc[:0]
+    else:
+        why = sens.iloc[:0]
     sens["_n"] = pd.to_numeric(sens["n_params"], errors="coerce")
     sens["_l"] = sens["lagrange_mult"].map(lambda v: math.inf if isinstance(v, str) else float(v))
     sens = sens.sort_values(["_n", "_l", "epsilon"])
@@ -93,7 +125,11 @@ def _sensitivity(decision: CMRDecision) -> str:
     pivot = pivot.reset_index().rename(columns={"n_params": "size", "lagrange_mult": "λ"})
     pivot["size"] = pivot["size"].map(fmt_size)
     pivot["λ"] = pivot["λ"].map(lambda v: v if isinstance(v, str) else f"{v:g}")
-    return table_html(pivot)
+    notes = "".join(f"<li>{esc(fmt_size(r['n_params']))}, λ = {esc(r['lagrange_mult'])}, ε = {r['epsilon']:g}: "
+                    f"{esc(r['why_moves'])}</li>" for _, r in why.iterrows())  # fmt: skip
+    return table_html(pivot) + (f"<p>Rows where the CMR rises with λ:</p><ul>{notes}</ul>" if notes else
+                                "<p>The CMR does not rise with λ in any row (a larger λ moves every T0 towards the "
+                                "peak of ΔL_gen, so the feasible set can only shrink).</p>")  # fmt: skip
 
 
 def cmr_sections(decision: CMRDecision, *, source: str | None = None, domain: str | None = None,
@@ -171,8 +207,9 @@ def cmr_sections(decision: CMRDecision, *, source: str | None = None, domain: st
                        f"{table_html(lrows)}</details><details><summary>residual plots</summary>"
                        f'<div class="figs">{"".join(rfigs)}</div></details>'))  # fmt: skip
     if not decision.sensitivity.empty:
-        out.append(Section("Sensitivity of the CMR to λ and ε", "<p>Point estimates; — marks a non-numeric outcome "
-                           "(see the status column of the JSON output).</p>" + _sensitivity(decision)))  # fmt: skip
+        out.append(Section("Sensitivity of the CMR to λ and ε", "<p>Point estimates, or the bracket of trained "
+                           "ratios where no law value agrees with the table; — marks no answer (see the status column "
+                           "of the JSON output).</p>" + _sensitivity(decision)))  # fmt: skip
     summ = (inc.groupby(["size", "ratio"]).agg(runs=("run_id", "nunique"), evals=("tokens", "size"),
             max_tokens=("tokens", "max")).reset_index())  # fmt: skip
     summ["max_tokens"] = summ["max_tokens"].map(fmt_tokens)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -366,7 +367,9 @@ def decide_size(
             sens.append({"n_params": size_json(size), "lagrange_mult": "inf" if math.isinf(lam) else lam,
                          "epsilon": eps, "cmr": sd.cmr, "status": sd.status,
                          "n_feasible": sum(r["feasible"] for r in sd.ratios),
-                         "tolerance_boundary": sd.tolerance_boundary})  # fmt: skip
+                         "tolerance_boundary": sd.tolerance_boundary, "reading": sd.reading.value,
+                         "bracket_lo": sd.bracket.lo, "bracket_hi": sd.bracket.hi, "why_moves": None})  # fmt: skip
+    _explain_lambda_moves(sens)
     r_obs, g_obs, _ = budget_values(sf, rows)
     mf, mf_status = model_free_crossing(r_obs, g_obs - sf.ref_general, epsilon)
     misfit = ratio_law_misfit(sf, rows, rfit[0])
@@ -396,6 +399,33 @@ def decide_size(
         epsilon=epsilon,
     )  # fmt: skip
     return out, sens, boot_cmr, boot_rfits
+
+
+def _explain_lambda_moves(sens: list[dict[str, Any]]) -> None:
+    """Fill ``why_moves`` where a row's CMR is above the row of the next smaller λ at the same ε.
+
+    A larger λ moves every T0 towards the peak of ΔL_gen (laws.md §6.5.5), so the feasible set can only shrink
+    and the CMR should not rise; when it does, the row says why: a changed reading (e.g. the CMR law refitted
+    through other turning points, or the bracket giving way to a law value), never silently."""
+    def upper(r: dict[str, Any]) -> float | None:
+        v = r["cmr"] if r["cmr"] is not None else r["bracket_hi"]
+        return None if v is None else float(v)
+
+    by_eps: dict[float, list[dict[str, Any]]] = {}
+    for r in sens:
+        by_eps.setdefault(float(r["epsilon"]), []).append(r)
+    for rows in by_eps.values():
+        rows = sorted(rows, key=lambda r: math.inf if r["lagrange_mult"] == "inf" else float(r["lagrange_mult"]))
+        for prev, cur in itertools.pairwise(rows):
+            a, b = upper(prev), upper(cur)
+            if a is None or b is None or b <= a + 1e-9:
+                continue
+            if cur["n_feasible"] != prev["n_feasible"]:
+                cur["why_moves"] = (f"rises with λ: {cur['n_feasible']} feasible ratios vs {prev['n_feasible']} at "
+                                    f"λ = {prev['lagrange_mult']} (a turning verdict changed with T0)")  # fmt: skip
+            else:
+                cur["why_moves"] = (f"rises with λ: the CMR law refitted through the moved T0 ({cur['reading']} vs "
+                                    f"{prev['reading']} at λ = {prev['lagrange_mult']})")  # fmt: skip
 
 
 def check_args(
