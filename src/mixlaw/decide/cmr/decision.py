@@ -217,7 +217,10 @@ def fit_cmr_laws(
 
     ``weights`` (per ratio; default 1) weight the least squares: :func:`t0_weights` gives ``1/σ²`` of each
     ratio's turning point, so that a T0 the data barely pin down cannot drag the law. A fit whose law falls with
-    ``T`` (``α4·s4 < 0``: more tokens allowing a smaller share) is dropped: the CMR law must be increasing."""
+    ``T`` (``α4·s4 < 0``: more tokens allowing a smaller share) is dropped: the CMR law must be increasing; its
+    exponent is searched up to :data:`S4_MAX` = 1 only, so that it is also concave (every published CMR law is:
+    laws.md §6.6, s4 = 0.27, 0.14, −0.15, −0.42): a convex fit through noisy turning points would extrapolate a
+    share that grows faster and faster with the budget."""
     out: list[dict[str, float] | None] = [None] * len(points)
     use = [i for i, p in enumerate(points) if len({q[1] for q in p}) >= MIN_RATIOS_CMR_LAW]
     if not use:
@@ -230,13 +233,31 @@ def fit_cmr_laws(
         for j, (t, r) in enumerate(points[i]):
             T[k, j], R[k, j] = t, r
             W[k, j] = 1.0 if weights is None else float(weights.get(r, 1.0))
-    pf = fit_profiled(law, {"tokens": T}, R, weights=W)
+    pf = fit_profiled(_IncreasingConcave(law), {"tokens": T}, R, weights=W)  # type: ignore[arg-type]
     for k, i in enumerate(use):
         p = pf.params[k]
         if p is not None and float(p["alpha4"]) * float(p["s4"]) < 0:
             p = None
         out[i] = p
     return out
+
+
+#: Largest exponent of the CMR law the decision searches (s4 ≤ 1 with α4·s4 > 0: increasing and concave in T).
+S4_MAX = 1.0
+
+
+class _IncreasingConcave:
+    """The CMR law with its exponent design cut at :data:`S4_MAX` (everything else delegated)."""
+
+    def __init__(self, law: Law) -> None:
+        self._law = law
+
+    def profile_points(self) -> dict[str, np.ndarray]:
+        pts = self._law.profile_points()  # type: ignore[attr-defined]
+        return {"s4": np.asarray(pts["s4"])[np.asarray(pts["s4"]) <= S4_MAX]}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._law, name)
 
 
 #: Floor of a turning point's relative uncertainty in the CMR law's weights (1 % of T0).
