@@ -77,8 +77,10 @@ def test_point_estimates_track_the_truth(grids: list) -> None:
     assert float(np.max(np.abs(err))) < 0.06, err
 
 
-@pytest.mark.xfail(strict=True, reason="measured 17/24 = 71 % at noise 1e-4 (20 resamples): the residual "
-                   "bootstrap misses the early bias of turning points fitted near the end of the data")  # fmt: skip
+@pytest.mark.xfail(strict=True, reason="measured 13/24 = 54 % at noise 1e-4 (20 resamples; 17/24 when each "
+                   "resample is clipped to its own table's bracket instead of the printed one): the residual bootstrap "
+                   "misses the early bias of turning points fitted near the end of the data, and a wrong verdict at "
+                   "a near-critical ratio puts the truth outside the bracket")  # fmt: skip
 def test_95_percent_answers_cover_the_true_cmr(grids: list) -> None:
     cover = [lo - 1e-9 <= truth <= hi + 1e-9 for truth, s in grids for lo, hi in [_answer_interval(s)]]
     assert 0.90 <= float(np.mean(cover)) <= 0.99, f"{sum(cover)}/{len(cover)}"

@@ -200,8 +200,9 @@ def choose_ratio_law(
 
 def _same_source(point: Decision, boot: Decision) -> float | None:
     """The resample's CMR computed the way the point estimate was (so the interval describes that number), moved
-    into the resample's own observed bracket: no resample's CMR contradicts the verdicts of its own table, and the
-    interval carries the uncertainty of those verdicts (a ratio feasible in some resamples and not in others)."""
+    into the point estimate's observed bracket: no resample's CMR, and so no end of the interval, contradicts the
+    per-ratio table printed beside it (its verdicts are the observations; the resamples spread the law values
+    between them)."""
     if point.cmr is None:
         return None
     if point.reading is Reading.TOLERANCE_ONLY:
@@ -210,7 +211,7 @@ def _same_source(point: Decision, boot: Decision) -> float | None:
         vals = [v for v in (boot.cmr_law_at_budget, boot.tolerance_boundary) if v is not None]
         if not vals:
             return None
-        return float(boot.bracket.clip(min(max(min(vals), 0.0), 1.0)))
+        return float(point.bracket.clip(min(max(min(vals), 0.0), 1.0)))
     return boot.cmr_discrete
 
 
