@@ -219,3 +219,19 @@ def test_critical_point_and_turning_length_have_bootstrap_intervals(files, tmp_p
     assert not t["infinite"] and tiv["n_censored"] == 0 and tiv["lo"] <= t["steps"] <= tiv["hi"]
     text = runner.invoke(app, ["critical", str(fit), "--plan", str(short), "--horizon", "300000"])
     assert "95% [beyond the PT schedule, beyond the PT schedule] over 12 draws" in text.stdout
+
+
+def test_critical_without_plan_says_the_assumed_plan_first_and_predict_is_95(files) -> None:
+    """`cpt critical` without --plan uses the paper's 40k-step plan: its first line says so (JSON: plan.assumed);
+    with --plan it does not. `cpt predict` reports 95 % intervals by default, as every other verb."""
+    fit, plan = files
+    r = runner.invoke(app, ["critical", str(fit), "--horizon", "5000"])
+    assert r.exit_code == 0, r.output
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("assumed plan (no --plan given): PT wsd:peak=2e-4,steps=40000") and "--plan" in first
+    d = json.loads(runner.invoke(app, ["critical", str(fit), "--json", "--horizon", "5000"]).stdout)
+    assert d["plan"]["assumed"] is True and d["plan"]["pt"].startswith("wsd:")
+    r = runner.invoke(app, ["critical", str(fit), "--plan", str(plan), "--horizon", "5000"])
+    assert r.exit_code == 0 and "assumed plan" not in r.stdout
+    r = runner.invoke(app, ["predict", str(fit), "--plan", str(plan)])
+    assert r.exit_code == 0 and "95% interval" in r.stdout and "90% interval" not in r.stdout

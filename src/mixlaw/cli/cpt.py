@@ -11,7 +11,8 @@ Mount in the main CLI with ``app.add_typer(cpt.app, name="cpt")`` (:data:`mixlaw
 
 ``FIT.json`` is a CPT fit bundle (:meth:`mixlaw.decide.cpt.CptFits.to_dict`) or a single fit. Without
 ``--plan`` the paper's hyper-parameter-study setting is used: PT = WSD 40k steps at 2e-4 with an 8k-step
-decay, CPT = cosine over 10k steps from 2e-4. User errors print one line on stderr and exit 1.
+decay, CPT = cosine over 10k steps from 2e-4; ``critical`` then says so in its first line (JSON: ``plan.assumed``).
+Intervals are 95 % by default. User errors print one line on stderr and exit 1.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def predict(
     fit: Annotated[Path, typer.Argument(help="FIT.json: a CPT fit bundle or one fit")],
     plan: Annotated[Path, typer.Option("--plan", help="PLAN.toml (see mixlaw.decide.cpt.load_plan)")],
     weights: Annotated[str | None, typer.Option(help="W_PT,W_CPT for the composite loss")] = None,
-    level: Annotated[float, typer.Option(help="interval level of the bootstrap bands")] = 0.9,
+    level: Annotated[float, typer.Option(help="interval level of the bootstrap bands")] = 0.95,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output with the trajectory")] = False,
 ) -> None:
     """Predict every fitted eval set along a PT + CPT plan."""
@@ -187,7 +188,11 @@ def critical(
     fits = load_fits(fit)
     p = _plan(plan)
     w = _weights(weights)
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"plan": {"assumed": plan is None, "pt": DEFAULT_PT if plan is None else None,
+                                    "cpt": DEFAULT_CPT if plan is None else None}}  # fmt: skip
+    if plan is None and not as_json:  # the answer depends on the plan: say which one first, never silently
+        typer.echo(f"assumed plan (no --plan given): PT {DEFAULT_PT}, CPT {DEFAULT_CPT} — the CPT paper's "
+                   "hyper-parameter study; give --plan PLAN.toml for your own schedules")  # fmt: skip
     try:
         out["s1_pt_star_constant_lr"] = critical_s1_constant(fits.fits[fits.pt_set].params)
     except (MixlawError, KeyError) as exc:
