@@ -141,3 +141,21 @@ def test_clip_note_says_the_law_does_not_decide_when_the_table_disagrees() -> No
         "the table marks R = 0.75 infeasible, so the law does not set the CMR here")
     assert _clip_note("CMR law exceeds 1 at this budget", 1.2, Bracket(1.0, None), True).endswith(
         "every ratio tried is feasible")
+
+
+def test_domain_similarity_finding_is_evaluated_on_the_data_shown(shipped: dict) -> None:
+    """The paper's 'closer domain allows a higher CMR' comes with a verdict from these decisions: legal (lower base
+    loss, closer to the general text) vs code per size, contradicted wherever code's answer lies wholly above."""
+    from mixlaw.report.cmr_page import similarity_finding
+    from mixlaw.report.fmt import fmt_size
+
+    text = similarity_finding(shipped)
+    legal = {s.n_params: s for s in shipped["legal"].sizes}
+    code = {s.n_params: s for s in shipped["code"].sizes}
+    assert all(legal[n].reference_domain < code[n].reference_domain for n in legal)  # legal is the closer domain
+    for n in legal:
+        lo_code = code[n].cmr if code[n].cmr is not None else code[n].bracket[0]
+        hi_legal = legal[n].cmr if legal[n].cmr is not None else legal[n].bracket[1]
+        if lo_code is not None and hi_legal is not None and lo_code > hi_legal:
+            assert f"{fmt_size(n)} (code > legal)" in text, text
+    assert "contradicted at" in text  # code > legal at 21.7k and 113k on the shipped runs
