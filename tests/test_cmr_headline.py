@@ -146,8 +146,8 @@ def test_clip_note_says_the_law_does_not_decide_when_the_table_disagrees() -> No
 def test_domain_similarity_finding_is_evaluated_on_the_data_shown(shipped: dict) -> None:
     """The paper's 'closer domain allows a higher CMR' comes with a verdict from these decisions: legal (lower base
     loss, closer to the general text) vs code per size, contradicted wherever code's answer lies wholly above."""
+    from mixlaw.fmt import fmt_size
     from mixlaw.report.cmr_page import similarity_finding
-    from mixlaw.report.fmt import fmt_size
 
     text = similarity_finding(shipped)
     legal = {s.n_params: s for s in shipped["legal"].sizes}
@@ -159,3 +159,18 @@ def test_domain_similarity_finding_is_evaluated_on_the_data_shown(shipped: dict)
         if lo_code is not None and hi_legal is not None and lo_code > hi_legal:
             assert f"{fmt_size(n)} (code > legal)" in text, text
     assert "contradicted at" in text  # code > legal at 21.7k and 113k on the shipped runs
+
+
+def test_the_decision_contract_carries_the_bracket() -> None:
+    """On the Decision contract a bracket answer is two named answers and a reason code, status weak (not
+    'no answer'): 113k legal on the example is 'CMR between 0.25 and 0.5'."""
+    from mixlaw.decide.contract import Status
+    from mixlaw.decide.run import run_decision
+    from mixlaw.options import IntervalOptions
+
+    runs = pd.read_csv(EXAMPLES / "runs.csv")
+    res = run_decision(runs, "cmr", {"general_eval": "general", "domain_eval": "legal"},
+                       intervals=IntervalOptions(resamples=0))  # fmt: skip
+    got = {a.name: a.value for a in res.answers}
+    assert got["cmr@1.132e+05"] is None and got["cmr_lower@1.132e+05"] == 0.25 and got["cmr_upper@1.132e+05"] == 0.5
+    assert any(r.code == "cmr_size_bracket" for r in res.reasons) and res.status is Status.WEAK

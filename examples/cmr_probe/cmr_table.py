@@ -31,7 +31,7 @@ def _num(v: float | None) -> str:
 def table_markdown(runs: pd.DataFrame, bootstrap: int = BOOTSTRAP, seed: int = SEED) -> str:
     """The markdown table of the main job's decision on ``runs``."""
     from mixlaw.decide.cmr import critical_mixture_ratio_by_domain
-    from mixlaw.report.fmt import fmt_size
+    from mixlaw.fmt import fmt_size
 
     decs = critical_mixture_ratio_by_domain(runs, general_eval="general", domain_evals=["legal", "code"],
                                             bootstrap=bootstrap, random_state=seed, workers=1)  # fmt: skip

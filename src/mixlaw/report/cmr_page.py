@@ -280,7 +280,7 @@ def similarity_finding(decisions: Mapping[str, CMRDecision]) -> str:
     shown: per size, the domains ordered by how close they are to the general data (the base model's loss on the
     domain's validation set before CPT: lower = closer), and whether their answers are ordered the same way (a
     verdict only where the ranges do not overlap)."""
-    from mixlaw.report.fmt import fmt_size
+    from mixlaw.fmt import fmt_size
 
     by_size: dict[Any, list[tuple[float, str, tuple[float, float] | None]]] = {}
     for d, dec in decisions.items():
