@@ -21,7 +21,7 @@ from mixlaw.laws.cmr_law import CMRLaw
 UNIT = 2e8  # tokens per T unit; the budget is T = 100
 P460 = {"alpha4": 0.22524761, "s4": 0.26944345, "beta3": -0.48139982}  # laws.md §6.6
 RATIOS = (0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 1.0)
-N_GRIDS = 24
+N_GRIDS = 20
 NOISE = 1e-4
 
 
@@ -77,10 +77,10 @@ def test_point_estimates_track_the_truth(grids: list) -> None:
     assert float(np.max(np.abs(err))) < 0.06, err
 
 
-@pytest.mark.xfail(strict=True, reason="measured 13/24 = 54 % at noise 1e-4 (20 resamples; 17/24 when each "
-                   "resample is clipped to its own table's bracket instead of the printed one): the residual bootstrap "
-                   "misses the early bias of turning points fitted near the end of the data, and a wrong verdict at "
-                   "a near-critical ratio puts the truth outside the bracket")  # fmt: skip
+@pytest.mark.xfail(strict=True, reason="measured 12/20 = 60 % at noise 1e-4 with 20 resamples (17/24 on 24 grids "
+                   "when each resample is clipped to its own table's bracket instead of the printed one): the residual "
+                   "bootstrap misses the early bias of turning points fitted near the end of the data, and a wrong "
+                   "verdict at a near-critical ratio puts the truth outside the bracket")  # fmt: skip
 def test_95_percent_answers_cover_the_true_cmr(grids: list) -> None:
     cover = [lo - 1e-9 <= truth <= hi + 1e-9 for truth, s in grids for lo, hi in [_answer_interval(s)]]
     assert 0.90 <= float(np.mean(cover)) <= 0.99, f"{sum(cover)}/{len(cover)}"
@@ -92,7 +92,7 @@ def test_twenty_and_fifty_resamples_agree_within_monte_carlo_error() -> None:
     (the Monte-Carlo error of a 20-resample interval, estimated from the larger run)."""
     rng = np.random.default_rng(7)
     checked = 0
-    for i, sh in enumerate((0.08, 0.2, 0.32)):
+    for i, sh in enumerate((0.1, 0.3)):
         _, runs = _grid(100 + i, sh)
         s50 = _decide(runs, 50, i)
         s20 = _decide(runs, 20, i)
@@ -106,4 +106,4 @@ def test_twenty_and_fifty_resamples_agree_within_monte_carlo_error() -> None:
         assert lo_band[0] - 1e-9 <= s20.ci[0] <= lo_band[1] + 1e-9, (sh, s20.ci, lo_band)
         assert hi_band[0] - 1e-9 <= s20.ci[1] <= hi_band[1] + 1e-9, (sh, s20.ci, hi_band)
         checked += 1
-    assert checked >= 2
+    assert checked == 2
