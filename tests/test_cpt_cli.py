@@ -11,7 +11,15 @@ import pytest
 from typer.testing import CliRunner
 
 from mixlaw.cli.cpt import app
-from mixlaw.decide.cpt import CptFits, CptPlan, LawFit, optimum_vs_weight, predict_plan, schedule_aware_cmr
+from mixlaw.decide.cpt import (
+    CptFits,
+    CptPlan,
+    LawFit,
+    load_fits,
+    optimum_vs_weight,
+    predict_plan,
+    schedule_aware_cmr,
+)
 from mixlaw.laws import get_law
 from mixlaw.report.cpt_plots import (
     cpt_section,
@@ -173,6 +181,7 @@ def test_cpt_verbs_option_sets_are_pinned() -> None:
         "predict": sorted(["fit", "--plan", "--weights", "--level", "--json"]),
         "optimize": sorted(["fit", "--over", "--weights", "--plan", "--grid", "--level", "--json"]),
         "critical": sorted(["fit", "--plan", "--weights", "--horizon", "--level", "--json"]),
+        "bundle": sorted(["pt_fit", "cpt_fit", "--out"]),
     }
     for name in got:
         r = runner.invoke(app, [name, "--help"])
@@ -235,3 +244,28 @@ def test_critical_without_plan_says_the_assumed_plan_first_and_predict_is_95(fil
     assert r.exit_code == 0 and "assumed plan" not in r.stdout
     r = runner.invoke(app, ["predict", str(fit), "--plan", str(plan)])
     assert r.exit_code == 0 and "95% interval" in r.stdout and "90% interval" not in r.stdout
+
+
+def test_bundle_writes_the_two_fits_that_critical_reads(files, tmp_path) -> None:
+    """`cpt bundle` joins a D_pt and a D_cpt fit into the bundle `optimize`/`critical` read: no Python needed."""
+    fit, plan = files
+    b = _bundle()
+    paths = []
+    for k in ("loss_fineweb", "loss_kp"):
+        p = tmp_path / f"{k}.json"
+        p.write_text(json.dumps({**b.fits[k].to_dict(), "target": k}))
+        paths.append(str(p))
+    out = tmp_path / "bundle.json"
+    r = runner.invoke(app, ["bundle", *paths, "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    got = load_fits(out)
+    assert got.pt_set == "loss_fineweb" and got.cpt_set == "loss_kp"
+    for k in ("loss_fineweb", "loss_kp"):
+        assert got.fits[k].params == pytest.approx(b.fits[k].params)
+    args = ["--plan", str(plan), "--json", "--horizon", "20000"]
+    a = json.loads(runner.invoke(app, ["critical", str(out), *args]).stdout)
+    want = json.loads(runner.invoke(app, ["critical", str(fit), *args]).stdout)
+    assert a["critical_point"]["reason"] == want["critical_point"]["reason"]
+    assert a["turning_length"]["steps"] == pytest.approx(want["turning_length"]["steps"])
+    r = runner.invoke(app, ["bundle", paths[0], paths[0], "--out", str(out)])
+    assert r.exit_code == 1 and "same eval set" in r.output

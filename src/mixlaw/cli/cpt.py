@@ -7,7 +7,9 @@ Mount in the main CLI with ``app.add_typer(cpt.app, name="cpt")`` (:data:`mixlaw
 * ``optimize FIT.json --over replay|peak_lr|loss_potential --weights W_PT,W_CPT [--plan PLAN.toml]
   [--json]`` — the best value of one schedule-family hyper-parameter;
 * ``critical FIT.json [--plan PLAN.toml] [--weights W_PT,W_CPT] [--json]`` — critical point and turning
-  length.
+  length;
+* ``bundle PT_FIT.json CPT_FIT.json --out BUNDLE.json`` — the D_pt + D_cpt bundle the verbs above read, from two
+  ``mixlaw fit --law cpt ... --out`` results.
 
 ``FIT.json`` is a CPT fit bundle (:meth:`mixlaw.decide.cpt.CptFits.to_dict`) or a single fit. Without
 ``--plan`` the paper's hyper-parameter-study setting is used: PT = WSD 40k steps at 2e-4 with an 8k-step
@@ -247,6 +249,34 @@ def critical(
         cpi, tli = iv_text(c["interval"], "beyond the PT schedule"), iv_text(t["interval"], "∞")
         typer.echo(f"[{label}] critical point: {where}{cpi} — {c['reason']}")
         typer.echo(f"[{label}] turning length: {turn}{tli} — {t['reason']}; asymptotic class {t['asymptotic_class']}")
+
+
+@app.command()
+@verb
+def bundle(
+    pt_fit: Annotated[Path, typer.Argument(help="FIT.json of the D_pt (general) eval set, from mixlaw fit --out")],
+    cpt_fit: Annotated[Path, typer.Argument(help="FIT.json of the D_cpt (domain) eval set, from mixlaw fit --out")],
+    out: Annotated[Path, typer.Option("--out", help="where to write the bundle (JSON)")],
+) -> None:
+    """Write the D_pt + D_cpt bundle that ``optimize`` and ``critical`` read, from two single fits (``mixlaw fit
+    RUNS --law cpt --target loss_general --out pt.json`` and the same for the domain's loss)."""
+    import os
+    import tempfile
+
+    from mixlaw.decide.cpt import load_fits
+    from mixlaw.decide.cpt.fits import CptFits
+
+    pt, cpt = load_fits(pt_fit), load_fits(cpt_fit)
+    if pt.pt_set == cpt.pt_set:
+        raise MixlawError(f"both fits are of the same eval set '{pt.pt_set}': give the D_pt and the D_cpt fit")
+    both = CptFits(fits={pt.pt_set: pt.fits[pt.pt_set], cpt.pt_set: cpt.fits[cpt.pt_set]}, pt_set=pt.pt_set,
+                   cpt_set=cpt.pt_set)  # fmt: skip
+    text = json.dumps(both.to_dict(), indent=1)
+    fd, tmp = tempfile.mkstemp(dir=out.resolve().parent, prefix=f".{out.name}.")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:  # atomic: a reader never sees half a bundle
+        fh.write(text)
+    os.replace(tmp, out)
+    typer.echo(f"bundle written to {out}: D_pt = {pt.pt_set}, D_cpt = {cpt.pt_set}")
 
 
 def main() -> None:  # pragma: no cover - convenience entry point
