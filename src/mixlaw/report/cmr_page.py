@@ -22,6 +22,11 @@ def _ci(ci: Sequence[float] | None) -> str:
     return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "—"
 
 
+def _cmr_cell(s: Any) -> float | str | None:
+    """The CMR column: the value, or the answer in words when the table only brackets it."""
+    return s.cmr if s.cmr is not None else s.answer().removeprefix("CMR ")
+
+
 def cmr_class(s: Any) -> str:
     """Colour by meaning: a usable reading is green (``ok``) or amber (``warn``: weak, a bracket, a bound); red
     (``bad``) only when there is nothing to act on (no CMR and no bracket)."""
@@ -173,7 +178,7 @@ def cmr_sections(decision: CMRDecision, *, source: str | None = None, domain: st
         line = trend_summary(decision.sizes, decision.trend)
         trend = f"<p>{esc(line[0].upper() + line[1:])}.</p>"
     out.append(Section("Plots", f'<div class="figs">{"".join(figs)}</div>{trend}'))
-    rows = [{"size": fmt_size(s.n_params), "budget (tokens)": fmt_tokens(s.budget_tokens), "CMR": s.cmr,
+    rows = [{"size": fmt_size(s.n_params), "budget (tokens)": fmt_tokens(s.budget_tokens), "CMR": _cmr_cell(s),
              "95% CI": _ci(s.ci), "from": s.cmr_source, "largest feasible tried": s.cmr_discrete,
              "CMR law at budget": s.cmr_law_at_budget, "tolerance boundary": s.tolerance_boundary,
              "model-free crossing": s.model_free_crossing,
@@ -255,7 +260,7 @@ def cmr_domains_section(decisions: Mapping[str, CMRDecision]) -> Section:
     from mixlaw.report import plots
 
     rows = [{"domain": d, "size": fmt_size(s.n_params), "budget (tokens)": fmt_tokens(s.budget_tokens),
-             "CMR": s.cmr, "95% CI": _ci(s.ci), "tolerance boundary": s.tolerance_boundary,
+             "CMR": _cmr_cell(s), "95% CI": _ci(s.ci), "tolerance boundary": s.tolerance_boundary,
              "model-free crossing": s.model_free_crossing, "status": s.status}
             for d, dec in decisions.items() for s in dec.sizes]  # fmt: skip
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
