@@ -178,9 +178,9 @@ def test_cpt_verbs_option_sets_are_pinned() -> None:
         for name, cmd in group.commands.items()  # type: ignore[attr-defined]
     }
     assert got == {
-        "predict": sorted(["fit", "--plan", "--weights", "--level", "--json"]),
-        "optimize": sorted(["fit", "--over", "--weights", "--plan", "--grid", "--level", "--json"]),
-        "critical": sorted(["fit", "--plan", "--weights", "--horizon", "--level", "--json"]),
+        "predict": sorted(["fit", "--plan", "--weights", "--level", "--json", "--report"]),
+        "optimize": sorted(["fit", "--over", "--weights", "--plan", "--grid", "--level", "--json", "--report"]),
+        "critical": sorted(["fit", "--plan", "--weights", "--horizon", "--level", "--json", "--report"]),
         "bundle": sorted(["pt_fit", "cpt_fit", "--out"]),
     }
     for name in got:
@@ -269,3 +269,19 @@ def test_bundle_writes_the_two_fits_that_critical_reads(files, tmp_path) -> None
     assert a["turning_length"]["steps"] == pytest.approx(want["turning_length"]["steps"])
     r = runner.invoke(app, ["bundle", paths[0], paths[0], "--out", str(out)])
     assert r.exit_code == 1 and "same eval set" in r.output
+
+
+def test_report_on_the_cpt_verbs_leads_with_the_answer(files, tmp_path) -> None:
+    """`--report` on critical (and predict): the page opens with the lines the verb printed, then the CPT analysis."""
+    fit, plan = files
+    page = tmp_path / "critical.html"
+    r = runner.invoke(app, ["critical", str(fit), "--horizon", "5000", "--report", str(page)])
+    assert r.exit_code == 0, r.output
+    html = page.read_text()
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("assumed plan") and html.index("assumed plan") < html.index("fitted parameters")
+    assert "critical point" in html and html.count("data:image/png;base64,") >= 1
+    page = tmp_path / "predict.html"
+    r = runner.invoke(app, ["predict", str(fit), "--plan", str(plan), "--report", str(page)])
+    assert r.exit_code == 0, r.output
+    assert "loss_kp: final loss" in page.read_text() and "95% interval" in page.read_text()

@@ -56,6 +56,28 @@ def _plan(path: Path | None) -> Any:
     return load_plan(path)
 
 
+def _write_report(path: Path, title: str, lines: list[str], fits: Any, plan: Any,
+                  weights: tuple[float, float] | None, over: tuple[str, ...] = ()) -> None:  # fmt: skip
+    """``--report``: the verb's answer first (the same lines it printed), then the CPT analysis of the plan (fitted
+    parameters with intervals, trajectories, critical point, turning length), written atomically."""
+    import os
+    import tempfile
+
+    from mixlaw.report.cpt_plots import cpt_report_section
+    from mixlaw.report.html import Section, esc, render_report
+
+    answer = Section("Answer", "<ul>" + "".join(f"<li>{esc(x)}</li>" for x in lines) + "</ul>")
+    html = render_report(title, [answer, cpt_report_section(fits, plan, weights=weights, over=list(over))])
+    fd, tmp = tempfile.mkstemp(dir=path.resolve().parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(html)
+    os.replace(tmp, path)
+    typer.echo(f"report written to {path}")
+
+
+_REPORT = typer.Option("--report", help="also write an HTML report (the answer, then the CPT analysis of the plan)")
+
+
 def _num(v: float | None) -> float | None:
     if v is None or (isinstance(v, float) and (math.isnan(v) or math.isinf(v))):
         return None
@@ -78,6 +100,7 @@ def predict(
     weights: Annotated[str | None, typer.Option(help="W_PT,W_CPT for the composite loss")] = None,
     level: Annotated[float, typer.Option(help="interval level of the bootstrap bands")] = 0.95,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output with the trajectory")] = False,
+    report: Annotated[Path | None, _REPORT] = None,
 ) -> None:
     """Predict every fitted eval set along a PT + CPT plan."""
     from mixlaw.decide.cpt import load_fits, predict_plan
@@ -115,6 +138,11 @@ def predict(
         iv = f"{last[f'lo_{s}']:.4f} – {last[f'hi_{s}']:.4f}" if f"lo_{s}" in pred else "—"
         t.add_row(s, f"{last[f'pred_{s}']:.4f}", iv, str(n_boot.get(s, 0)))
     Console().print(t)
+    if report is not None:
+        ivs = {s: f", {level:.0%} interval {last[f'lo_{s}']:.4f} – {last[f'hi_{s}']:.4f}" for s in sets
+               if f"lo_{s}" in pred}  # fmt: skip
+        lines = [f"{s}: final loss {last[f'pred_{s}']:.4f}{ivs.get(s, '')} at step {int(last['step'])}" for s in sets]
+        _write_report(report, "CPT prediction", lines + [f"warning: {m}" for m in msgs], fits, p, _weights(weights))
 
 
 @app.command()
@@ -127,6 +155,7 @@ def optimize(
     grid: Annotated[str | None, typer.Option(help="comma-separated grid of values to try")] = None,
     level: Annotated[float, typer.Option("--level", help="Interval level, e.g. 0.95.")] = 0.95,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    report: Annotated[Path | None, _REPORT] = None,
 ) -> None:
     """Best replay ratio, CPT peak LR or loss potential for the weighted objective w_pt·L_pt + w_cpt·L_cpt."""
     from mixlaw.decide.cpt import load_fits
@@ -160,10 +189,12 @@ def optimize(
         oiv = f" {pct} [{res.objective_interval[0]:.4f}, {res.objective_interval[1]:.4f}]"
     edge = " (at the edge of the grid: widen it)" if res.at_edge else ""
     boot = f" from {res.n_boot} paired resamples" if res.n_boot else " (no bootstrap draws in the fits)"
-    typer.echo(
-        f"best {over} = {res.best:.4g} {pct} {iv}{edge}; objective {res.best_objective:.4f}{oiv} "
-        f"(w_pt={res.weights[0]:g}, w_cpt={res.weights[1]:g}); bootstrap intervals{boot}"
-    )
+    line = (f"best {over} = {res.best:.4g} {pct} {iv}{edge}; objective {res.best_objective:.4f}{oiv} "
+            f"(w_pt={res.weights[0]:g}, w_cpt={res.weights[1]:g}); bootstrap intervals{boot}")  # fmt: skip
+    typer.echo(line)
+    if report is not None:
+        _write_report(report, "CPT optimisation", [line] + [f"warning: {m}" for m in msgs], fits, _plan(plan), w,
+                      over=(over,))  # fmt: skip
 
 
 @app.command()
@@ -175,6 +206,7 @@ def critical(
     horizon: Annotated[int | None, typer.Option(help="turning-length horizon in CPT steps")] = None,
     level: Annotated[float, typer.Option("--level", help="Interval level, e.g. 0.95.")] = 0.95,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    report: Annotated[Path | None, _REPORT] = None,
 ) -> None:
     """Critical point (PT step whose CPT curve converges back to its start) and turning length, each with its
     bootstrap interval over the fits' draws."""
@@ -192,8 +224,14 @@ def critical(
     w = _weights(weights)
     out: dict[str, Any] = {"plan": {"assumed": plan is None, "pt": DEFAULT_PT if plan is None else None,
                                     "cpt": DEFAULT_CPT if plan is None else None}}  # fmt: skip
+    said: list[str] = []
+
+    def say(line: str) -> None:
+        typer.echo(line)
+        said.append(line)
+
     if plan is None and not as_json:  # the answer depends on the plan: say which one first, never silently
-        typer.echo(f"assumed plan (no --plan given): PT {DEFAULT_PT}, CPT {DEFAULT_CPT} — the CPT paper's "
+        say(f"assumed plan (no --plan given): PT {DEFAULT_PT}, CPT {DEFAULT_CPT} — the CPT paper's "
                    "hyper-parameter study; give --plan PLAN.toml for your own schedules")  # fmt: skip
     try:
         out["s1_pt_star_constant_lr"] = critical_s1_constant(fits.fits[fits.pt_set].params)
@@ -229,9 +267,9 @@ def critical(
         return
     s1 = out["s1_pt_star_constant_lr"]
     if s1 is not None:
-        typer.echo(f"constant-LR critical forward area S1_pt* = (A/B)^(1/alpha) = {s1:.4f}")
+        say(f"constant-LR critical forward area S1_pt* = (A/B)^(1/alpha) = {s1:.4f}")
     else:
-        typer.echo(f"constant-LR critical point: {out.get('s1_pt_star_constant_lr_reason')}")
+        say(f"constant-LR critical point: {out.get('s1_pt_star_constant_lr_reason')}")
     blocks = [("D_pt", out)] + ([("composite", out["composite"])] if "composite" in out else [])
     pct = f"{100 * level:g}%"
 
@@ -247,8 +285,10 @@ def critical(
         where = "—" if c["pt_step"] is None else f"PT step {c['pt_step']:.0f} (S1_pt {c['s1_pt']:.4f})"
         turn = "∞" if t["infinite"] else f"{t['steps']:.0f} CPT steps"
         cpi, tli = iv_text(c["interval"], "beyond the PT schedule"), iv_text(t["interval"], "∞")
-        typer.echo(f"[{label}] critical point: {where}{cpi} — {c['reason']}")
-        typer.echo(f"[{label}] turning length: {turn}{tli} — {t['reason']}; asymptotic class {t['asymptotic_class']}")
+        say(f"[{label}] critical point: {where}{cpi} — {c['reason']}")
+        say(f"[{label}] turning length: {turn}{tli} — {t['reason']}; asymptotic class {t['asymptotic_class']}")
+    if report is not None:
+        _write_report(report, "CPT critical point", said + [f"warning: {m}" for m in out["warnings"]], fits, p, w)
 
 
 @app.command()
