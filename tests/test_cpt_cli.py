@@ -181,7 +181,7 @@ def test_cpt_verbs_option_sets_are_pinned() -> None:
         "predict": sorted(["fit", "--plan", "--weights", "--level", "--json", "--report"]),
         "optimize": sorted(["fit", "--over", "--weights", "--plan", "--grid", "--level", "--json", "--report"]),
         "critical": sorted(["fit", "--plan", "--weights", "--horizon", "--level", "--json", "--report"]),
-        "bundle": sorted(["pt_fit", "cpt_fit", "--out"]),
+        "bundle": sorted(["pt_fit", "cpt_fit", "--out", "--json"]),
     }
     for name in got:
         r = runner.invoke(app, [name, "--help"])

@@ -297,6 +297,7 @@ def bundle(
     pt_fit: Annotated[Path, typer.Argument(help="FIT.json of the D_pt (general) eval set, from mixlaw fit --out")],
     cpt_fit: Annotated[Path, typer.Argument(help="FIT.json of the D_cpt (domain) eval set, from mixlaw fit --out")],
     out: Annotated[Path, typer.Option("--out", help="where to write the bundle (JSON)")],
+    as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
     """Write the D_pt + D_cpt bundle that ``optimize`` and ``critical`` read, from two single fits (``mixlaw fit
     RUNS --law cpt --target loss_general --out pt.json`` and the same for the domain's loss)."""
@@ -316,7 +317,10 @@ def bundle(
     with os.fdopen(fd, "w", encoding="utf-8") as fh:  # atomic: a reader never sees half a bundle
         fh.write(text)
     os.replace(tmp, out)
-    typer.echo(f"bundle written to {out}: D_pt = {pt.pt_set}, D_cpt = {cpt.pt_set}")
+    if as_json:
+        typer.echo(json.dumps({"out": str(out), "pt_set": pt.pt_set, "cpt_set": cpt.pt_set}))
+    else:
+        typer.echo(f"bundle written to {out}: D_pt = {pt.pt_set}, D_cpt = {cpt.pt_set}")
 
 
 def main() -> None:  # pragma: no cover - convenience entry point
