@@ -285,3 +285,19 @@ def test_report_on_the_cpt_verbs_leads_with_the_answer(files, tmp_path) -> None:
     r = runner.invoke(app, ["predict", str(fit), "--plan", str(plan), "--report", str(page)])
     assert r.exit_code == 0, r.output
     assert "loss_kp: final loss" in page.read_text() and "95% interval" in page.read_text()
+
+
+def test_critical_repeats_an_unidentifiable_fit() -> None:
+    """A fit whose engine record says the data do not pin it down is named beside the critical point's answer."""
+    from dataclasses import replace
+
+    from mixlaw.cli.cpt import _identifiability_notes
+
+    b = _bundle()
+    rec = {"status": "unidentifiable", "identifiability": {"status": "unidentifiable", "reason": "one replay ratio"}}
+    bad = CptFits(fits={**b.fits, "loss_fineweb": replace(b.fits["loss_fineweb"], record=rec)}, pt_set="loss_fineweb",
+                  cpt_set="loss_kp")  # fmt: skip
+    notes = _identifiability_notes(bad)
+    assert notes == ["note: the loss_fineweb fit is unidentifiable (one replay ratio): answers that rest on it are "
+                     "not determined by the data"]  # fmt: skip
+    assert _identifiability_notes(b) == []

@@ -75,6 +75,19 @@ def _write_report(path: Path, title: str, lines: list[str], fits: Any, plan: Any
     typer.echo(f"report written to {path}")
 
 
+def _identifiability_notes(fits: Any) -> list[str]:
+    """One line per fit of the bundle whose engine record says the data do not pin down its parameters."""
+    out = []
+    for k, f in fits.fits.items():
+        rec = f.record or {}
+        ident = rec.get("identifiability") or {}
+        st = ident.get("status") or rec.get("status")
+        if st in ("unidentifiable", "weak"):
+            why = ident.get("reason") or "see the fit's identifiability"
+            out.append(f"note: the {k} fit is {st} ({why}): answers that rest on it are not determined by the data")
+    return out
+
+
 _REPORT = typer.Option("--report", help="also write an HTML report (the answer, then the CPT analysis of the plan)")
 
 
@@ -262,10 +275,13 @@ def critical(
                 ),
             }
     out["warnings"] = _emit_warnings(caught, as_json)
+    out["identifiability"] = _identifiability_notes(fits)
     if as_json:
         typer.echo(json.dumps(out))
         return
     s1 = out["s1_pt_star_constant_lr"]
+    for note in _identifiability_notes(fits):  # repeated where it matters: the answer rests on these parameters
+        say(note)
     if s1 is not None:
         say(f"constant-LR critical forward area S1_pt* = (A/B)^(1/alpha) = {s1:.4f}")
     else:
