@@ -211,7 +211,7 @@ def test_input_errors() -> None:
     with pytest.raises(InputError, match="epsilon"):
         critical_mixture_ratio(runs, general_eval="general", domain_eval="code", epsilon=-1)
     no_ref = runs[runs["step"] > 0]
-    with pytest.raises(InputError, match="no T = 0 evaluation"):
+    with pytest.raises(InputError, match=r"T = 0 reference for run .*no step-0 evaluation"):
         critical_mixture_ratio(no_ref, general_eval="general", domain_eval="code")
     bad = runs.copy()
     bad.loc[3, "loss_general"] = np.nan
