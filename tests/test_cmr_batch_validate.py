@@ -86,7 +86,8 @@ def test_cli_progress_validate_and_a_report_that_leads_with_the_decision(tmp_pat
     assert res.exit_code == 0, res.output
     lines = [ln for ln in res.stderr.splitlines() if ln.startswith("cmr: ")]
     assert len(lines) == 4 and all("done (4 resamples" in ln for ln in lines)  # 2 sizes × 2 domains, not a tty
-    assert re.search(r"legal: (CMR \d\.\d\d|no CMR).* at 13.2k parameters and 299k CPT tokens; status ", res.stdout)
+    assert re.search(r"legal: (CMR \d\.\d\d|CMR between|no CMR).* at 13.2k parameters, 299k CPT tokens, "
+                     r"ε = 0.05; status ", res.stdout)  # fmt: skip
     # every interval says how many of its resamples were unusable (issue 9 item 1): the sentences and the table
     assert len(re.findall(r"CMR \d\.\d\d \[[-\d.]+, [-\d.]+\] \(\d+/4 resamples unusable\)", res.stdout)) >= 2
     assert re.search(r"\b\d+/4 unusable", res.stdout)  # the table's 95% CI column

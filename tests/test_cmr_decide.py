@@ -20,6 +20,7 @@ from mixlaw.decide.cmr import (
     status_too_few,
     tolerance_boundary,
 )
+from mixlaw.decide.cmr.reading import BracketReason, Reading
 from mixlaw.errors import InputError
 from mixlaw.laws import get_law
 
@@ -160,7 +161,11 @@ def test_status_too_few_ratios_for_the_cmr_law() -> None:
         sensitivity_lambdas=(), sensitivity_epsilons=(),
     )  # fmt: skip
     (s,) = dec.sizes
-    assert s.status == status_too_few(3) and s.cmr == 0.2 and s.cmr_law is None
+    # no CMR law: the headline is the table's bracket, never a trained ratio under the CMR's name
+    assert s.status == status_too_few(3) and s.cmr is None and s.cmr_law is None
+    assert s.cmr_discrete == 0.2 and s.bracket == (0.2, 0.5) and s.reading is Reading.BRACKET
+    assert s.bracket_reason is BracketReason.NO_CMR_LAW
+    assert "CMR between 0.2 and 0.5" in s.sentence("code")
 
 
 def test_bootstrap_interval_and_sensitivity() -> None:
@@ -206,7 +211,7 @@ def test_input_errors() -> None:
     with pytest.raises(InputError, match="epsilon"):
         critical_mixture_ratio(runs, general_eval="general", domain_eval="code", epsilon=-1)
     no_ref = runs[runs["step"] > 0]
-    with pytest.raises(InputError, match="no T = 0 evaluation"):
+    with pytest.raises(InputError, match=r"T = 0 reference for run .*no step-0 evaluation"):
         critical_mixture_ratio(no_ref, general_eval="general", domain_eval="code")
     bad = runs.copy()
     bad.loc[3, "loss_general"] = np.nan

@@ -11,7 +11,15 @@ import pytest
 from typer.testing import CliRunner
 
 from mixlaw.cli.cpt import app
-from mixlaw.decide.cpt import CptFits, CptPlan, LawFit, optimum_vs_weight, predict_plan, schedule_aware_cmr
+from mixlaw.decide.cpt import (
+    CptFits,
+    CptPlan,
+    LawFit,
+    load_fits,
+    optimum_vs_weight,
+    predict_plan,
+    schedule_aware_cmr,
+)
 from mixlaw.laws import get_law
 from mixlaw.report.cpt_plots import (
     cpt_section,
@@ -170,9 +178,12 @@ def test_cpt_verbs_option_sets_are_pinned() -> None:
         for name, cmd in group.commands.items()  # type: ignore[attr-defined]
     }
     assert got == {
-        "predict": sorted(["fit", "--plan", "--weights", "--level", "--json", "--max-memory"]),
-        "optimize": sorted(["fit", "--over", "--weights", "--plan", "--grid", "--level", "--json", "--max-memory"]),
-        "critical": sorted(["fit", "--plan", "--weights", "--horizon", "--level", "--json", "--max-memory"]),
+        "predict": sorted(["fit", "--plan", "--weights", "--level", "--json", "--max-memory", "--report"]),
+        "optimize": sorted(
+            ["fit", "--over", "--weights", "--plan", "--grid", "--level", "--json", "--max-memory", "--report"]
+        ),
+        "critical": sorted(["fit", "--plan", "--weights", "--horizon", "--level", "--json", "--max-memory", "--report"]),
+        "bundle": sorted(["pt_fit", "cpt_fit", "--out", "--json"]),
     }
     for name in got:
         r = runner.invoke(app, [name, "--help"])
@@ -219,3 +230,76 @@ def test_critical_point_and_turning_length_have_bootstrap_intervals(files, tmp_p
     assert not t["infinite"] and tiv["n_censored"] == 0 and tiv["lo"] <= t["steps"] <= tiv["hi"]
     text = runner.invoke(app, ["critical", str(fit), "--plan", str(short), "--horizon", "300000"])
     assert "95% [beyond the PT schedule, beyond the PT schedule] over 12 draws" in text.stdout
+
+
+def test_critical_without_plan_says_the_assumed_plan_first_and_predict_is_95(files) -> None:
+    """`cpt critical` without --plan uses the paper's 40k-step plan: its first line says so (JSON: plan.assumed);
+    with --plan it does not. `cpt predict` reports 95 % intervals by default, as every other verb."""
+    fit, plan = files
+    r = runner.invoke(app, ["critical", str(fit), "--horizon", "5000"])
+    assert r.exit_code == 0, r.output
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("assumed plan (no --plan given): PT wsd:peak=2e-4,steps=40000") and "--plan" in first
+    d = json.loads(runner.invoke(app, ["critical", str(fit), "--json", "--horizon", "5000"]).stdout)
+    assert d["plan"]["assumed"] is True and d["plan"]["pt"].startswith("wsd:")
+    r = runner.invoke(app, ["critical", str(fit), "--plan", str(plan), "--horizon", "5000"])
+    assert r.exit_code == 0 and "assumed plan" not in r.stdout
+    r = runner.invoke(app, ["predict", str(fit), "--plan", str(plan)])
+    assert r.exit_code == 0 and "95% interval" in r.stdout and "90% interval" not in r.stdout
+
+
+def test_bundle_writes_the_two_fits_that_critical_reads(files, tmp_path) -> None:
+    """`cpt bundle` joins a D_pt and a D_cpt fit into the bundle `optimize`/`critical` read: no Python needed."""
+    fit, plan = files
+    b = _bundle()
+    paths = []
+    for k in ("loss_fineweb", "loss_kp"):
+        p = tmp_path / f"{k}.json"
+        p.write_text(json.dumps({**b.fits[k].to_dict(), "target": k}))
+        paths.append(str(p))
+    out = tmp_path / "bundle.json"
+    r = runner.invoke(app, ["bundle", *paths, "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    got = load_fits(out)
+    assert got.pt_set == "loss_fineweb" and got.cpt_set == "loss_kp"
+    for k in ("loss_fineweb", "loss_kp"):
+        assert got.fits[k].params == pytest.approx(b.fits[k].params)
+    args = ["--plan", str(plan), "--json", "--horizon", "20000"]
+    a = json.loads(runner.invoke(app, ["critical", str(out), *args]).stdout)
+    want = json.loads(runner.invoke(app, ["critical", str(fit), *args]).stdout)
+    assert a["critical_point"]["reason"] == want["critical_point"]["reason"]
+    assert a["turning_length"]["steps"] == pytest.approx(want["turning_length"]["steps"])
+    r = runner.invoke(app, ["bundle", paths[0], paths[0], "--out", str(out)])
+    assert r.exit_code == 1 and "same eval set" in r.output
+
+
+def test_report_on_the_cpt_verbs_leads_with_the_answer(files, tmp_path) -> None:
+    """`--report` on critical (and predict): the page opens with the lines the verb printed, then the CPT analysis."""
+    fit, plan = files
+    page = tmp_path / "critical.html"
+    r = runner.invoke(app, ["critical", str(fit), "--horizon", "5000", "--report", str(page)])
+    assert r.exit_code == 0, r.output
+    html = page.read_text()
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("assumed plan") and html.index("assumed plan") < html.index("fitted parameters")
+    assert "critical point" in html and html.count("data:image/png;base64,") >= 1
+    page = tmp_path / "predict.html"
+    r = runner.invoke(app, ["predict", str(fit), "--plan", str(plan), "--report", str(page)])
+    assert r.exit_code == 0, r.output
+    assert "loss_kp: final loss" in page.read_text() and "95% interval" in page.read_text()
+
+
+def test_critical_repeats_an_unidentifiable_fit() -> None:
+    """A fit whose engine record says the data do not pin it down is named beside the critical point's answer."""
+    from dataclasses import replace
+
+    from mixlaw.cli.cpt import _identifiability_notes
+
+    b = _bundle()
+    rec = {"status": "unidentifiable", "identifiability": {"status": "unidentifiable", "reason": "one replay ratio"}}
+    bad = CptFits(fits={**b.fits, "loss_fineweb": replace(b.fits["loss_fineweb"], record=rec)}, pt_set="loss_fineweb",
+                  cpt_set="loss_kp")  # fmt: skip
+    notes = _identifiability_notes(bad)
+    assert notes == ["note: the loss_fineweb fit is unidentifiable (one replay ratio): answers that rest on it are "
+                     "not determined by the data"]  # fmt: skip
+    assert _identifiability_notes(b) == []

@@ -7,11 +7,14 @@ Mount in the main CLI with ``app.add_typer(cpt.app, name="cpt")`` (:data:`mixlaw
 * ``optimize FIT.json --over replay|peak_lr|loss_potential --weights W_PT,W_CPT [--plan PLAN.toml]
   [--json]`` — the best value of one schedule-family hyper-parameter;
 * ``critical FIT.json [--plan PLAN.toml] [--weights W_PT,W_CPT] [--json]`` — critical point and turning
-  length.
+  length;
+* ``bundle PT_FIT.json CPT_FIT.json --out BUNDLE.json`` — the D_pt + D_cpt bundle the verbs above read, from two
+  ``mixlaw fit --law cpt ... --out`` results.
 
 ``FIT.json`` is a CPT fit bundle (:meth:`mixlaw.decide.cpt.CptFits.to_dict`) or a single fit. Without
 ``--plan`` the paper's hyper-parameter-study setting is used: PT = WSD 40k steps at 2e-4 with an 8k-step
-decay, CPT = cosine over 10k steps from 2e-4. User errors print one line on stderr and exit 1.
+decay, CPT = cosine over 10k steps from 2e-4; ``critical`` then says so in its first line (JSON: ``plan.assumed``).
+Intervals are 95 % by default. User errors print one line on stderr and exit 1.
 """
 
 from __future__ import annotations
@@ -62,6 +65,41 @@ def _plan(path: Path | None, max_memory: str = "4G") -> Any:
     return load_plan(path, limit=MemoryLimit(parse_size(max_memory)))
 
 
+def _write_report(path: Path, title: str, lines: list[str], fits: Any, plan: Any,
+                  weights: tuple[float, float] | None, over: tuple[str, ...] = ()) -> None:  # fmt: skip
+    """``--report``: the verb's answer first (the same lines it printed), then the CPT analysis of the plan (fitted
+    parameters with intervals, trajectories, critical point, turning length), written atomically."""
+    import os
+    import tempfile
+
+    from mixlaw.report.cpt_plots import cpt_report_section
+    from mixlaw.report.html import Section, esc, render_report
+
+    answer = Section("Answer", "<ul>" + "".join(f"<li>{esc(x)}</li>" for x in lines) + "</ul>")
+    html = render_report(title, [answer, cpt_report_section(fits, plan, weights=weights, over=list(over))])
+    fd, tmp = tempfile.mkstemp(dir=path.resolve().parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(html)
+    os.replace(tmp, path)
+    typer.echo(f"report written to {path}")
+
+
+def _identifiability_notes(fits: Any) -> list[str]:
+    """One line per fit of the bundle whose engine record says the data do not pin down its parameters."""
+    out = []
+    for k, f in fits.fits.items():
+        rec = f.record or {}
+        ident = rec.get("identifiability") or {}
+        st = ident.get("status") or rec.get("status")
+        if st in ("unidentifiable", "weak"):
+            why = ident.get("reason") or "see the fit's identifiability"
+            out.append(f"note: the {k} fit is {st} ({why}): answers that rest on it are not determined by the data")
+    return out
+
+
+_REPORT = typer.Option("--report", help="also write an HTML report (the answer, then the CPT analysis of the plan)")
+
+
 def _num(v: float | None) -> float | None:
     if v is None or (isinstance(v, float) and (math.isnan(v) or math.isinf(v))):
         return None
@@ -82,9 +120,10 @@ def predict(
     fit: Annotated[Path, typer.Argument(help="FIT.json: a CPT fit bundle or one fit")],
     plan: Annotated[Path, typer.Option("--plan", help="PLAN.toml (see mixlaw.decide.cpt.load_plan)")],
     weights: Annotated[str | None, typer.Option(help="pt=W_PT,cpt=W_CPT for the composite loss")] = None,
-    level: Annotated[float, typer.Option(help="interval level of the bootstrap bands")] = 0.9,
+    level: Annotated[float, typer.Option(help="interval level of the bootstrap bands")] = 0.95,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output with the trajectory")] = False,
     max_memory: MaxMemoryOpt = "4G",
+    report: Annotated[Path | None, _REPORT] = None,
 ) -> None:
     """Predict every fitted eval set along a PT + CPT plan."""
     from mixlaw import limits
@@ -125,6 +164,11 @@ def predict(
         iv = f"{last[f'lo_{s}']:.4f} – {last[f'hi_{s}']:.4f}" if f"lo_{s}" in pred else "—"
         t.add_row(s, f"{last[f'pred_{s}']:.4f}", iv, str(n_boot.get(s, 0)))
     Console().print(t)
+    if report is not None:
+        ivs = {s: f", {level:.0%} interval {last[f'lo_{s}']:.4f} – {last[f'hi_{s}']:.4f}" for s in sets
+               if f"lo_{s}" in pred}  # fmt: skip
+        lines = [f"{s}: final loss {last[f'pred_{s}']:.4f}{ivs.get(s, '')} at step {int(last['step'])}" for s in sets]
+        _write_report(report, "CPT prediction", lines + [f"warning: {m}" for m in msgs], fits, p, _weights(weights))
 
 
 @app.command()
@@ -138,6 +182,7 @@ def optimize(
     level: Annotated[float, typer.Option("--level", help="Interval level, e.g. 0.95.")] = 0.95,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     max_memory: MaxMemoryOpt = "4G",
+    report: Annotated[Path | None, _REPORT] = None,
 ) -> None:
     """Best replay ratio, CPT peak LR or loss potential for the weighted objective w_pt·L_pt + w_cpt·L_cpt."""
     from mixlaw import limits
@@ -174,10 +219,12 @@ def optimize(
         oiv = f" {pct} [{res.objective_interval[0]:.4f}, {res.objective_interval[1]:.4f}]"
     edge = " (at the edge of the grid: widen it)" if res.at_edge else ""
     boot = f" from {res.n_boot} paired resamples" if res.n_boot else " (no bootstrap draws in the fits)"
-    typer.echo(
-        f"best {over} = {res.best:.4g} {pct} {iv}{edge}; objective {res.best_objective:.4f}{oiv} "
-        f"(w_pt={res.weights[0]:g}, w_cpt={res.weights[1]:g}); bootstrap intervals{boot}"
-    )
+    line = (f"best {over} = {res.best:.4g} {pct} {iv}{edge}; objective {res.best_objective:.4f}{oiv} "
+            f"(w_pt={res.weights[0]:g}, w_cpt={res.weights[1]:g}); bootstrap intervals{boot}")  # fmt: skip
+    typer.echo(line)
+    if report is not None:
+        _write_report(report, "CPT optimisation", [line] + [f"warning: {m}" for m in msgs], fits, _plan(plan), w,
+                      over=(over,))  # fmt: skip
 
 
 @app.command()
@@ -190,6 +237,7 @@ def critical(
     level: Annotated[float, typer.Option("--level", help="Interval level, e.g. 0.95.")] = 0.95,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     max_memory: MaxMemoryOpt = "4G",
+    report: Annotated[Path | None, _REPORT] = None,
 ) -> None:
     """Critical point (PT step whose CPT curve converges back to its start) and turning length, each with its
     bootstrap interval over the fits' draws."""
@@ -208,7 +256,17 @@ def critical(
     fits = load_fits(fit)
     p = _plan(plan, max_memory)
     w = _weights(weights)
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"plan": {"assumed": plan is None, "pt": DEFAULT_PT if plan is None else None,
+                                    "cpt": DEFAULT_CPT if plan is None else None}}  # fmt: skip
+    said: list[str] = []
+
+    def say(line: str) -> None:
+        typer.echo(line)
+        said.append(line)
+
+    if plan is None and not as_json:  # the answer depends on the plan: say which one first, never silently
+        say(f"assumed plan (no --plan given): PT {DEFAULT_PT}, CPT {DEFAULT_CPT} — the CPT paper's "
+                   "hyper-parameter study; give --plan PLAN.toml for your own schedules")  # fmt: skip
     try:
         out["s1_pt_star_constant_lr"] = critical_s1_constant(fits.fits[fits.pt_set].params)
     except (MixlawError, KeyError) as exc:
@@ -238,14 +296,17 @@ def critical(
                 ),
             }
     out["warnings"] = _emit_warnings(caught, as_json)
+    out["identifiability"] = _identifiability_notes(fits)
     if as_json:
         typer.echo(json.dumps(out))
         return
     s1 = out["s1_pt_star_constant_lr"]
+    for note in _identifiability_notes(fits):  # repeated where it matters: the answer rests on these parameters
+        say(note)
     if s1 is not None:
-        typer.echo(f"constant-LR critical forward area S1_pt* = (A/B)^(1/alpha) = {s1:.4f}")
+        say(f"constant-LR critical forward area S1_pt* = (A/B)^(1/alpha) = {s1:.4f}")
     else:
-        typer.echo(f"constant-LR critical point: {out.get('s1_pt_star_constant_lr_reason')}")
+        say(f"constant-LR critical point: {out.get('s1_pt_star_constant_lr_reason')}")
     blocks = [("D_pt", out)] + ([("composite", out["composite"])] if "composite" in out else [])
     pct = f"{100 * level:g}%"
 
@@ -261,8 +322,42 @@ def critical(
         where = "—" if c["pt_step"] is None else f"PT step {c['pt_step']:.0f} (S1_pt {c['s1_pt']:.4f})"
         turn = "∞" if t["infinite"] else f"{t['steps']:.0f} CPT steps"
         cpi, tli = iv_text(c["interval"], "beyond the PT schedule"), iv_text(t["interval"], "∞")
-        typer.echo(f"[{label}] critical point: {where}{cpi} — {c['reason']}")
-        typer.echo(f"[{label}] turning length: {turn}{tli} — {t['reason']}; asymptotic class {t['asymptotic_class']}")
+        say(f"[{label}] critical point: {where}{cpi} — {c['reason']}")
+        say(f"[{label}] turning length: {turn}{tli} — {t['reason']}; asymptotic class {t['asymptotic_class']}")
+    if report is not None:
+        _write_report(report, "CPT critical point", said + [f"warning: {m}" for m in out["warnings"]], fits, p, w)
+
+
+@app.command()
+@verb
+def bundle(
+    pt_fit: Annotated[Path, typer.Argument(help="FIT.json of the D_pt (general) eval set, from mixlaw fit --out")],
+    cpt_fit: Annotated[Path, typer.Argument(help="FIT.json of the D_cpt (domain) eval set, from mixlaw fit --out")],
+    out: Annotated[Path, typer.Option("--out", help="where to write the bundle (JSON)")],
+    as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+) -> None:
+    """Write the D_pt + D_cpt bundle that ``optimize`` and ``critical`` read, from two single fits (``mixlaw fit
+    RUNS --law cpt --target loss_general --out pt.json`` and the same for the domain's loss)."""
+    import os
+    import tempfile
+
+    from mixlaw.decide.cpt import load_fits
+    from mixlaw.decide.cpt.fits import CptFits
+
+    pt, cpt = load_fits(pt_fit), load_fits(cpt_fit)
+    if pt.pt_set == cpt.pt_set:
+        raise MixlawError(f"both fits are of the same eval set '{pt.pt_set}': give the D_pt and the D_cpt fit")
+    both = CptFits(fits={pt.pt_set: pt.fits[pt.pt_set], cpt.pt_set: cpt.fits[cpt.pt_set]}, pt_set=pt.pt_set,
+                   cpt_set=cpt.pt_set)  # fmt: skip
+    text = json.dumps(both.to_dict(), indent=1)
+    fd, tmp = tempfile.mkstemp(dir=out.resolve().parent, prefix=f".{out.name}.")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:  # atomic: a reader never sees half a bundle
+        fh.write(text)
+    os.replace(tmp, out)
+    if as_json:
+        typer.echo(json.dumps({"out": str(out), "pt_set": pt.pt_set, "cpt_set": cpt.pt_set}))
+    else:
+        typer.echo(f"bundle written to {out}: D_pt = {pt.pt_set}, D_cpt = {cpt.pt_set}")
 
 
 def main() -> None:  # pragma: no cover - convenience entry point

@@ -22,6 +22,23 @@ def _ci(ci: Sequence[float] | None) -> str:
     return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "—"
 
 
+def _cmr_cell(s: Any) -> float | str | None:
+    """The CMR column: the value, or the answer in words when the table only brackets it."""
+    return s.cmr if s.cmr is not None else s.answer().removeprefix("CMR ")
+
+
+def cmr_class(s: Any) -> str:
+    """Colour by meaning: a usable reading is green (``ok``) or amber (``warn``: weak, a bracket, a bound); red
+    (``bad``) only when there is nothing to act on (no CMR and no bracket)."""
+    from mixlaw.decide.cmr.reading import Reading
+
+    if s.cmr is not None and s.status == "ok":
+        return "ok"
+    if s.cmr is not None or s.reading in (Reading.BRACKET, Reading.UPPER_BOUND, Reading.LOWER_BOUND):
+        return "warn"
+    return _status_class(s.status)
+
+
 def decision_sentences(decisions: Mapping[str, CMRDecision]) -> str:
     """One ``<li>`` per (domain, size): the decision in words, its status coloured."""
     items = []
@@ -32,7 +49,7 @@ def decision_sentences(decisions: Mapping[str, CMRDecision]) -> str:
             if cr:
                 v = "no CMR" if cr.get("cmr") is None else f"{cr['cmr']:.2f}"
                 txt += f" — {cr['reading']}: {v} {_ci(cr.get('ci'))} ({cr.get('status')})"
-            items.append(f'<li class="{_status_class(s.status)}">{esc(txt)}</li>')
+            items.append(f'<li class="{cmr_class(s)}">{esc(txt)}</li>')
     return f"<ul>{''.join(items)}</ul>"
 
 
@@ -80,8 +97,28 @@ def _validation_html(v: dict[str, Any] | None) -> str:
     return "".join(out) or "<p>Not enough sizes or interior ratios to hold any out.</p>"
 
 
+def _sens_cell(r: pd.Series) -> str:
+    """A sensitivity cell: the CMR, or its bracket when the table only brackets it (same words as the answer)."""
+    v = r.get("cmr")
+    if v is not None and not (isinstance(v, float) and math.isnan(v)):
+        return f"{float(v):.3f}"
+    lo, hi = r.get("bracket_lo"), r.get("bracket_hi")
+    lo = None if lo is None or (isinstance(lo, float) and math.isnan(lo)) else float(lo)
+    hi = None if hi is None or (isinstance(hi, float) and math.isnan(hi)) else float(hi)
+    if lo is not None and hi is not None:
+        return f"between {lo:g} and {hi:g}"
+    if hi is not None:
+        return f"< {hi:g}"
+    return "—"
+
+
 def _sensitivity(decision: CMRDecision) -> str:
     sens = decision.sensitivity.copy()
+    if "bracket_hi" in sens.columns:
+        sens["cmr"] = sens.apply(_sens_cell, axis=1)
+        why = sens[sens["why_moves"].notna()] if "why_moves" in sens.columns else sens.iloc[:0]
+    else:
+        why = sens.iloc[:0]
     sens["_n"] = pd.to_numeric(sens["n_params"], errors="coerce")
     sens["_l"] = sens["lagrange_mult"].map(lambda v: math.inf if isinstance(v, str) else float(v))
     sens = sens.sort_values(["_n", "_l", "epsilon"])
@@ -93,7 +130,11 @@ def _sensitivity(decision: CMRDecision) -> str:
     pivot = pivot.reset_index().rename(columns={"n_params": "size", "lagrange_mult": "λ"})
     pivot["size"] = pivot["size"].map(fmt_size)
     pivot["λ"] = pivot["λ"].map(lambda v: v if isinstance(v, str) else f"{v:g}")
-    return table_html(pivot)
+    notes = "".join(f"<li>{esc(fmt_size(r['n_params']))}, λ = {esc(r['lagrange_mult'])}, ε = {r['epsilon']:g}: "
+                    f"{esc(r['why_moves'])}</li>" for _, r in why.iterrows())  # fmt: skip
+    return table_html(pivot) + (f"<p>Rows where the CMR rises with λ:</p><ul>{notes}</ul>" if notes else
+                                "<p>The CMR does not rise with λ in any row (a larger λ moves every T0 towards the "
+                                "peak of ΔL_gen, so the feasible set can only shrink).</p>")  # fmt: skip
 
 
 def cmr_sections(decision: CMRDecision, *, source: str | None = None, domain: str | None = None,
@@ -137,7 +178,7 @@ def cmr_sections(decision: CMRDecision, *, source: str | None = None, domain: st
         line = trend_summary(decision.sizes, decision.trend)
         trend = f"<p>{esc(line[0].upper() + line[1:])}.</p>"
     out.append(Section("Plots", f'<div class="figs">{"".join(figs)}</div>{trend}'))
-    rows = [{"size": fmt_size(s.n_params), "budget (tokens)": fmt_tokens(s.budget_tokens), "CMR": s.cmr,
+    rows = [{"size": fmt_size(s.n_params), "budget (tokens)": fmt_tokens(s.budget_tokens), "CMR": _cmr_cell(s),
              "95% CI": _ci(s.ci), "from": s.cmr_source, "largest feasible tried": s.cmr_discrete,
              "CMR law at budget": s.cmr_law_at_budget, "tolerance boundary": s.tolerance_boundary,
              "model-free crossing": s.model_free_crossing,
@@ -171,8 +212,9 @@ def cmr_sections(decision: CMRDecision, *, source: str | None = None, domain: st
                        f"{table_html(lrows)}</details><details><summary>residual plots</summary>"
                        f'<div class="figs">{"".join(rfigs)}</div></details>'))  # fmt: skip
     if not decision.sensitivity.empty:
-        out.append(Section("Sensitivity of the CMR to λ and ε", "<p>Point estimates; — marks a non-numeric outcome "
-                           "(see the status column of the JSON output).</p>" + _sensitivity(decision)))  # fmt: skip
+        out.append(Section("Sensitivity of the CMR to λ and ε", "<p>Point estimates, or the bracket of trained "
+                           "ratios where no law value agrees with the table; — marks no answer (see the status column "
+                           "of the JSON output).</p>" + _sensitivity(decision)))  # fmt: skip
     summ = (inc.groupby(["size", "ratio"]).agg(runs=("run_id", "nunique"), evals=("tokens", "size"),
             max_tokens=("tokens", "max")).reset_index())  # fmt: skip
     summ["max_tokens"] = summ["max_tokens"].map(fmt_tokens)
@@ -218,15 +260,63 @@ def cmr_domains_section(decisions: Mapping[str, CMRDecision]) -> Section:
     from mixlaw.report import plots
 
     rows = [{"domain": d, "size": fmt_size(s.n_params), "budget (tokens)": fmt_tokens(s.budget_tokens),
-             "CMR": s.cmr, "95% CI": _ci(s.ci), "tolerance boundary": s.tolerance_boundary,
+             "CMR": _cmr_cell(s), "95% CI": _ci(s.ci), "tolerance boundary": s.tolerance_boundary,
              "model-free crossing": s.model_free_crossing, "status": s.status}
             for d, dec in decisions.items() for s in dec.sizes]  # fmt: skip
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     plots.plot_cmr_vs_size(dict(decisions), ax=ax)
     return Section("Domains side by side: the answer", decision_sentences(decisions)
                    + f'<div class="figs">{figure_html(fig, alt="CMR vs size per domain")}</div>' + table_html(rows)
-                   + "<p>The CMR paper's finding to check: a domain closer to the general data allows a higher "
-                   "CMR.</p>")  # fmt: skip
+                   + f"<p>{esc(similarity_finding(decisions))}</p>")  # fmt: skip
+
+
+def _comparable(s: Any) -> tuple[float, float] | None:
+    """The range the answer puts the CMR in: the point (both ends), the bracket, or None (no answer)."""
+    if s.cmr is not None and s.reading.value != "lower_bound":
+        return (float(s.cmr), float(s.cmr))
+    lo, hi = s.bracket
+    if lo is None and hi is None:
+        return None
+    return (0.0 if lo is None else float(lo), 1.0 if hi is None else float(hi))
+
+
+def similarity_finding(decisions: Mapping[str, CMRDecision]) -> str:
+    """The CMR paper's finding — a domain closer to the general data allows a higher CMR — evaluated on the data
+    shown: per size, the domains ordered by how close they are to the general data (the base model's loss on the
+    domain's validation set before CPT: lower = closer), and whether their answers are ordered the same way (a
+    verdict only where the ranges do not overlap)."""
+    from mixlaw.fmt import fmt_size
+
+    by_size: dict[Any, list[tuple[float, str, tuple[float, float] | None]]] = {}
+    for d, dec in decisions.items():
+        for s in dec.sizes:
+            by_size.setdefault(s.n_params, []).append((float(s.reference_domain), d, _comparable(s)))
+    agree, contra, undecided = [], [], []
+    for size, items in by_size.items():
+        if len(items) < 2:
+            continue
+        items.sort(key=lambda t: t[0])
+        near, far = items[0], items[-1]
+        if near[2] is None or far[2] is None:
+            undecided.append(fmt_size(size))
+        elif near[2][0] > far[2][1]:
+            agree.append(fmt_size(size))
+        elif far[2][0] > near[2][1]:
+            contra.append(f"{fmt_size(size)} ({far[1]} > {near[1]})")
+        else:
+            undecided.append(fmt_size(size))
+    if not (agree or contra or undecided):
+        return "The CMR paper's finding (a domain closer to the general data allows a higher CMR) needs ≥ 2 domains."
+    names = sorted({it[1] for items in by_size.values() for it in items[:1]})
+    parts = [f"closer domain by the base model's loss before CPT: {', '.join(names)}"]
+    if agree:
+        parts.append(f"agrees at {', '.join(agree)}")
+    if contra:
+        parts.append(f"contradicted at {', '.join(contra)}")
+    if undecided:
+        parts.append(f"undecided (answers overlap or missing) at {', '.join(undecided)}")
+    return "The CMR paper's finding, a domain closer to the general data allows a higher CMR, on these runs: " + (
+        "; ".join(parts) + ".")
 
 
 def cmr_report(decision: CMRDecision | Mapping[str, CMRDecision], *, title: str = "Critical mixture ratio",

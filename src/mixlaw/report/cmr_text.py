@@ -55,7 +55,8 @@ def print_decision(decision: Any, domain: str | None = None) -> None:
     )
     other = next((s.control_reading["reading"] for s in decision.sizes if s.control_reading), None)
     pct = f"{100 * s0.get('level', 0.95):g}%"
-    cols = ["model size", "budget (tokens)", "CMR", f"{pct} CI", "from", "tolerance boundary", "model-free crossing"]
+    cols = ["model size", "budget (tokens)", "CMR (max feasible share)", f"{pct} CI", "from",
+            "tolerance boundary (largest share within ε)", "model-free crossing"]
     cols += [f"CMR {other}"] if other else []
     for col in [*cols, "status"]:
         t.add_column(col)
@@ -66,7 +67,8 @@ def print_decision(decision: Any, domain: str | None = None) -> None:
         tb = f"{s.tolerance_boundary:.3f}" if s.tolerance_boundary is not None else s.tolerance_status
         mf = f"{s.model_free_crossing:.3f}" if s.model_free_crossing is not None else "—"
         style = "green" if s.status == "ok" else "yellow"
-        cells = [fmt_size(s.n_params), fmt_tokens(s.budget_tokens), f"{s.cmr:.3f}" if s.cmr is not None else "—",
+        head = f"{s.cmr:.3f}" if s.cmr is not None else s.answer().removeprefix("CMR ")
+        cells = [fmt_size(s.n_params), fmt_tokens(s.budget_tokens), head,
                  ci, s.cmr_source, tb, mf]  # fmt: skip
         if other:
             cr = s.control_reading or {}

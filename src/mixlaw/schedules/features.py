@@ -113,6 +113,17 @@ def add_schedule_features(
         for rid, val in table.groupby(table["run_id"].astype(str))["parent_run"].first().items():
             ok = isinstance(val, str) and val != ""
             parents[str(rid)] = val if ok else None
+    if "phase" in table.columns:  # a CPT run with no parent has no PT history here: not a PT run (all-zero CPT areas)
+        ph = table.groupby(table["run_id"].astype(str))["phase"].first()
+        orphans = [str(r) for r, v in ph.items() if str(v).lower() == "cpt" and parents.get(str(r)) is None]
+        if orphans:
+            raise InputError(
+                f"run '{orphans[0]}' is phase=cpt but has no parent_run, so its pre-training history is unknown "
+                f"({len(orphans)} such run(s)): give each CPT run its parent_run (the PT run, with its schedule), "
+                "or the base model's PT schedule as a phase=pt row; treating it as pre-training would fit the CPT "
+                "law on all-zero CPT areas",
+                column="parent_run",
+            )
     if branch_steps is None and "parent_step" in table.columns:  # PT step each CPT run started from
         ps = table.groupby(table["run_id"].astype(str))["parent_step"].first()
         branch_steps = {str(k): int(v) for k, v in ps.items() if v is not None and not pd.isna(v)}

@@ -33,6 +33,8 @@ __all__ = ["CriticalMixtureRatio", "CMROptions"]
 
 CMR_SIZE_STATUS = reason("cmr_size_status", "{size}: {status}")
 CMR_SIZE_WEAK = reason("cmr_size_weak", "{size}: {detail}")
+CMR_SIZE_BRACKET = reason("cmr_size_bracket", "{size}: CMR between {lo} and {hi} (the trained ratios the table marks "
+                          "feasible and infeasible; {why})")  # fmt: skip
 NO_SIZES = reason("cmr_no_sizes", "no model size has CPT runs to decide on")
 
 
@@ -123,7 +125,15 @@ class CriticalMixtureRatio(Decision):
             answers.append(Answer(f"tolerance_boundary@{label}", s.tolerance_boundary, "share",
                                   None if tb is None else Interval(float(tb[0]), float(tb[1]), level, "percentile",
                                                                    s.n_bootstrap, s.n_bootstrap_failed)))  # fmt: skip
-            if s.cmr is None:
+            lo, hi = s.bracket
+            if s.cmr is None and s.reading.value == "bracket" and lo is not None and hi is not None:
+                # an answer with a caveat: the range the per-ratio table gives, not a point
+                answers.append(Answer(f"cmr_lower@{label}", float(lo), "share"))
+                answers.append(Answer(f"cmr_upper@{label}", float(hi), "share"))
+                status = status.worst(Status.WEAK)
+                why = s.bracket_reason.value if s.bracket_reason is not None else s.status
+                reasons.append(Reason(CMR_SIZE_BRACKET, {"size": label, "lo": f"{lo:g}", "hi": f"{hi:g}", "why": why}))
+            elif s.cmr is None:
                 status = status.worst(Status.NO_ANSWER if len(dec.sizes) == 1 else Status.WEAK)
                 reasons.append(Reason(CMR_SIZE_STATUS, {"size": label, "status": s.status}))
             elif s.outcome != "ok":

@@ -17,8 +17,8 @@ STATUS_WEAK = "weak"
 STATUS_NO_FEASIBLE = "no feasible ratio"
 STATUS_ALL_FEASIBLE = "all ratios feasible — CMR ≥ largest tried"
 STATUS_NO_ROOT = "no root in budget"
-STATUS_LAW_ABOVE_1 = "CMR law exceeds 1 at this budget: every ratio tried is feasible"
-STATUS_LAW_BELOW_0 = "CMR law below 0 at this budget: no ratio is feasible"
+STATUS_LAW_ABOVE_1 = "CMR law exceeds 1 at this budget"
+STATUS_LAW_BELOW_0 = "CMR law below 0 at this budget"
 MIN_RATIOS_CMR_LAW = 3  # the CMR law has three parameters
 
 #: A decision is ``weak`` when a candidate ratio's ΔL_gen fit explains less than this share of the variance of

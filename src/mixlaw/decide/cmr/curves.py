@@ -8,6 +8,7 @@ Laws that do not declare a separable form, and non-``l2`` objectives, go through
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -217,6 +218,14 @@ def _seed_spread_all(inc: pd.DataFrame) -> float | None:
     return pooled_seed_spread(groups)
 
 
+def _inflate(resid: np.ndarray, n_par: int) -> np.ndarray:
+    """Residuals centred and scaled by ``sqrt(n / (n − p))`` (unchanged when ``n ≤ p``)."""
+    n = resid.size
+    if n <= n_par:
+        return resid
+    return (resid - resid.mean()) * math.sqrt(n / (n - n_par))
+
+
 def bootstrap_size(
     sf: SizeFits, n_boot: int, rng: np.random.Generator, fit_loss: str, batched: bool = True
 ) -> list[SizeFits]:
@@ -243,8 +252,10 @@ def bootstrap_size(
             fg = evaluate(gen_law, {"tokens": t}, c.gen_params)  # type: ignore[arg-type]
             fd = evaluate(dom_law, {"tokens": t}, c.dom_params)  # type: ignore[arg-type]
             idx = rng.integers(0, n, size=(n_boot, n))
-            Yg.append(fg[None] + (c.obs_gen - fg)[idx])
-            Yd.append(fd[None] + (c.obs_dom - fd)[idx])
+            # residuals rescaled by sqrt(n / (n − p)) (Davison & Hinkley 1997, §6.2.3: fitted residuals are
+            # smaller than the errors by the parameters the fit spent on them; unscaled they make narrow intervals)
+            Yg.append(fg[None] + (_inflate(c.obs_gen - fg, len(gen_law.param_names)))[idx])
+            Yd.append(fd[None] + (_inflate(c.obs_dom - fd, len(dom_law.param_names)))[idx])
             idxs.append(idx)
         fd_all = _fit_many(dom_law, t, np.concatenate(Yd), fit_loss, batched)
         fg_all = _fit_many(gen_law, t, np.concatenate(Yg), fit_loss, batched)

@@ -8,6 +8,7 @@ solve), :func:`headline` (CMR, source and status).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,7 @@ from mixlaw.decide.cmr.common import (
 from mixlaw.decide.cmr.curves import SizeFits, curve_laws
 from mixlaw.decide.cmr.profile import fit_profiled
 from mixlaw.decide.cmr.ratio import RatioLawFit, model_free_crossing, tolerance_boundary
+from mixlaw.decide.cmr.reading import Bracket, BracketReason, Reading, observed_bracket
 from mixlaw.decide.cmr.t0 import (
     T0_FALLING,
     T0_ROOT,
@@ -41,8 +43,11 @@ from mixlaw.decide.cmr.t0 import (
 from mixlaw.laws import Law
 
 T0_OBSERVED = "observed peak"
+#: A fitted turning point up to this factor past the last evaluation still feeds the CMR law (beyond it the peak
+#: of a curve that is still rising is an extrapolation, biased early).
+T0_REACH = 2.5
 
-__all__ = ["Decision", "ratio_rows", "cmr_points", "fit_cmr_laws", "headline", "cmr_law"]
+__all__ = ["Decision", "ratio_rows", "cmr_points", "fit_cmr_laws", "t0_weights", "headline", "cmr_law"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,10 @@ class Decision:
     ratio_law_general: RatioLawFit | None
     ratio_law_domain: RatioLawFit | None
     notes: list[str]
+    reading: Reading = Reading.BRACKET
+    bracket: Bracket = Bracket(None, None)
+    bracket_reason: BracketReason | None = None
+    cmr_unbracketed: float | None = None
 
 
 def cmr_law(token_unit: float, name: str = "cmr_law") -> Law:
@@ -135,7 +144,7 @@ def ratio_rows(
             reasons.append(f"domain loss does not improve ({d_tol:+.4f})")
         turn = ""
         if t0_status == T0_ROOT and t0_tok is not None and t0_tok <= budget:
-            if shape.still_rising:
+            if shape.still_rising and shape.rising_at_end:
                 reasons.append(f"observed general loss still rising at the budget (+{shape.rise:.4f} near the "
                                f"end): the fitted turning point at {t0_tok:.4g} tokens is not in the data")  # fmt: skip
                 t0_status = "root contradicted by the observations"
@@ -158,6 +167,12 @@ def ratio_rows(
         else:
             reasons.append(f"{STATUS_NO_ROOT}: T0 = {t0_tok:.4g} tokens > budget {budget:.4g}")
         row["t0_tokens"], row["t0_status"] = t0_tok, t0_status
+        # A turning point feeds the CMR law only where the evaluations pin it down: not at the first evaluation
+        # (the peak may lie anywhere before it: censored) and not far past the last one (an extrapolated peak of a
+        # curve still rising is biased towards the data; laws.md §6.7.9)
+        t_first = float(np.min(c.tokens[c.tokens > 0])) if (c.tokens > 0).any() else 0.0
+        row["t0_in_data"] = (t0_tok is not None and t0_tok <= T0_REACH * c.t_last
+                             and not (t0_status == T0_OBSERVED and t0_tok <= t_first))  # fmt: skip
         row["within_tolerance"] = bool(g_tol <= epsilon)
         if not require_turn:
             reasons = [x for x in reasons if x.startswith(("general loss rises", "domain loss"))]
@@ -192,11 +207,20 @@ def t0_for_resamples(
 def cmr_points(rows: list[dict[str, Any]]) -> list[tuple[float, float]]:
     """``(T0(R_j), R_j)`` of the candidate ratios with a turning point the data support."""
     return [(r["t0_tokens"], r["ratio"]) for r in rows
-            if r["t0_status"] in (T0_ROOT, T0_OBSERVED) and r["ratio"] > 0]  # fmt: skip
+            if r["t0_status"] in (T0_ROOT, T0_OBSERVED) and r["ratio"] > 0 and r.get("t0_in_data", True)]  # fmt: skip
 
 
-def fit_cmr_laws(law: Law, points: list[list[tuple[float, float]]]) -> list[dict[str, float] | None]:
-    """The CMR law ``R = α4 T^s4 + β3`` through each list of points, all in one profiled solve."""
+def fit_cmr_laws(
+    law: Law, points: list[list[tuple[float, float]]], weights: Mapping[float, float] | None = None
+) -> list[dict[str, float] | None]:
+    """The CMR law ``R = α4 T^s4 + β3`` through each list of points, all in one profiled solve.
+
+    ``weights`` (per ratio; default 1) weight the least squares: :func:`t0_weights` gives ``1/σ²`` of each
+    ratio's turning point, so that a T0 the data barely pin down cannot drag the law. A fit whose law falls with
+    ``T`` (``α4·s4 < 0``: more tokens allowing a smaller share) is dropped: the CMR law must be increasing; its
+    exponent is searched up to :data:`S4_MAX` = 1 only, so that it is also concave (every published CMR law is:
+    laws.md §6.6, s4 = 0.27, 0.14, −0.15, −0.42): a convex fit through noisy turning points would extrapolate a
+    share that grows faster and faster with the budget."""
     out: list[dict[str, float] | None] = [None] * len(points)
     use = [i for i, p in enumerate(points) if len({q[1] for q in p}) >= MIN_RATIOS_CMR_LAW]
     if not use:
@@ -207,10 +231,52 @@ def fit_cmr_laws(law: Law, points: list[list[tuple[float, float]]]) -> list[dict
     W = np.zeros((len(use), n))
     for k, i in enumerate(use):
         for j, (t, r) in enumerate(points[i]):
-            T[k, j], R[k, j], W[k, j] = t, r, 1.0
-    pf = fit_profiled(law, {"tokens": T}, R, weights=W)
+            T[k, j], R[k, j] = t, r
+            W[k, j] = 1.0 if weights is None else float(weights.get(r, 1.0))
+    pf = fit_profiled(_IncreasingConcave(law), {"tokens": T}, R, weights=W)  # type: ignore[arg-type]
     for k, i in enumerate(use):
-        out[i] = pf.params[k]
+        p = pf.params[k]
+        if p is not None and float(p["alpha4"]) * float(p["s4"]) < 0:
+            p = None
+        out[i] = p
+    return out
+
+
+#: Largest exponent of the CMR law the decision searches (s4 ≤ 1 with α4·s4 > 0: increasing and concave in T).
+S4_MAX = 1.0
+
+
+class _IncreasingConcave:
+    """The CMR law with its exponent design cut at :data:`S4_MAX` (everything else delegated)."""
+
+    def __init__(self, law: Law) -> None:
+        self._law = law
+
+    def profile_points(self) -> dict[str, np.ndarray]:
+        pts = self._law.profile_points()  # type: ignore[attr-defined]
+        return {"s4": np.asarray(pts["s4"])[np.asarray(pts["s4"]) <= S4_MAX]}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._law, name)
+
+
+#: Floor of a turning point's relative uncertainty in the CMR law's weights (1 % of T0).
+T0_SIGMA_FLOOR = 0.01
+
+
+def t0_weights(rows_list: Sequence[list[dict[str, Any]]]) -> dict[float, float]:
+    """Per ratio, ``1/(σ² + floor²)`` with ``σ`` the spread of ``log T0`` over resamples (``rows_list``, one per
+    resample) where the ratio's turning point feeds the CMR law; a ratio whose turning point is there in fewer
+    than a tenth of the resamples gets ``σ = 1`` (a factor e: next to no weight)."""
+    vals: dict[float, list[float]] = {}
+    for rows in rows_list:
+        for t, r in cmr_points(rows):
+            vals.setdefault(r, []).append(math.log(t))
+    out = {}
+    need = max(3, len(rows_list) // 10)
+    for r, v in vals.items():
+        sd = float(np.std(v, ddof=1)) if len(v) >= need else 1.0
+        out[r] = 1.0 / (sd**2 + T0_SIGMA_FLOOR**2)
     return out
 
 
@@ -240,8 +306,6 @@ def headline(
     at_budget = None if raw is None else min(max(raw, 0.0), 1.0)
     clip = STATUS_LAW_ABOVE_1 if raw is not None and raw > 1 else (STATUS_LAW_BELOW_0 if raw is not None and raw < 0
                                                                     else None)  # fmt: skip
-    if clip is not None:
-        notes.append(f"{clip} (law value {raw:.3f}, clipped)")
     rl_gen, rl_dom, rl_note = ratio_fits
     tol, tol_status = None, "not computed"
     if rl_note:
@@ -253,61 +317,84 @@ def headline(
         if tol is not None and tol > r_max:
             notes.append(f"tolerance boundary {tol:.4f} lies beyond the largest trained ratio {r_max:g}")
         tol, tol_status = _within_observed_bracket(rows, tol, tol_status, epsilon, notes)
+    cand = [r for r in fitted if r["ratio"] > 0]
+    br = observed_bracket([(r["ratio"], bool(r["feasible"])) for r in cand])
+    # max F = min(CMR law at the budget, tolerance boundary) (F = A ∩ {T0 ≤ T_max}; both laws monotone)
+    vals = [v for v in (at_budget, tol) if v is not None]
+    unbracketed = min(vals) if vals and at_budget is not None else None
+    why: BracketReason | None = None
     if not require_turn:
         status, cmr, source = (STATUS_OK, tol, "tolerance boundary") if tol is not None else (
             STATUS_NO_FEASIBLE, None, "none")  # fmt: skip
+        reading = Reading.TOLERANCE_ONLY
+        unbracketed = tol
     elif not fitted or not feas:
         status = STATUS_NO_FEASIBLE
-        cand = [r for r in fitted if r["ratio"] > 0]
         if (
             cand
             and all(r["within_tolerance"] for r in cand)
             and not any(r["t0_tokens"] is not None and r["t0_tokens"] <= budget for r in cand)
         ):
             status = STATUS_NO_ROOT
-        cmr, source = None, "none"
-    elif len(feas) == sum(r["ratio"] > 0 for r in rows):
+        cmr, source, reading = None, "none", Reading.UPPER_BOUND
+    elif br.hi is None:
         status, cmr, source = STATUS_ALL_FEASIBLE, cmr_discrete, "largest tried (lower bound)"
-    elif at_budget is None and tol is not None and _bracketed(rows, epsilon):
-        # The CMR paper's reading needs >= 3 turning points for its CMR law; with fewer it only gives the
-        # largest feasible trained ratio. When the observations at the budget bracket ε, the tolerance-only
-        # reading is well defined and is the headline; the turning-point reading is kept beside it.
-        status, cmr, source = STATUS_TOL_ONLY, tol, SOURCE_TOL_ONLY
-        notes.append(f"{status_too_few()} with a turning point ({n_pts}): the CMR is the tolerance-only reading "
-                     f"{tol:.3f}; the turning-point reading is only the largest feasible trained ratio "
-                     f"{cmr_discrete:g}")  # fmt: skip
-    elif at_budget is None:
-        status, cmr, source = status_too_few(MIN_RATIOS_CMR_LAW), cmr_discrete, "largest feasible trained ratio"
+        reading = Reading.LOWER_BOUND
+    elif unbracketed is not None and br.contains(unbracketed):
+        if tol is not None and at_budget is not None and tol < at_budget:
+            status, cmr, source, reading = STATUS_OK, tol, "tolerance boundary (binding)", Reading.TOLERANCE
+        else:
+            status, cmr, source, reading = STATUS_OK, at_budget, "CMR law at the budget", Reading.CMR_LAW
     else:
-        status, cmr, source = STATUS_OK, at_budget, "CMR law at the budget"
-        if clip is not None:
-            status = clip
-        if tol is not None and tol < at_budget:
-            status, cmr, source = STATUS_OK, tol, "tolerance boundary (binding)"
-        elif tol is None and tol_status == "no ratio within tolerance":
-            status, cmr, source = STATUS_NO_FEASIBLE, None, "none"
+        # the table's verdicts bracket the CMR, and no law value agrees with them: the bracket is the answer
+        status, cmr, source, reading = STATUS_BRACKET, None, "observed bracket", Reading.BRACKET
+        if unbracketed is None:
+            why, status = BracketReason.NO_CMR_LAW, status_too_few(MIN_RATIOS_CMR_LAW)
+            notes.append(f"{status_too_few()} with a turning point ({n_pts}): no CMR law, so the CMR is only "
+                         f"bracketed by the table: {br.text()}")  # fmt: skip
+        else:
+            what = "tolerance boundary" if tol is not None and tol < (at_budget or math.inf) else "CMR law"
+            if br.hi is not None and unbracketed >= br.hi - 1e-12:
+                why = BracketReason.ABOVE
+                notes.append(f"the {what} gives {unbracketed:.3f} at the budget, but the table marks R = {br.hi:g} "
+                             f"infeasible: the CMR is only bracketed, {br.text()}")  # fmt: skip
+            else:
+                why = BracketReason.BELOW
+                notes.append(f"the {what} gives {unbracketed:.3f} at the budget, below R = {br.lo:g}, which the "
+                             f"table marks feasible: the CMR is only bracketed, {br.text()}")  # fmt: skip
+    if clip is not None and raw is not None:
+        notes.append(_clip_note(clip, raw, br, require_turn))
+    if br.detached:
+        notes.append(f"R = {', '.join(f'{r:g}' for r in br.detached)} marked feasible above the infeasible "
+                     f"R = {br.hi:g}: the bracket ends at the first infeasible ratio")  # fmt: skip
     sorted_feas = sorted(feas)
     all_sorted = sorted(r["ratio"] for r in rows if r["ratio"] > 0)
-    if sorted_feas and sorted_feas != all_sorted[: len(sorted_feas)]:
+    if sorted_feas and sorted_feas != all_sorted[: len(sorted_feas)] and not br.detached:
         notes.append("feasible set is not contiguous from the smallest ratio (noisy fits?)")
     return Decision(
         ratios=rows, cmr=cmr, cmr_source=source, status=status, cmr_discrete=cmr_discrete, cmr_law_params=cmr_params,
         cmr_law_at_budget=at_budget, cmr_law_at_budget_raw=raw, tolerance_boundary=tol, tolerance_status=tol_status,
-        ratio_law_general=rl_gen, ratio_law_domain=rl_dom, notes=notes,
+        ratio_law_general=rl_gen, ratio_law_domain=rl_dom, notes=notes, reading=reading, bracket=br,
+        bracket_reason=why, cmr_unbracketed=unbracketed,
     )  # fmt: skip
 
 
-#: Status and source of a headline that is the tolerance-only reading because too few ratios turned for the CMR law.
-STATUS_TOL_ONLY = f"{status_too_few()} with a turning point; CMR from the tolerance boundary"
-SOURCE_TOL_ONLY = "tolerance boundary (tolerance-only reading)"
+#: Status of a headline that is the observed bracket (no law value agrees with the table, or no CMR law).
+STATUS_BRACKET = "CMR bracketed by the trained ratios"
 
 
-def _bracketed(rows: list[dict[str, Any]], epsilon: float) -> bool:
-    """Whether the observed end-of-budget ΔL_gen brackets ε: a candidate ratio within it, a larger one above."""
-    obs = sorted((r["ratio"], r["observed_dloss_general_at_budget"]) for r in rows
-                 if r["observed_dloss_general_at_budget"] is not None and r["ratio"] > 0)  # fmt: skip
-    _, st = model_free_crossing(np.array([r for r, _ in obs]), np.array([y for _, y in obs]), epsilon)
-    return st == STATUS_OK
+def _clip_note(clip: str, raw: float, br: Bracket, require_turn: bool) -> str:
+    """The note of a CMR law clipped to a share, agreeing with the table: "every ratio tried is feasible" only when
+    the table marks every trained ratio feasible."""
+    out = f"{clip} (law value {raw:.3f}, clipped to {1 if raw > 1 else 0})"
+    if not require_turn:
+        return out
+    if raw > 1 and br.hi is None and br.lo is not None:
+        return out + ": every ratio tried is feasible"
+    if raw < 0 and br.lo is None and br.hi is not None:
+        return out + ": no ratio tried is feasible"
+    marks = (f"R = {br.hi:g} infeasible" if raw > 1 else f"R = {br.lo:g} feasible")
+    return out + f"; the table marks {marks}, so the law does not set the CMR here"
 
 
 #: ``tolerance_status`` of a boundary that the observations overruled (the pipeline calls such a decision weak).

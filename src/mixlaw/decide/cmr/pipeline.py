@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,7 +23,6 @@ from mixlaw.decide.cmr.common import (
 )
 from mixlaw.decide.cmr.curves import SizeFits, bootstrap_size, fit_size
 from mixlaw.decide.cmr.decision import (
-    SOURCE_TOL_ONLY,
     STATUS_TOL_OVERRULED,
     Decision,
     budget_values,
@@ -32,10 +32,12 @@ from mixlaw.decide.cmr.decision import (
     headline,
     ratio_rows,
     t0_for_resamples,
+    t0_weights,
 )
 from mixlaw.decide.cmr.intervals import bc_interval
 from mixlaw.decide.cmr.noise import NOISE_FLOOR
 from mixlaw.decide.cmr.ratio import RatioLawFit, fit_ratio_law_batch, model_free_crossing, resolve_ratio_law
+from mixlaw.decide.cmr.reading import Reading
 from mixlaw.decide.cmr.result import SizeCMR
 from mixlaw.decide.cmr.trend import cmr_size_trend, trend_exclusion, trend_summary
 from mixlaw.errors import InputError
@@ -197,14 +199,19 @@ def choose_ratio_law(
 
 
 def _same_source(point: Decision, boot: Decision) -> float | None:
-    """The resample's CMR computed the way the point estimate was (so the interval describes that number)."""
+    """The resample's CMR computed the way the point estimate was (so the interval describes that number), moved
+    into the point estimate's observed bracket: no resample's CMR, and so no end of the interval, contradicts the
+    per-ratio table printed beside it (its verdicts are the observations; the resamples spread the law values
+    between them)."""
     if point.cmr is None:
         return None
-    if point.cmr_source in ("tolerance boundary", SOURCE_TOL_ONLY):  # the tolerance-only reading
+    if point.reading is Reading.TOLERANCE_ONLY:
         return boot.tolerance_boundary
-    if point.cmr_source.startswith("CMR law") or point.cmr_source.startswith("tolerance"):
+    if point.reading in (Reading.CMR_LAW, Reading.TOLERANCE):
         vals = [v for v in (boot.cmr_law_at_budget, boot.tolerance_boundary) if v is not None]
-        return float(min(max(min(vals), 0.0), 1.0)) if vals else None
+        if not vals:
+            return None
+        return float(point.bracket.clip(min(max(min(vals), 0.0), 1.0)))
     return boot.cmr_discrete
 
 
@@ -290,46 +297,56 @@ def decide_size(
     rl_name = choose_ratio_law(sf, rows, ratio_law, c_method, fit_loss, scores=scores)
     rl_dom = choose_domain_law(sf, rows, ratio_law, rl_name, c_method, fit_loss)
     (rfit,), rl_note = ratio_fits_batch(sf, [rows], [sf], rl_name, c_method, fit_loss, rl_dom)
-    (cparams,) = fit_cmr_laws(law, [cmr_points(rows)])
-    dec = headline(sf, rows, cparams, rfit, epsilon, require_turn=turn)
-    notes = fit_notes + ([rl_note] if rl_note else []) + dec.notes
-    if budget_tokens is not None and budget_tokens > max(c.t_last for c in sf.curves):
-        notes.append("budget beyond the last evaluation: curves extrapolated")
     ci: tuple[float, float] | None = None
     tol_ci: tuple[float, float] | None = None
     boot_cmr = None
     boot_laws: list[dict[str, float]] = []
     boot_rfits: list[RatioFits] = []
     n_failed = 0
+    wts: dict[float, float] | None = None
     if bootstrap > 0:
         bsfs = bootstrap_size(sf, bootstrap, rng, fit_loss, batched)
         if batched:  # every resample's T0, CMR-law and ratio-law fits: one vectorised solve each
             bt0 = t0_for_resamples(bsfs, lagrange_mult=lagrange_mult, t0_search_factor=t0_search_factor)
             brows = [ratio_rows(b, epsilon=epsilon, lagrange_mult=lagrange_mult, t0_given=g, **kw)
                      for b, g in zip(bsfs, bt0, strict=True)]  # fmt: skip
-            bparams = fit_cmr_laws(law, [cmr_points(r) for r in brows])
+            wts = t0_weights(brows)
+            bparams = fit_cmr_laws(law, [cmr_points(r) for r in brows], wts)
             boot_rfits, _ = ratio_fits_batch(sf, brows, bsfs, rl_name, c_method, fit_loss, rl_dom)
         else:  # one resample at a time (reference for the batched path)
             brows = [ratio_rows(b, epsilon=epsilon, lagrange_mult=lagrange_mult, **kw) for b in bsfs]
-            bparams = [fit_cmr_laws(law, [cmr_points(r)])[0] for r in brows]
+            wts = t0_weights(brows)
+            bparams = [fit_cmr_laws(law, [cmr_points(r)], wts)[0] for r in brows]
             boot_rfits = [ratio_fits_batch(sf, [r], [b], rl_name, c_method, fit_loss, rl_dom)[0][0]
                           for b, r in zip(bsfs, brows, strict=True)]  # fmt: skip
+    (cparams,) = fit_cmr_laws(law, [cmr_points(rows)], wts)
+    dec = headline(sf, rows, cparams, rfit, epsilon, require_turn=turn)
+    notes = fit_notes + ([rl_note] if rl_note else []) + dec.notes
+    if budget_tokens is not None and budget_tokens > max(c.t_last for c in sf.curves):
+        notes.append("budget beyond the last evaluation: curves extrapolated")
+    if bootstrap > 0:
         vals, tols = [], []
         for b, r, p, f in zip(bsfs, brows, bparams, boot_rfits, strict=True):
             bd = headline(b, r, p, f, epsilon, require_turn=turn)
+            if bd.tolerance_boundary is not None:
+                tols.append(bd.tolerance_boundary)
+            if p is not None:
+                boot_laws.append(p)
+            if dec.cmr is None:  # a bracket or no CMR: there is no point value for the resamples to spread
+                continue
             v = _same_source(dec, bd)
             if v is None:
                 n_failed += 1
                 continue
             vals.append(v)
-            if bd.tolerance_boundary is not None:
-                tols.append(bd.tolerance_boundary)
-            if p is not None:
-                boot_laws.append(p)
+        n_curves = sum(c.ratio > 0 for c in sf.curves)
         unconv = sum(c.gen_status != "converged" for b in bsfs for c in b.curves if c.ratio > 0)
         if unconv:
-            notes.append(f"{unconv} of {bootstrap * sum(c.ratio > 0 for c in sf.curves)} bootstrap ΔL_gen refits "
-                         "did not converge or sit at an exponent bound")  # fmt: skip
+            # one vocabulary with the interval's count: a resample is "unusable" when it gives no CMR; a flagged
+            # curve refit inside a usable resample still counts towards the interval
+            notes.append(f"bootstrap: {n_failed} of {bootstrap} resamples unusable (no CMR); {unconv} of "
+                         f"{bootstrap * n_curves} ΔL_gen curve refits inside them flagged (not converged or at an "
+                         "exponent bound) and still used")  # fmt: skip
         if vals:  # bias-corrected percentile intervals: they contain their point estimate (.intervals)
             boot_cmr = np.array(vals)
             ci = bc_interval(boot_cmr, dec.cmr, level)
@@ -346,12 +363,14 @@ def decide_size(
         for eps in sensitivity_epsilons:
             srows = ratio_rows(sf, epsilon=eps, lagrange_mult=lam, t0_cache=t0c, **kw)
             if prm is None:
-                (prm,) = fit_cmr_laws(law, [cmr_points(srows)])
+                (prm,) = fit_cmr_laws(law, [cmr_points(srows)], wts)
             sd = headline(sf, srows, prm, rfit, eps, require_turn=turn)
             sens.append({"n_params": size_json(size), "lagrange_mult": "inf" if math.isinf(lam) else lam,
                          "epsilon": eps, "cmr": sd.cmr, "status": sd.status,
                          "n_feasible": sum(r["feasible"] for r in sd.ratios),
-                         "tolerance_boundary": sd.tolerance_boundary})  # fmt: skip
+                         "tolerance_boundary": sd.tolerance_boundary, "reading": sd.reading.value,
+                         "bracket_lo": sd.bracket.lo, "bracket_hi": sd.bracket.hi, "why_moves": None})  # fmt: skip
+    _explain_lambda_moves(sens)
     r_obs, g_obs, _ = budget_values(sf, rows)
     mf, mf_status = model_free_crossing(r_obs, g_obs - sf.ref_general, epsilon)
     misfit = ratio_law_misfit(sf, rows, rfit[0])
@@ -377,8 +396,37 @@ def decide_size(
         notes=list(dict.fromkeys(notes)), n_bootstrap=bootstrap, n_bootstrap_failed=n_failed, bootstrap_cmr=boot_cmr,
         bootstrap_cmr_law=boot_laws, outcome=dec.status, weak_reasons=weak,
         cmr_law_at_budget_raw=dec.cmr_law_at_budget_raw, model_free_crossing=mf, model_free_status=mf_status,
+        reading=dec.reading, bracket=(dec.bracket.lo, dec.bracket.hi), bracket_reason=dec.bracket_reason,
+        epsilon=epsilon,
     )  # fmt: skip
     return out, sens, boot_cmr, boot_rfits
+
+
+def _explain_lambda_moves(sens: list[dict[str, Any]]) -> None:
+    """Fill ``why_moves`` where a row's CMR is above the row of the next smaller λ at the same ε.
+
+    A larger λ moves every T0 towards the peak of ΔL_gen (laws.md §6.5.5), so the feasible set can only shrink
+    and the CMR should not rise; when it does, the row says why: a changed reading (e.g. the CMR law refitted
+    through other turning points, or the bracket giving way to a law value), never silently."""
+    def upper(r: dict[str, Any]) -> float | None:
+        v = r["cmr"] if r["cmr"] is not None else r["bracket_hi"]
+        return None if v is None else float(v)
+
+    by_eps: dict[float, list[dict[str, Any]]] = {}
+    for r in sens:
+        by_eps.setdefault(float(r["epsilon"]), []).append(r)
+    for rows in by_eps.values():
+        rows = sorted(rows, key=lambda r: math.inf if r["lagrange_mult"] == "inf" else float(r["lagrange_mult"]))
+        for prev, cur in itertools.pairwise(rows):
+            a, b = upper(prev), upper(cur)
+            if a is None or b is None or b <= a + 1e-9:
+                continue
+            if cur["n_feasible"] != prev["n_feasible"]:
+                cur["why_moves"] = (f"rises with λ: {cur['n_feasible']} feasible ratios vs {prev['n_feasible']} at "
+                                    f"λ = {prev['lagrange_mult']} (a turning verdict changed with T0)")  # fmt: skip
+            else:
+                cur["why_moves"] = (f"rises with λ: the CMR law refitted through the moved T0 ({cur['reading']} vs "
+                                    f"{prev['reading']} at λ = {prev['lagrange_mult']})")  # fmt: skip
 
 
 def check_args(

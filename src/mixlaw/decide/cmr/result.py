@@ -11,6 +11,7 @@ import pandas as pd
 
 from mixlaw.decide.cmr.common import STATUS_NO_ROOT, STATUS_OK, evaluate, law_of, size_json
 from mixlaw.decide.cmr.ratio import RatioLawFit
+from mixlaw.decide.cmr.reading import Bracket, BracketReason, Reading
 from mixlaw.errors import FitError, InputError
 from mixlaw.laws.cmr_law import CMRLaw
 
@@ -51,19 +52,41 @@ class SizeCMR:
     model_free_crossing: float | None = None
     model_free_status: str = "not computed"
     control_reading: dict[str, Any] | None = None
+    reading: Reading = Reading.BRACKET
+    bracket: tuple[float | None, float | None] = (None, None)
+    bracket_reason: BracketReason | None = None
+    epsilon: float | None = None
+
+    def answer(self) -> str:
+        """The headline in words, agreeing with the per-ratio table: ``CMR 0.52``, ``CMR between 0.25 and 0.5``,
+        ``CMR ≥ 0.75`` (every ratio tried is feasible) or ``CMR < 0.125`` (none is)."""
+        br = Bracket(*self.bracket)
+        if self.reading is Reading.LOWER_BOUND and self.cmr is not None:
+            return f"CMR ≥ {self.cmr:g} (every ratio tried is feasible)"
+        if self.cmr is not None:
+            return f"CMR {self.cmr:.2f}"
+        if self.reading is Reading.UPPER_BOUND and br.hi is not None:
+            return f"CMR < {br.hi:g} (no ratio tried is feasible)"
+        if self.reading is Reading.BRACKET and (br.lo is not None or br.hi is not None):
+            return f"CMR {br.text()}"
+        return "no CMR"
 
     def sentence(self, domain: str) -> str:
-        """The decision in one sentence, e.g. ``legal: CMR 0.61 [0.60, 0.64] at 200k parameters and 300k CPT
-        tokens; status ok``."""
+        """The decision in one sentence, e.g. ``legal: CMR 0.61 [0.60, 0.64] at 200k parameters, 300k CPT tokens,
+        ε = 0.05; status ok; tolerance boundary (largest share within ε at the budget) 0.64``."""
         from mixlaw.fmt import fmt_size, fmt_tokens
 
-        val = "no CMR" if self.cmr is None else f"CMR {self.cmr:.2f}"
+        val = self.answer()
         ci = f" [{self.ci[0]:.2f}, {self.ci[1]:.2f}]" if self.ci else ""
-        if self.n_bootstrap:  # the resamples behind the interval, beside it (none silently dropped)
+        if self.n_bootstrap and self.cmr is not None:  # the resamples behind the interval (none silently dropped)
             ci += f" ({self.n_bootstrap_failed}/{self.n_bootstrap} resamples unusable)"
         why = f" ({'; '.join(self.weak_reasons)})" if self.weak_reasons else ""
-        return (f"{domain}: {val}{ci} at {fmt_size(self.n_params)} parameters and {fmt_tokens(self.budget_tokens)} "
-                f"CPT tokens; status {self.status}{why}")  # fmt: skip
+        eps = "" if self.epsilon is None else f", ε = {self.epsilon:g}"
+        tb = ""
+        if self.reading is not Reading.TOLERANCE_ONLY and self.tolerance_boundary is not None:
+            tb = f"; tolerance boundary (largest share within ε at the budget) {self.tolerance_boundary:.2f}"
+        return (f"{domain}: {val}{ci} at {fmt_size(self.n_params)} parameters, {fmt_tokens(self.budget_tokens)} "
+                f"CPT tokens{eps}; status {self.status}{why}{tb}")  # fmt: skip
 
     def cmr_at(self, tokens: np.ndarray | float) -> np.ndarray:
         """CMR-law prediction at other budgets (tokens); NaN-free: raises if the law was not fitted."""
@@ -149,6 +172,10 @@ class SizeCMR:
             "model_free_crossing": self.model_free_crossing,
             "model_free_status": self.model_free_status,
             "control_reading": self.control_reading,
+            "epsilon": self.epsilon,
+            "reading": self.reading.value,
+            "bracket": list(self.bracket),
+            "bracket_reason": None if self.bracket_reason is None else self.bracket_reason.value,
         }
 
 

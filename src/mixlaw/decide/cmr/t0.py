@@ -116,7 +116,10 @@ class ObservedShape:
     ``rise``: the largest observed increment; ``peak_tokens``: where it is; ``drop``: how far the last
     observation lies below the peak; ``noise``: the scale used to judge (the fit's residual RMS, floored);
     ``still_rising``: the observations rise by more than 2 noise and the last one is within 2 noise of the peak;
-    ``turned``: they rose by more than 2 noise and then fell by more than 2 noise.
+    ``turned``: they rose by more than 2 noise and then fell by more than 2 noise; ``rising_at_end``: the
+    slope at the last evaluation of a quadratic fitted to the last quarter of the evaluations (at least five) is
+    positive by more than two of its standard errors: the data *show* the loss still rising at the budget, rather
+    than only not yet showing it fall (a peak just before the budget is flat within the noise).
     """
 
     rise: float
@@ -126,6 +129,7 @@ class ObservedShape:
     still_rising: bool
     turned: bool
     never_rises: bool
+    rising_at_end: bool = False
 
 
 def observed_shape(tokens: np.ndarray, dloss: np.ndarray, noise: float, *, floor: float = 1e-6) -> ObservedShape:
@@ -148,7 +152,25 @@ def observed_shape(tokens: np.ndarray, dloss: np.ndarray, noise: float, *, floor
         still_rising=rose and drop <= 2 * s,
         turned=rose and drop > 2 * s,
         never_rises=not rose,
+        rising_at_end=rose and _end_slope_z(t, y, s) > 2.0,
     )
+
+
+def _end_slope_z(t: np.ndarray, y: np.ndarray, noise: float) -> float:
+    """Slope at the last evaluation in units of its standard error: a quadratic least-squares fit of the last
+    quarter of the evaluations (at least five), differentiated at the end (a peak just before the budget has a
+    slope near zero there even when the window's mean slope is positive)."""
+    k = max(5, t.size // 4)
+    if t.size < 5:
+        return 0.0
+    tt, yy = t[-k:], y[-k:]
+    scale = float(tt[-1] - tt[0]) or 1.0
+    x = (tt - tt[-1]) / scale
+    X = np.stack([np.ones_like(x), x, x * x], axis=1)
+    coef, *_ = np.linalg.lstsq(X, yy, rcond=None)
+    cov = np.linalg.pinv(X.T @ X)
+    se = noise * math.sqrt(max(float(cov[1, 1]), 0.0))
+    return float(coef[1]) / se if se > 0 else 0.0
 
 
 def _slopes_batch(law: Law, params: list[Mapping[str, float]], tokens: np.ndarray) -> np.ndarray:

