@@ -312,6 +312,33 @@ def _evaluate(items: list[str] | None, domains: list[str]) -> dict[str, dict[str
     return out
 
 
+def _camel_k_lines(camel_k: dict[str, Any]) -> list[str]:
+    """One line per CAMEL target: the k used, and why a larger k was refused (rendered from the status codes)."""
+    lines = []
+    for t, c in camel_k.items():
+        comps = c["health"]["components"]
+        line = f"fit health {t}: camel k = {c['k']}"
+        if c["dropped"]:
+            why = []
+            for d in c["dropped"]:
+                kinds = [x["status"].replace("_", " ") for x in d["components"] if x["status"] not in ("active",)]
+                counts = {k: kinds.count(k) for k in dict.fromkeys(kinds)}
+                why.append(
+                    f"k = {d['k']} refused, {d['k_effective']} of its components are CAMEL components ("
+                    + ", ".join(f"{n} {k}" for k, n in counts.items()) + ")"
+                )
+            line += " (" + "; ".join(why) + ")"
+        if c["status"] == "degenerate":
+            line += "; DEGENERATE even at k = 1: " + c["health"]["text"]
+        free = [x["index"] for x in comps if x["status"] == "size_free"]
+        if free:
+            line += f"; component {', '.join(map(str, free))} does not change with size"
+        if c["health"]["c_at_zero"]:
+            line += "; C at 0 (no irreducible loss identified)"
+        lines.append(line)
+    return lines
+
+
 def _print_optimum(out: dict[str, Any]) -> None:
     from rich.table import Table
 
@@ -334,6 +361,8 @@ def _print_optimum(out: dict[str, Any]) -> None:
         tab.add_row(*row)
     con = _console()
     con.print(tab)
+    for line in _camel_k_lines(out.get("camel_k") or {}):
+        con.print(line)
     preds = {**out["predicted_losses"], **out["predicted_accuracies"]}
     score = f"score {out['score']:.5g}" if out["benchmark_weights"] else f"objective {out['objective']:.5g}"
     if "bootstrap" in out and out["bootstrap"].get("n"):

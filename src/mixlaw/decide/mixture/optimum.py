@@ -91,15 +91,25 @@ def _build(law_name: str, law_options: Mapping[str, Any], domains: Sequence[str]
     return law
 
 
-def _fit(law: Any, rows: pd.DataFrame, target: str, random_state: int) -> Any:
+def _fit_recorded(law: Any, rows: pd.DataFrame, target: str, random_state: int) -> tuple[Any, list[Any]]:
+    """The fit and the warnings it raised (recorded, not emitted)."""
     from mixlaw.fit import fit_law
     from mixlaw.fit.refine import decision_max_iter
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         res = fit_law(law, rows, target=target, random_state=random_state, max_iter=decision_max_iter())
+    return res, list(caught)
+
+
+def _emit(law: Any, target: str, caught: Sequence[Any]) -> None:
     for w in caught:  # re-emit once, naming the law (boundary notes are expected on small fits)
-        warnings.warn(f"{law.name} on {target}: {w.message}", w.category, stacklevel=3)
+        warnings.warn(f"{law.name} on {target}: {w.message}", w.category, stacklevel=4)
+
+
+def _fit(law: Any, rows: pd.DataFrame, target: str, random_state: int) -> Any:
+    res, caught = _fit_recorded(law, rows, target, random_state)
+    _emit(law, target, caught)
     return res
 
 
@@ -203,7 +213,10 @@ def optimize(
         table = table.assign(_mixture=mixture_groups(table, doms))
         law_obj = _build(law, law_options or {}, doms, size_column)
         rows = {t: target_rows(table, t, source)[0] for t in targets}
-        fits = {t: _fit(law_obj, rows[t], t, random_state) for t in targets}
+        if law_obj.name == "camel":  # a degenerate fit is refitted with fewer components (its notes dropped)
+            fits, camel_k = _camel_reduce(law_obj, targets, rows, random_state)
+        else:
+            fits, camel_k = {t: _fit(law_obj, rows[t], t, random_state) for t in targets}, {}
         bench_fits: dict[str, Any] = {}
         for b in bench_w:
             sub = table.dropna(subset=targets)
@@ -244,6 +257,7 @@ def optimize(
             "benchmark_weights": bench_w,
             "target_size": target_size,
             "fits": {t: _fit_summary(r, len(rows[t])) for t, r in {**fits, **bench_fits}.items()},
+            **({"camel_k": camel_k} if camel_k else {}),
             **opt.to_dict(),
             "score": sign * opt.objective,
             **obj.report(opt.w),
@@ -313,6 +327,40 @@ def _extrapolation(
         if e is not None:
             out[t] = str(e["text"])
     return out
+
+
+def _camel_reduce(
+    law: Any, targets: Sequence[str], rows: Mapping[str, pd.DataFrame], random_state: int
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """Fit CAMEL to every target, check each fit's health, refit a degenerate one with fewer components.
+
+    A fit whose components are switched off or at the exponential limit
+    (:func:`mixlaw.decide.mixture.camel_k.camel_health`) is not a ``k``-component CAMEL law: it is refitted with
+    ``k − 1`` components (or as many as were CAMEL components, if fewer) until the fit is healthy or ``k = 1``;
+    only the kept fit's warnings are emitted. Returns the kept fits and per target ``{"k_requested", "k",
+    "status", "health", "dropped": [health of each refused fit]}`` (``status``: ``healthy``, ``reduced`` or
+    ``degenerate``, the last when even ``k = 1`` is degenerate).
+    """
+    from mixlaw.decide.mixture.camel_k import FitStatus, camel_health
+
+    fits: dict[str, Any] = {}
+    out: dict[str, dict[str, Any]] = {}
+    for t in targets:
+        cur, caught = _fit_recorded(law, rows[t], t, random_state)
+        health = camel_health(cur.law, cur.params, rows[t])
+        dropped: list[dict[str, Any]] = []
+        while health.status is FitStatus.DEGENERATE and cur.law.k > 1:
+            dropped.append(health.to_dict())
+            k = max(1, min(cur.law.k - 1, health.k_effective))
+            smaller = _build("camel", {**dict(cur.law.options), "k": k}, law.domains, cur.law.size_col)
+            cur, caught = _fit_recorded(smaller, rows[t], t, random_state)
+            health = camel_health(cur.law, cur.params, rows[t])
+        _emit(cur.law, t, caught)
+        fits[t] = cur
+        status = "degenerate" if health.status is FitStatus.DEGENERATE else ("reduced" if dropped else "healthy")
+        out[t] = {"k_requested": law.k, "k": cur.law.k, "status": status, "health": health.to_dict(),
+                  "dropped": dropped}  # fmt: skip
+    return fits, out
 
 
 def _fit_summary(res: Any, n_rows: int) -> dict[str, Any]:
