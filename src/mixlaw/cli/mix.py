@@ -205,7 +205,12 @@ def optimize_cmd(
         list[str] | None, typer.Option("--unique-tokens", help="domain=U unique tokens available.")
     ] = None,
     target_tokens: Annotated[
-        float | None, typer.Option("--target-tokens", help="Token budget of the target run (repetition limits).")
+        float | None,
+        typer.Option(
+            "--target-tokens",
+            help="Training tokens of the target run: the laws' token input and the repetition limits (default: the "
+            "fitted runs' median tokens per parameter × --target-size).",
+        ),
     ] = None,
     prior: Annotated[list[str] | None, typer.Option("--prior", help="domain=weight of the prior mixture.")] = None,
     kl_max: Annotated[float | None, typer.Option("--kl-max", help="Constraint KL(w || prior) <= this.")] = None,
@@ -262,6 +267,7 @@ def optimize_cmd(
         weights=_pairs(weights, "--weights") or None,
         objective=objective,
         target_size=target_size,
+        target_tokens=target_tokens,
         size_column=size_column,
         law_options=api.parse_options(law_option),
         constraints=constraints,
@@ -371,6 +377,10 @@ def _print_optimum(out: dict[str, Any]) -> None:
         if str(out["bootstrap"].get("status", "ok")).startswith("weak"):
             score += " — WEAK: > 20 % of the resamples unusable"
     con.print(score + "; predicted " + ", ".join(f"{t} {v:.5g}" for t, v in preds.items()))
+    tin = out.get("target_inputs") or {}
+    for c, v in (tin.get("values") or {}).items():
+        if tin["sources"][c] != "--target-size":
+            con.print(f"target {c} = {v:.4g} ({tin['sources'][c]})")
     far = out.get("extrapolation") or {}
     if far and len(set(far.values())) == 1 and len(far) == len(preds):
         con.print(f"extrapolates: {next(iter(far.values()))}")

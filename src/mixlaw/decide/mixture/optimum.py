@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -42,7 +43,7 @@ from mixlaw.decide.mixture.objective import PRESETS, FittedLaw, MixtureObjective
 from mixlaw.decide.mixture.optimize import optimize_mixture
 from mixlaw.errors import InputError
 
-__all__ = ["optimize", "split_weights"]
+__all__ = ["DEFAULT_TOKENS_PER_PARAM", "TargetInputs", "optimize", "split_weights", "tokens_rule"]
 
 
 def split_weights(
@@ -164,6 +165,7 @@ def optimize(
     weights: Mapping[str, float] | None = None,
     objective: str | None = None,
     target_size: float | None = None,
+    target_tokens: float | None = None,
     size_column: str = "n_params",
     law_options: Mapping[str, Any] | None = None,
     constraints: Mapping[str, Any] | None = None,
@@ -188,6 +190,14 @@ def optimize(
     accuracy, the optimum's score minus theirs), and with ``bootstrap`` the intervals of each and of the *paired*
     regret — the candidate and the chosen mixture evaluated under the same resampled laws.
 
+    ``target_size``, ``target_tokens``: the target is a (model size, training tokens) pair; each law input gets its
+    own value (:class:`TargetInputs`): the size input the size, a token input the tokens (default: the fitted
+    runs' median tokens per parameter × the size, :func:`tokens_rule`), a unique-token input the unique tokens of
+    its domain. Repetition limits (``max_epochs``) take the unique tokens per domain from the table's
+    ``unique_tokens_<domain>`` columns when not given, and the token budget from ``target_tokens`` (or the rule).
+    For a law with a CAMEL fit (``law="camel"``) a degenerate fit is refitted with fewer components
+    (:func:`_camel_reduce`; ``camel_k`` in the result).
+
     ``max_iter``: iteration cap of every fit the decision makes (``--max-iter``;
     :func:`mixlaw.fit.refine.decision_iterations`); ``None`` (default): their own limits.
     """
@@ -205,13 +215,22 @@ def optimize(
         if not 0 < level < 1:
             raise InputError(f"--level {level}: expected a number in (0, 1)")
         loss_w, bench_w = split_weights(weights, objective, targets, [str(c) for c in table.columns])
-        cons = MixtureConstraints(tuple(doms), **dict(constraints or {}))  # infeasible boxes fail before any fit
+        ckw = dict(constraints or {})
+        if ckw.get("target_tokens") is None and target_tokens is not None:
+            ckw["target_tokens"] = float(target_tokens)
+        if ckw.get("max_epochs") and not ckw.get("unique_tokens"):  # unique tokens per domain from the table
+            me = ckw["max_epochs"]
+            ckw["unique_tokens"] = unique_tokens_from_table(table, list(me) if isinstance(me, Mapping) else doms)
+        if ckw.get("max_epochs") and ckw.get("target_tokens") is None and target_size is not None:
+            ckw["target_tokens"] = tokens_rule(table, size_column)[0] * float(target_size)
+        cons = MixtureConstraints(tuple(doms), **ckw)  # infeasible boxes fail before any fit
         cands = _candidates(candidates, doms)
         table = table.reset_index(drop=True)
         if "run_id" not in table.columns:
             table = table.assign(run_id=[f"row{i + 1}" for i in range(len(table))])
         table = table.assign(_mixture=mixture_groups(table, doms))
         law_obj = _build(law, law_options or {}, doms, size_column)
+        target = TargetInputs.resolve(law_obj, table, target_size, target_tokens, cons, law)  # before any fit
         rows = {t: target_rows(table, t, source)[0] for t in targets}
         if law_obj.name == "camel":  # a degenerate fit is refitted with fewer components (its notes dropped)
             fits, camel_k = _camel_reduce(law_obj, targets, rows, random_state)
@@ -225,18 +244,12 @@ def optimize(
             blaw = _build_benchmark(targets, b, scale)
             rows[b] = sub
             bench_fits[b] = _fit(blaw, sub, b, random_state)
-        fixed_inputs: dict[str, float] = {}
-        for c in law_obj.inputs:
-            if str(c).startswith("w_"):
-                continue
-            if target_size is None:
-                raise InputError(f"--target-size: law '{law}' needs the target model size (its input '{c}')")
-            fixed_inputs[c] = float(target_size)
-        if sizes and not fixed_inputs:
+        fixed_inputs = target.values
+        if sizes and target.size_input is None:
             raise InputError(f"--sizes: law '{law}' has no size input, its optimum does not depend on size")
 
         def objective_of(losses: Mapping[str, FittedLaw], benches: Mapping[str, FittedLaw], size: float | None = None):
-            at = fixed_inputs if size is None else dict.fromkeys(fixed_inputs, float(size))
+            at = fixed_inputs if size is None else target.at_size(float(size))
             return MixtureObjective(
                 tuple(doms), losses, loss_weights=loss_w if not bench_w else {}, benchmarks=benches,
                 benchmark_weights=bench_w, fixed_inputs=at,
@@ -256,6 +269,7 @@ def optimize(
             "loss_weights": loss_w if not bench_w else {},
             "benchmark_weights": bench_w,
             "target_size": target_size,
+            "target_inputs": target.to_dict(),
             "fits": {t: _fit_summary(r, len(rows[t])) for t, r in {**fits, **bench_fits}.items()},
             **({"camel_k": camel_k} if camel_k else {}),
             **opt.to_dict(),
@@ -284,6 +298,123 @@ def optimize(
                 out,
             )
         return out
+
+
+#: Tokens per parameter when the table has no token counts to take the ratio from (Hoffmann et al. 2022).
+DEFAULT_TOKENS_PER_PARAM = 20.0
+
+
+def tokens_rule(table: pd.DataFrame, size_column: str, tokens_column: str = "tokens") -> tuple[float, str]:
+    """The tokens-per-parameter rule of the target: ``(ratio, what it is)``.
+
+    The median ``tokens / size`` of the table's runs (their final rows: the largest token count per run) when the
+    table has both columns, else :data:`DEFAULT_TOKENS_PER_PARAM`.
+    """
+    if tokens_column in table.columns and size_column in table.columns:
+        t = pd.to_numeric(table[tokens_column], errors="coerce")
+        n = pd.to_numeric(table[size_column], errors="coerce")
+        if "run_id" in table.columns:
+            last = t.groupby(table["run_id"]).transform("max")
+            keep = (t == last).to_numpy()
+            t, n = t[keep], n[keep]
+        r = (t / n).to_numpy(dtype=np.float64)
+        r = r[np.isfinite(r) & (r > 0)]
+        if r.size:
+            return float(np.median(r)), f"the median tokens per parameter of the fitted runs ({r.size} runs)"
+    return DEFAULT_TOKENS_PER_PARAM, f"{DEFAULT_TOKENS_PER_PARAM:g} tokens per parameter (no token counts in the table)"
+
+
+def unique_tokens_from_table(table: pd.DataFrame, domains: Sequence[str]) -> dict[str, float]:
+    """``{domain: unique tokens}`` from the table's ``unique_tokens_<domain>`` columns (their largest value)."""
+    out = {}
+    for d in domains:
+        c = f"unique_tokens_{d}"
+        if c in table.columns:
+            v = pd.to_numeric(table[c], errors="coerce").max()
+            if np.isfinite(v) and v > 0:
+                out[d] = float(v)
+    if not out:
+        raise InputError("--max-epochs: give --unique-tokens domain=U (the table has no unique_tokens_<domain> column)")
+    return out
+
+
+@dataclass(frozen=True)
+class TargetInputs:
+    """The non-mixture inputs of the laws at the target: model size, training tokens, unique tokens.
+
+    ``values``: ``{input column: value}``; ``sources``: ``{input column: how it was set}`` (the option given, or the
+    rule used, e.g. the tokens-per-parameter ratio of the fitted runs).
+    """
+
+    values: Mapping[str, float]
+    sources: Mapping[str, str]
+    size_input: str | None = None
+    tokens_input: str | None = None
+    tokens_per_param: float | None = None
+    """Set when the tokens came from the tokens-per-parameter rule: the tokens then scale with the size."""
+
+    @classmethod
+    def resolve(
+        cls, law: Any, table: pd.DataFrame, target_size: float | None, target_tokens: float | None,
+        cons: MixtureConstraints, law_name: str,
+    ) -> TargetInputs:  # fmt: skip
+        """Each non-mixture input of ``law`` from ``--target-size``, ``--target-tokens`` (default: the rule of
+        :func:`tokens_rule` times the size), or the unique tokens of the law's domain (``--unique-tokens`` or the
+        table's single value); any other input is a one-line error naming it."""
+        opts = law.options
+        size_col = opts.get("size")
+        tok_col = opts.get("tokens", opts.get("volume"))
+        uniq_col = opts.get("unique")
+        values: dict[str, float] = {}
+        sources: dict[str, str] = {}
+        tpp = None
+        for c in law.inputs:
+            c = str(c)
+            if c.startswith("w_"):
+                continue
+            if c == size_col:
+                if target_size is None:
+                    raise InputError(f"--target-size: law '{law_name}' needs the target model size (its input '{c}')")
+                values[c], sources[c] = float(target_size), "--target-size"
+            elif c == tok_col:
+                if target_tokens is not None:
+                    values[c], sources[c] = float(target_tokens), "--target-tokens"
+                elif target_size is not None:
+                    size_of = str(size_col) if size_col in table.columns else "n_params"
+                    tpp, what = tokens_rule(table, size_of, c)
+                    values[c] = tpp * float(target_size)
+                    sources[c] = f"{tpp:.4g} tokens per parameter × --target-size ({what})"
+                else:
+                    raise InputError(
+                        f"--target-tokens: law '{law_name}' needs the target's training tokens (its input '{c}')"
+                    )
+            elif c == uniq_col:
+                dom = str(opts.get("domain", ""))
+                if dom in cons.unique_tokens:
+                    values[c], sources[c] = float(cons.unique_tokens[dom]), "--unique-tokens"
+                elif c in table.columns and pd.to_numeric(table[c], errors="coerce").nunique() == 1:
+                    values[c] = float(pd.to_numeric(table[c], errors="coerce").iloc[0])
+                    sources[c] = "the table (one value)"
+                else:
+                    raise InputError(
+                        f"--unique-tokens {dom}=U: law '{law_name}' needs the unique tokens of '{dom}' (input '{c}')"
+                    )
+            else:
+                raise InputError(f"law '{law_name}' needs a value for its input '{c}' at the target")
+        return cls(values, sources, size_col if size_col in values else None,
+                   tok_col if tok_col in values else None, tpp)  # fmt: skip
+
+    def at_size(self, size: float) -> dict[str, float]:
+        """The inputs at another model size (tokens scale with it when they came from the tokens rule)."""
+        out = dict(self.values)
+        if self.size_input is not None:
+            out[self.size_input] = size
+        if self.tokens_input is not None and self.tokens_per_param is not None:
+            out[self.tokens_input] = self.tokens_per_param * size
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"values": dict(self.values), "sources": dict(self.sources)}
 
 
 def _candidates(candidates: Mapping[str, Mapping[str, float]] | None, doms: Sequence[str]) -> dict[str, np.ndarray]:
