@@ -83,5 +83,6 @@ def test_default_tokens_follow_the_stated_rule(rep_runs: pd.DataFrame) -> None:
     assert out["target_inputs"]["values"]["tokens"] == pytest.approx(4e10)
     assert "tokens per parameter" in out["target_inputs"]["sources"]["tokens"]
     with pytest.raises(InputError, match="needs the unique tokens of 'target'"):
-        optimize(rep_runs.assign(unique_tokens=np.linspace(1e8, 1e9, len(rep_runs))), law="repetition_aware",
-                 law_options={"domain": "target"}, domains=("target", "web"), target="loss", target_size=1e9)  # fmt: skip
+        varied = rep_runs.assign(unique_tokens=np.linspace(1e8, 1e9, len(rep_runs)))
+        optimize(varied, law="repetition_aware", law_options={"domain": "target"}, domains=("target", "web"),
+                 target="loss", target_size=1e9)  # fmt: skip
