@@ -226,7 +226,9 @@ def optimize_cmd(
     evaluate: Annotated[
         list[str] | None,
         typer.Option(
-            "--evaluate", help="Also predict this mixture: uniform, or name:d=w,d=w,... (repeatable; with regret)."
+            "--evaluate",
+            help="Also predict this mixture: uniform, natural, or name:d=w,d=w,... (repeatable; with regret and a "
+            "verdict). Default: uniform, and natural when the table has token counts per domain; none: neither.",
         ),
     ] = None,
     where: WhereOpt = None,
@@ -273,7 +275,7 @@ def optimize_cmd(
         constraints=constraints,
         bootstrap=bootstrap,
         sizes=_sizes(sizes),
-        candidates=_evaluate(evaluate, _domains(domains)),
+        candidates=_evaluate(evaluate, _domains(domains), df),
         random_state=random_state,
         source=runs.name,
         max_iter=max_iter,
@@ -301,10 +303,37 @@ def optimize_cmd(
     _print_optimum(out)
 
 
-def _evaluate(items: list[str] | None, domains: list[str]) -> dict[str, dict[str, float]]:
-    """``--evaluate`` values: ``uniform`` or ``name:d=w,d=w,...`` (one line naming a bad one)."""
+def _natural(df: Any, domains: list[str]) -> dict[str, float] | None:
+    """The natural mixture: each domain's share of the tokens available (``pool_tokens_<d>`` or
+    ``unique_tokens_<d>`` columns, their largest value); ``None`` when the table has no such counts."""
+    for prefix in ("pool_tokens_", "unique_tokens_"):
+        cols = [f"{prefix}{d}" for d in domains]
+        if all(c in df.columns for c in cols):
+            v = [float(df[c].max()) for c in cols]
+            if all(x > 0 for x in v):
+                return {d: x / sum(v) for d, x in zip(domains, v, strict=True)}
+    return None
+
+
+def _evaluate(items: list[str] | None, domains: list[str], df: Any = None) -> dict[str, dict[str, float]]:
+    """``--evaluate`` values: ``uniform``, ``natural`` or ``name:d=w,d=w,...`` (one line naming a bad one).
+
+    Without ``--evaluate``: uniform, and natural when the table has token counts per domain (``none``: neither).
+    """
     out: dict[str, dict[str, float]] = {}
-    for item in items or []:
+    if items is None:
+        items = ["uniform"] + (["natural"] if df is not None and _natural(df, domains) else [])
+    for item in items:
+        if item.strip() == "none":
+            continue
+        if item.strip() == "natural":
+            nat = _natural(df, domains) if df is not None else None
+            if nat is None:
+                from mixlaw.errors import InputError
+
+                raise InputError("--evaluate natural: the table has no pool_tokens_<domain> or unique_tokens_<domain>")
+            out["natural"] = nat
+            continue
         name, sep, body = item.partition(":")
         name = name.strip()
         if not sep and name == "uniform":
@@ -369,6 +398,8 @@ def _print_optimum(out: dict[str, Any]) -> None:
     con.print(tab)
     for line in _camel_k_lines(out.get("camel_k") or {}):
         con.print(line)
+    for v in out.get("verdicts") or []:
+        con.print(f"verdict: {v['text']}")
     preds = {**out["predicted_losses"], **out["predicted_accuracies"]}
     score = f"score {out['score']:.5g}" if out["benchmark_weights"] else f"objective {out['objective']:.5g}"
     if "bootstrap" in out and out["bootstrap"].get("n"):
@@ -422,6 +453,13 @@ def _print_optimum(out: dict[str, Any]) -> None:
     )
     if out.get("report"):
         con.print(f"report: {out['report']}")
+    if out.get("verdicts"):
+        far = next(iter((out.get("extrapolation") or {}).values()), "")
+        con.print(
+            "verdict: the chosen mixture "
+            + "; ".join(v["text"] for v in out["verdicts"])
+            + (f" (the target {far.split(' beyond')[0]} beyond the fitted sizes)" if far else "")
+        )
 
 
 @app.command("nested")

@@ -297,6 +297,11 @@ def optimize(
                 int(bootstrap), level, random_state, doms, cons, fits, bench_fits, rows, objective_of, opt, grid, curve,
                 out,
             )
+        if out.get("candidates"):
+            from mixlaw.decide.mixture.verdict import verdict_of
+
+            unit = "points" if bench_w else "nats"
+            out["verdicts"] = [verdict_of(c, level, unit).to_dict() for c in out["candidates"]]
         return out
 
 
