@@ -215,7 +215,14 @@ def optimize_cmd(
     prior: Annotated[list[str] | None, typer.Option("--prior", help="domain=weight of the prior mixture.")] = None,
     kl_max: Annotated[float | None, typer.Option("--kl-max", help="Constraint KL(w || prior) <= this.")] = None,
     kl_weight: Annotated[float, typer.Option("--kl-weight", help="Penalty weight of KL(w || prior).")] = 0.0,
-    bootstrap: Annotated[int, typer.Option("--bootstrap", help="Resamples of the mixtures (0 = none).")] = 0,
+    bootstrap: Annotated[
+        int,
+        typer.Option(
+            "--bootstrap",
+            help="Resamples of the mixtures (0 = none): intervals, and the paired regret and verdict of the "
+            "evaluated mixtures. Default 20 (each refit starts from the point fit: ~15 % of the fits' time).",
+        ),
+    ] = 20,
     sizes: Annotated[
         str | None, typer.Option("--sizes", help="Also the optimum at these sizes, comma-separated (1e9,7e9).")
     ] = None,
