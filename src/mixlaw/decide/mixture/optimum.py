@@ -230,7 +230,7 @@ def optimize(
             table = table.assign(run_id=[f"row{i + 1}" for i in range(len(table))])
         table = table.assign(_mixture=mixture_groups(table, doms))
         law_obj = _build(law, law_options or {}, doms, size_column)
-        target = TargetInputs.resolve(law_obj, table, target_size, target_tokens, cons, law)  # before any fit
+        tin = TargetInputs.resolve(law_obj, table, target_size, target_tokens, cons, law)  # before any fit
         rows = {t: target_rows(table, t, source)[0] for t in targets}
         if law_obj.name == "camel":  # a degenerate fit is refitted with fewer components (its notes dropped)
             fits, camel_k = _camel_reduce(law_obj, targets, rows, random_state)
@@ -244,12 +244,12 @@ def optimize(
             blaw = _build_benchmark(targets, b, scale)
             rows[b] = sub
             bench_fits[b] = _fit(blaw, sub, b, random_state)
-        fixed_inputs = target.values
-        if sizes and target.size_input is None:
+        fixed_inputs = tin.values
+        if sizes and tin.size_input is None:
             raise InputError(f"--sizes: law '{law}' has no size input, its optimum does not depend on size")
 
         def objective_of(losses: Mapping[str, FittedLaw], benches: Mapping[str, FittedLaw], size: float | None = None):
-            at = fixed_inputs if size is None else target.at_size(float(size))
+            at = fixed_inputs if size is None else tin.at_size(float(size))
             return MixtureObjective(
                 tuple(doms), losses, loss_weights=loss_w if not bench_w else {}, benchmarks=benches,
                 benchmark_weights=bench_w, fixed_inputs=at,
@@ -269,7 +269,7 @@ def optimize(
             "loss_weights": loss_w if not bench_w else {},
             "benchmark_weights": bench_w,
             "target_size": target_size,
-            "target_inputs": target.to_dict(),
+            "target_inputs": tin.to_dict(),
             "fits": {t: _fit_summary(r, len(rows[t])) for t, r in {**fits, **bench_fits}.items()},
             **({"camel_k": camel_k} if camel_k else {}),
             **opt.to_dict(),
