@@ -176,7 +176,14 @@ def compare_cmd(
 def optimize_cmd(
     runs: RunsArg,
     domains: DomainsOpt,
-    law: Annotated[str, typer.Option("--law", help="Mixture law: camel or dml.")] = "camel",
+    law: Annotated[
+        str,
+        typer.Option(
+            "--law",
+            help="Mixture law (camel, dml, mixture_joint, …), or auto: the size-aware law with the lowest error at the "
+            "largest fitted size when fitted below it, among the healthy fits.",
+        ),
+    ] = "camel",
     target: Annotated[
         list[str] | None, typer.Option("--target", help="Loss column a law is fitted to (repeatable; default loss).")
     ] = None,
@@ -403,6 +410,19 @@ def _print_optimum(out: dict[str, Any]) -> None:
         tab.add_row(*row)
     con = _console()
     con.print(tab)
+    choice = out.get("law_choice")
+    if choice:
+        ct = Table(title=f"law auto: fitted below {choice['heldout_size']:.3g}, predicting it (mean over the losses)")
+        for col in ("law", "held-out MRE", "bias", "healthy", "problems"):
+            ct.add_column(col, justify="left" if col in ("law", "problems") else "right")
+        for c in choice["candidates"]:
+            ct.add_row(
+                c["law"] + (f" (k = {c['k']})" if c.get("k") else ""), f"{c['heldout_mre']:.2%}",
+                f"{c['heldout_bias']:+.2%}", "yes" if c["healthy"] else "no",
+                "; ".join(c["problems"][:2]) + (f" (+{len(c['problems']) - 2})" if len(c["problems"]) > 2 else ""),
+            )  # fmt: skip
+        con.print(ct)
+        con.print(choice["text"])
     for line in _camel_k_lines(out.get("camel_k") or {}):
         con.print(line)
     for v in out.get("verdicts") or []:

@@ -229,9 +229,19 @@ def optimize(
         if "run_id" not in table.columns:
             table = table.assign(run_id=[f"row{i + 1}" for i in range(len(table))])
         table = table.assign(_mixture=mixture_groups(table, doms))
+        rows = {t: target_rows(table, t, source)[0] for t in targets}
+        choice = None
+        if law == "auto":  # the law by a nested size holdout (decide/mixture/law_choice.py)
+            from mixlaw.decide.mixture.law_choice import choose_law
+
+            if law_options:
+                raise InputError("--law auto: --law-option applies to one law; name the law instead of auto")
+            if target_size is None:
+                raise InputError("--target-size: --law auto compares size-aware laws, which need the target size")
+            choice = choose_law(rows, doms, size_column=size_column, random_state=random_state)
+            law = choice.law
         law_obj = _build(law, law_options or {}, doms, size_column)
         tin = TargetInputs.resolve(law_obj, table, target_size, target_tokens, cons, law)  # before any fit
-        rows = {t: target_rows(table, t, source)[0] for t in targets}
         if law_obj.name == "camel":  # a degenerate fit is refitted with fewer components (its notes dropped)
             fits, camel_k = _camel_reduce(law_obj, targets, rows, random_state)
         else:
@@ -272,6 +282,7 @@ def optimize(
             "target_inputs": tin.to_dict(),
             "fits": {t: _fit_summary(r, len(rows[t])) for t, r in {**fits, **bench_fits}.items()},
             **({"camel_k": camel_k} if camel_k else {}),
+            **({"law_choice": choice.to_dict()} if choice is not None else {}),
             **opt.to_dict(),
             "score": sign * opt.objective,
             **obj.report(opt.w),
