@@ -144,18 +144,27 @@ def compare_cmd(
             tab.add_column(col, justify="left" if col == "model" else "right")
         for m in t["models"]:
             cov = m["coverage"]
+            levels = m.get("levels_comparable", True) or m["mae"] == m["mae"]
+            nc = "not comparable"
             tab.add_row(
-                m["model"],
+                m["model"] + ("" if m.get("levels_comparable", True) else " (rank transfer)"),
                 str(m["n_parameters"]),
                 str(m["n_train"]),
                 str(m["n_test"]) if m["n_predicted"] == m["n_test"] else f"{m['n_predicted']}/{m['n_test']}",
-                f"{m['mae']:.4g}",
-                f"{100 * m['mre']:.3g}",
-                f"{100 * m['bias']:+.3g}",
+                f"{m['mae']:.4g}" if levels else nc,
+                f"{100 * m['mre']:.3g}" if levels else nc,
+                f"{100 * m['bias']:+.3g}" if levels else nc,
                 f"{m['spearman']:.3f}",
                 "—" if cov != cov else f"{100 * cov:.0f} %",
             )
         con.print(tab)
+        for m in t["models"]:  # size-blind models at another size: the assumption and the ranking, stated
+            rt = m.get("rank_transfer")
+            if rt:
+                top = ", ".join(f"{r['run_id']} (observed #{r['observed_rank']})" for r in rt["ranking"][:3])
+                con.print(f"{m['model']}: {rt['assumption']}; Spearman {m['spearman']:.3f}; predicted best: {top}")
+            if m.get("blind_size_law"):
+                con.print(f"{m['model']}: at sizes without training rows, {m['blind_size_law']}")
         for m in t["models"]:  # the released-pipeline surrogate says which protocol ran
             if str(m.get("interval_method", "")).startswith("dml_mlp"):
                 con.print(f"{m['model']}: {m['interval_method']}")
