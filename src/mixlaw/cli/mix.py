@@ -303,6 +303,7 @@ def optimize_cmd(
         source=runs.name,
         max_iter=max_iter,
         level=level,
+        progress=_stderr_progress("mix optimize"),
     )
     if report is not None:
         from mixlaw.report.mix_page import write_mix_report
@@ -324,6 +325,21 @@ def optimize_cmd(
     if as_json:
         return emit_json(out)
     _print_optimum(out)
+
+
+def _stderr_progress(verb: str) -> Any:
+    """One line per stage on stderr when stdout is not a terminal (a log, a pipe, CI); ``None`` on a terminal."""
+    import sys
+    import time
+
+    if sys.stdout.isatty():
+        return None
+    t0 = time.monotonic()
+
+    def line(text: str) -> None:
+        print(f"{verb} [{time.monotonic() - t0:5.0f} s]: {text}", file=sys.stderr, flush=True)
+
+    return line
 
 
 def _natural(df: Any, domains: list[str]) -> dict[str, float] | None:

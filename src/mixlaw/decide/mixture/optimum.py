@@ -29,7 +29,7 @@ intervals were too narrow: ``examples/mixture_probe``'s uniform regret interval 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,6 +176,7 @@ def optimize(
     random_state: int = 0,
     source: str = "table",
     max_iter: int | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Fit ``law`` to each target loss (and benchmark laws), and find the feasible mixture that is best for the goal.
 
@@ -197,6 +198,9 @@ def optimize(
     ``unique_tokens_<domain>`` columns when not given, and the token budget from ``target_tokens`` (or the rule).
     For a law with a CAMEL fit (``law="camel"``) a degenerate fit is refitted with fewer components
     (:func:`_camel_reduce`; ``camel_k`` in the result).
+
+    ``progress``: called with one line per stage (each law fit, the law choice, the bootstrap), e.g. to print
+    progress on stderr; ``None``: silent.
 
     ``max_iter``: iteration cap of every fit the decision makes (``--max-iter``;
     :func:`mixlaw.fit.refine.decision_iterations`); ``None`` (default): their own limits.
@@ -238,10 +242,14 @@ def optimize(
                 raise InputError("--law auto: --law-option applies to one law; name the law instead of auto")
             if target_size is None:
                 raise InputError("--target-size: --law auto compares size-aware laws, which need the target size")
+            if progress:
+                progress(f"law auto: comparing camel, mixture_additive, mixture_joint on {len(targets)} loss(es)")
             choice = choose_law(rows, doms, size_column=size_column, random_state=random_state)
             law = choice.law
         law_obj = _build(law, law_options or {}, doms, size_column)
         tin = TargetInputs.resolve(law_obj, table, target_size, target_tokens, cons, law)  # before any fit
+        if progress:
+            progress(f"fitting {law} to {len(targets)} loss(es): {', '.join(targets)}")
         if law_obj.name == "camel":  # a degenerate fit is refitted with fewer components (its notes dropped)
             fits, camel_k = _camel_reduce(law_obj, targets, rows, random_state)
         else:
@@ -304,6 +312,8 @@ def optimize(
                      "score": sign * j, "regret": j - opt.objective, **obj.report(w)}
                 )  # fmt: skip
         if bootstrap:
+            if progress:
+                progress(f"paired bootstrap: refitting every law on {int(bootstrap)} resamples of the mixtures")
             out["bootstrap"] = _bootstrap(
                 int(bootstrap), level, random_state, doms, cons, fits, bench_fits, rows, objective_of, opt, grid, curve,
                 out,
