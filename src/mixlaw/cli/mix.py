@@ -498,11 +498,19 @@ def _print_optimum(out: dict[str, Any]) -> None:
             curve.add_row(f"{row['size']:.3g}", *cells, f"{row['objective']:.5g}")
         con.print(curve)
     k = out["kkt"]
-    con.print(
-        f"KKT: {'ok' if k['ok'] else 'NOT satisfied'} (stationarity {k['stationarity']:.2g}, "
-        f"min multiplier {k['min_multiplier']:.2g}); {out['n_distinct']} distinct optimum(s) from "
-        f"{out['n_starts']} starts"
-    )
+    if out.get("proposer"):
+        pr = out["proposer"]
+        con.print(
+            f"proposal: the mean of the top {pr['top_k']} of {pr['n_feasible']} feasible Dirichlet samples "
+            f"(of {pr['n_samples']}, temperature {pr['temperature']:g}, around "
+            + ", ".join(f"{d}={v:.3f}" for d, v in pr["prior"].items()) + ")"
+        )
+    else:
+        con.print(
+            f"KKT: {'ok' if k['ok'] else 'NOT satisfied'} (stationarity {k['stationarity']:.2g}, "
+            f"min multiplier {k['min_multiplier']:.2g}); {out['n_distinct']} distinct optimum(s) from "
+            f"{out['n_starts']} starts"
+        )
     if out.get("report"):
         con.print(f"report: {out['report']}")
     if out.get("verdicts"):

@@ -246,6 +246,13 @@ def optimize(
                 progress(f"law auto: comparing camel, mixture_additive, mixture_joint on {len(targets)} loss(es)")
             choice = choose_law(rows, doms, size_column=size_column, random_state=random_state)
             law = choice.law
+        from mixlaw.surrogates import SURROGATES
+
+        if law in SURROGATES:  # no parameters to optimise through: the RegMix proposer (decide/mixture/propose.py)
+            if bench_w:
+                raise InputError(f"--law {law}: a surrogate proposes for weighted losses, not benchmark weights")
+            return _propose(table, law, dict(law_options or {}), doms, targets, loss_w, cons, cands, level,
+                            random_state, target_size, progress)  # fmt: skip
         law_obj = _build(law, law_options or {}, doms, size_column)
         tin = TargetInputs.resolve(law_obj, table, target_size, target_tokens, cons, law)  # before any fit
         if progress:
@@ -483,6 +490,49 @@ def _extrapolation(
             continue
         if e is not None:
             out[t] = str(e["text"])
+    return out
+
+
+def _propose(
+    table: pd.DataFrame, law: str, opts: dict[str, Any], doms: list[str], targets: list[str],
+    loss_w: Mapping[str, float], cons: MixtureConstraints, cands: Mapping[str, np.ndarray], level: float,
+    random_state: int, target_size: float | None, progress: Callable[[str], None] | None,
+) -> dict[str, Any]:  # fmt: skip
+    """``mix optimize`` with a surrogate: the Dirichlet top-k proposal, the candidates under the same surrogates."""
+    from mixlaw.decide.mixture.propose import DirichletProposer, propose
+    from mixlaw.decide.mixture.verdict import verdict_of
+
+    prop_keys = {"n_samples": int, "top_k": int, "temperature": float}
+    popts = {k: conv(opts.pop(k)) for k, conv in prop_keys.items() if k in opts}
+    proposer = DirichletProposer(**popts)
+    q = cons.prior_vector()
+    if q is None and "natural" in cands:  # RegMix samples around the token prior
+        q = np.asarray(cands["natural"], dtype=np.float64)
+    if progress:
+        progress(f"{law}: fitting {len(targets)} surrogate(s), ranking {proposer.n_samples} Dirichlet samples")
+    res = propose(table, surrogate=law, surrogate_options=opts, domains=doms, targets=targets, loss_weights=loss_w,
+                  cons=cons, prior=q, options=proposer, random_state=random_state)  # fmt: skip
+    fits = res.pop("_fits")
+    w = np.array([res["weights"][d] for d in doms])
+    out: dict[str, Any] = {
+        "law": law, "law_options": opts, "targets": targets, "goal": "minimise weighted loss",
+        "objective_preset": None, "loss_weights": dict(loss_w), "benchmark_weights": {}, "target_size": target_size,
+        "fits": res["fits"], "weights": res["weights"], "objective": res["objective"], "score": res["objective"],
+        "penalised_objective": res["objective"], "active_constraints": cons.active(w), "kkt": None,
+        "predicted_losses": res["predicted_losses"], "predicted_accuracies": {}, "proposer": res["proposer"],
+        "extrapolation": {}, "domains": doms, "n_starts": 0, "n_feasible": 0, "n_distinct": 1,
+    }  # fmt: skip
+    if cands:
+        frame = pd.DataFrame(list(cands.values()), columns=[f"w_{d}" for d in doms])
+        preds = {t: np.asarray(f.predict(frame), dtype=np.float64) for t, f in fits.items()}
+        out["candidates"] = []
+        for i, (name, cw) in enumerate(cands.items()):
+            pl = {t: float(p[i]) for t, p in preds.items()}
+            j = float(sum(float(loss_w.get(t, 0.0)) * v for t, v in pl.items()))
+            out["candidates"].append({"name": name, "weights": dict(zip(doms, map(float, cw), strict=True)),
+                                      "objective": j, "score": j, "regret": j - res["objective"],
+                                      "predicted_losses": pl, "predicted_accuracies": {}})  # fmt: skip
+        out["verdicts"] = [verdict_of(c, level).to_dict() for c in out["candidates"]]
     return out
 
 

@@ -50,7 +50,7 @@ class Verdict:
         if self.status is VerdictStatus.NO_INTERVAL or self.interval is None:
             return (
                 f"{'beats' if r > 0 else 'does not beat'} {self.against} by {r:+.3f} {u} under the point fits; "
-                "no paired interval (run with --bootstrap B to judge it against the fit's uncertainty)"
+                "no paired interval (no resamples of the fits)"
             )
         lo, hi = self.interval
         iv = f"[{lo:+.3f}, {hi:+.3f}]"
