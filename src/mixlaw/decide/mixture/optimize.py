@@ -281,13 +281,16 @@ def optimize_mixture(
     else:
         lo, hi = cons.bounds()
         starts = np.array([project_box_simplex(np.asarray(p, dtype=np.float64), lo, hi) for p in starts])
+    from mixlaw.fit.pools import threads
+
     ends, vals = [], []
-    for w0 in starts:
-        w = _solve_one(fun, w0, cons)
-        v = fun(w)[0]
-        if not cons.violations(w) and np.isfinite(v):
-            ends.append(w)
-            vals.append(v)
+    with threads(1):  # SLSQP's small dense solves: a multi-threaded BLAS only spins (D = 20: 16.5 s → 1.2 s CPU)
+        for w0 in starts:
+            w = _solve_one(fun, w0, cons)
+            v = fun(w)[0]
+            if not cons.violations(w) and np.isfinite(v):
+                ends.append(w)
+                vals.append(v)
     if not ends:
         q = cons.prior_vector()
         if cons.kl_max is not None and q is not None:
