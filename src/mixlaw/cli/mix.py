@@ -313,7 +313,7 @@ def optimize_cmd(
             domains=_domains(domains),
             targets=out["targets"],
             holdout=holdout,
-            models=f"{law},blind",
+            models=f"{out['law']},blind",
             size_column=size_column,
             bootstrap=min(bootstrap, 50) if bootstrap else 20,
             random_state=random_state,
