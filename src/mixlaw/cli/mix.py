@@ -516,7 +516,7 @@ def _print_optimum(out: dict[str, Any]) -> None:
     if out.get("verdicts"):
         far = next(iter((out.get("extrapolation") or {}).values()), "")
         con.print(
-            "verdict: the chosen mixture "
+            "verdict on the chosen mixture: "
             + "; ".join(v["text"] for v in out["verdicts"])
             + (f" (the target {far.split(' beyond')[0]} beyond the fitted sizes)" if far else "")
         )
