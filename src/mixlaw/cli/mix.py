@@ -131,6 +131,7 @@ def compare_cmd(
         source=runs.name,
         max_iter=max_iter,
         level=level,
+        progress=_stderr_progress("mix compare"),
     )
     if as_json:
         return emit_json(out)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -367,8 +367,11 @@ def compare(
     random_state: int = 0,
     source: str = "table",
     max_iter: int | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Fit each model on the rows outside the holdout, predict the holdout; one result per target.
+
+    ``progress``: called with one line per target and model before it is fitted (``None``: silent).
 
     Returns ``{"holdout", "domains", "bootstrap", "level", "targets": [{"target", "n_missing", "models": [{"model",
     "n_parameters", "n_train", "n_test", "n_predicted", "mae", "mre", "bias", "spearman", "coverage", "n_interval",
@@ -402,6 +405,8 @@ def compare(
             obs = sub[target].to_numpy(dtype=np.float64)
             rows = []
             for label, name, opts in parsed:
+                if progress:
+                    progress(f"{target}: {label} on {len(masks)} fold(s)")
                 pred, lo, hi = (np.full(len(sub), np.nan) for _ in range(3))
                 notes: list[Any] = [None] * len(sub)
                 tested = np.zeros(len(sub), dtype=bool)
