@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from mixlaw.decide.mixture.api import optimize
-from mixlaw.decide.mixture.camel_k import ALPHA_LIMIT, ComponentStatus, FitStatus, camel_health
+from mixlaw.decide.mixture.camel_k import ALPHA_LIMIT, ComponentStatus, FitStatus, KChoiceStatus, camel_health, select_k
 from mixlaw.laws import get_law
 
 DOMS = ("web", "code", "math")
@@ -110,3 +110,16 @@ def test_optimize_keeps_a_healthy_two_component_fit() -> None:
     betas = sorted(float(p[f"beta_{i}"]) for i in range(2))
     assert betas == pytest.approx([0.2, 0.45], abs=0.1)  # the truth's capacity exponents, from starts away from them
     assert math.isfinite(out["objective"])
+
+
+def test_select_k_by_size_holdout_on_a_one_component_truth() -> None:
+    law = get_law("camel", domains=DOMS, k=1)
+    rows = _rows(5)
+    x = {c: rows[c].to_numpy() for c in ("n_params", *law.w_cols)}
+    p = {"C": 1.8, "K_0": 1.2, "alpha_0": 0.4, "beta_0": 0.3, "t_0": np.array([0.6, 0.3, 0.1])}
+    df = _simulate(rows, np.asarray(law.evaluate(x, p), dtype=np.float64), 6)
+    choice = select_k(df, "loss", DOMS, ks=(1,))
+    (cand,) = choice.candidates
+    assert choice.k == 1 and choice.status is KChoiceStatus.CHOSEN and choice.heldout_size == 1.2e9
+    assert cand.health.status is FitStatus.HEALTHY and cand.heldout_mre < 0.01  # the truth is in the family
+    assert "k = 1" in choice.text and choice.to_dict()["candidates"][0]["k"] == 1
