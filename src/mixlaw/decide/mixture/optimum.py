@@ -205,9 +205,11 @@ def optimize(
     ``max_iter``: iteration cap of every fit the decision makes (``--max-iter``;
     :func:`mixlaw.fit.refine.decision_iterations`); ``None`` (default): their own limits.
     """
+    from mixlaw.fit.pools import threads
     from mixlaw.fit.refine import decision_iterations
 
-    with decision_iterations(max_iter):
+    # one thread in torch and BLAS: the fits and solves here are small; extra threads only spin on a shared machine
+    with decision_iterations(max_iter), threads(1):
         doms = list(domains)
         targets = [target] if isinstance(target, str) else list(target)
         check_mixture(table, doms, source)
