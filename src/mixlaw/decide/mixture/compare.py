@@ -382,9 +382,10 @@ def compare(
     ``max_iter``: iteration cap of every fit the decision makes (``--max-iter``;
     :func:`mixlaw.fit.refine.decision_iterations`); ``None`` (default): their own limits.
     """
+    from mixlaw.fit.pools import threads
     from mixlaw.fit.refine import decision_iterations
 
-    with decision_iterations(max_iter):
+    with decision_iterations(max_iter), threads(1):  # small fits: extra torch/BLAS threads only spin
         doms = list(domains)
         check_mixture(table, doms, source)
         if not 0 < level < 1:
