@@ -74,9 +74,14 @@ def test_compare_json_shape_and_camel_extrapolates_in_size(runs_csv: Path) -> No
     assert all(p["lo"] < p["predicted"] < p["hi"] for p in camel["predictions"])
     inside = [p["lo"] <= p["observed"] <= p["hi"] for p in camel["predictions"]]
     assert camel["coverage"] == pytest.approx(sum(inside) / 12) and camel["coverage"] >= 0.75
-    assert models["dml"]["coverage"] is None  # no prediction, no interval (NaN → null)
-    # dml and the blind baseline have no size term: no prediction at an unseen size (null, not a number).
-    assert models["dml"]["n_predicted"] == 0 and models["dml"]["predictions"][0]["predicted"] is None
+    assert models["dml"]["coverage"] is None  # no interval at another size (NaN → null)
+    # dml has no size term: at an unseen size it predicts under the stated rank-transfer assumption, its levels are
+    # not compared (null), its Spearman is; the blind baseline follows a size curve L(N) (no row of nulls).
+    dml = models["dml"]
+    assert dml["n_predicted"] == 12 and dml["levels_comparable"] is False and dml["mre"] is None
+    assert dml["rank_transfer"]["n_rows"] == 12 and "rank transfer" in dml["rank_transfer"]["assumption"]
+    assert dml["spearman"] > 0.5 and len(dml["rank_transfer"]["ranking"]) == 12
+    assert models["blind"]["n_predicted"] == 12 and models["blind"]["mre"] is not None
 
 
 def test_compare_leave_mixtures_out_table(runs_csv: Path) -> None:

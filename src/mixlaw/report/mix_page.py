@@ -35,7 +35,16 @@ def decision_sentence(out: Mapping[str, Any]) -> str:
     boot = out.get("bootstrap") or {}
     sure = f" Intervals: {100 * boot['level']:.0f}% bootstrap, {boot['n']} resamples." if boot.get("n") else ""
     act = ", ".join(out.get("active_constraints") or []) or "none"
-    return f"Train on {', '.join(parts)}{at}: this mixture optimises {goal}. Active constraints: {act}.{sure}"
+    verdict = " ".join(f"Against {v['against']}: {v['text']}." for v in out.get("verdicts") or [])
+    far = next(iter((out.get("extrapolation") or {}).values()), "")
+    far = f" The target extrapolates {far}." if far else ""
+    health = [f"{t}: camel k = {c['k']} ({c['status']}{', C at 0' if c['health']['c_at_zero'] else ''})"
+              for t, c in (out.get("camel_k") or {}).items()]  # fmt: skip
+    fits = f" Fit health: {'; '.join(health)}." if health else ""
+    return (
+        f"Train on {', '.join(parts)}{at}: this mixture optimises {goal}. {verdict}{far}{fits} "
+        f"Active constraints: {act}.{sure}"
+    )
 
 
 def _bar(out: Mapping[str, Any]) -> str:

@@ -38,6 +38,8 @@ BOOT_WEAK = reason("mix_bootstrap_weak", "{n_failed} of {n} resamples were unusa
 CANDIDATE_REGRET = reason("mix_candidate_regret",
                           "{candidate}: regret {regret:+.4f} [{lo:+.4f}, {hi:+.4f}] (P(better than chosen) = {p:.2f})")
 EXTRAPOLATES = reason("mix_extrapolates", "the optimum of {target} lies beyond the fitted runs: {detail}")
+CAMEL_K = reason("mix_camel_k", "{target}: camel k = {k} (k = {k_requested} requested; fit {status})")
+VERDICT = reason("mix_verdict", "{text}")
 NOT_PREDICTED = reason("mix_not_predicted", "{model} predicted none of the {n} held-out rows of {target}")
 
 
@@ -140,6 +142,14 @@ class MixOptimum(Decision):
         if n and interval_health(n_failed, n) == "weak":
             reasons.append(Reason(BOOT_WEAK, {"n_failed": n_failed, "n": n}))
             status = status.worst(Status.WEAK)
+        for target, ck in (out.get("camel_k") or {}).items():  # a degenerate CAMEL is refitted with fewer components
+            if ck["status"] != "healthy":
+                reasons.append(Reason(CAMEL_K, {"target": target, "k": ck["k"], "k_requested": ck["k_requested"],
+                                                "status": ck["status"]}))  # fmt: skip
+                if ck["status"] == "degenerate":
+                    status = status.worst(Status.WEAK)
+        for v in out.get("verdicts") or []:
+            reasons.append(Reason(VERDICT, {"text": v["text"], "status": v["status"], "against": v["against"]}))
         for c in out.get("candidates", []):
             r = c.get("regret_interval")
             answers.append(Answer(f"regret_{c['name']}", float(c["regret"]), "nats", _iv(r, level, n, n_failed)))

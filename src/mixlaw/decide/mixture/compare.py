@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -182,6 +182,42 @@ def _blind(train_y: np.ndarray, n_test: int, level: float) -> tuple[float, float
     return mean, mean - half, mean + half
 
 
+#: The assumption under which a size-blind model predicts another size (RegMix's premise).
+RANK_TRANSFER = (
+    "rank transfer: the model fitted at {src:g} ranks the mixtures at {dst:g} as it ranks them at {src:g}; its levels "
+    "are those of {src:g} and are not compared with the held-out losses"
+)
+
+
+def _size_curve(train: pd.DataFrame, target: str, size_column: str, at: float) -> tuple[float, float, int] | None:
+    """The mixture-blind baseline at an unseen size: ``L(N) = E + A N^(−α)`` through the per-size mean training loss
+    (the size-aware blind model), with the sd and count of the rows at the nearest training size; ``None`` with fewer
+    than 3 training sizes."""
+    from scipy.optimize import curve_fit
+
+    g = train.groupby(size_column)[target].agg(["mean", "std", "size"])
+    if len(g) < 3:
+        return None
+    n = g.index.to_numpy(dtype=np.float64)
+    y = g["mean"].to_numpy(dtype=np.float64)
+    n0 = float(np.exp(np.mean(np.log(n))))
+
+    def f(x: np.ndarray, e: float, a: float, alpha: float) -> np.ndarray:
+        return e + a * (x / n0) ** (-alpha)
+
+    span = float(y.max() - y.min()) or 1e-3
+    try:
+        p0 = (max(float(y.min()) - span, 0.0), span, 0.3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # three points, three parameters: no covariance, not needed
+            p, _ = curve_fit(f, n, y, p0=p0, bounds=([0.0, 0.0, 0.0], [np.inf, np.inf, 5.0]), maxfev=20000)
+    except (RuntimeError, ValueError):
+        return None
+    near = g.iloc[int(np.argmin(np.abs(np.log(n) - np.log(at))))]
+    sd = float(near["std"]) if near["size"] > 1 else math.nan
+    return float(f(np.array([at]), *p)[0]), sd, int(near["size"])
+
+
 def _predict_model(
     name: str,
     opts: Mapping[str, Any],
@@ -193,10 +229,14 @@ def _predict_model(
     random_state: int,
     bootstrap: int,
     level: float,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, list[Any], str | None]:
-    """``(predicted, lo, hi, n_parameters, notes, calibration)`` for the test rows (NaN where the model makes no
-    prediction or no interval; ``notes[i]`` is the one-line reason row ``i`` has no interval, ``None`` where it has
-    one; ``calibration`` the line on the extrapolation calibration where the test rows extrapolate in size)."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, list[Any], str | None, dict[str, Any]]:
+    """``(predicted, lo, hi, n_parameters, notes, calibration, transfer)`` for the test rows (NaN where the model makes
+    no prediction or no interval; ``notes[i]`` is the one-line reason row ``i`` has no interval, ``None`` where it has
+    one; ``calibration`` the line on the extrapolation calibration where the test rows extrapolate in size).
+
+    At a held-out size without training rows, a model of the mixture alone predicts under the stated rank-transfer
+    assumption (:data:`RANK_TRANSFER`: fitted at the nearest smaller training size; ``transfer["rows"]`` are these
+    rows, their levels are not compared), and the blind baseline is the size-aware ``L(N)`` of :func:`_size_curve`."""
     out = np.full((3, len(test)), np.nan)
     notes: list[Any] = ["intervals off (--bootstrap 0)" if not bootstrap else None] * len(test)
     law = None if name in BASELINES or name in SURROGATES else build_model(name, opts, domains, size_column)
@@ -210,20 +250,43 @@ def _predict_model(
             res = _fit(law, train, target, random_state, bootstrap)
             pred = np.asarray(res.predict(test), dtype=np.float64)
             if not bootstrap:
-                return pred, out[1], out[2], n_par, notes, None
+                return pred, out[1], out[2], n_par, notes, None, {}
             lo, hi, notes = _interval(res, test, level, random_state)
             cal = None
             if extrapolates(train, test, size_column):  # larger (smaller) models: intervals see size extrapolation
                 lo, hi, cal = size_calibrated(res, train, test, target, size_column, lo, hi, random_state)
-            return pred, lo, hi, n_par, notes, cal
+            return pred, lo, hi, n_par, notes, cal, {}
     # Laws of the mixture alone and the blind baseline work per size (NaN at a size with no training rows).
     surrogate_line: str | None = None
     sizes_tr = train[size_column].to_numpy() if size_column in train else np.zeros(len(train))
     sizes_te = test[size_column].to_numpy() if size_column in test else np.zeros(len(test))
+    transfer: dict[str, Any] = {}
     for s in np.unique(sizes_te):
         tr = train[sizes_tr == s]
         sel = sizes_te == s
         rows = np.flatnonzero(sel)
+        if len(tr) == 0 and law is None and name not in SURROGATES and len(train):  # blind: size-aware L(N)
+            from scipy import stats
+
+            fitted = _size_curve(train, target, size_column, float(s))
+            if fitted is not None:
+                m, sd, k = fitted  # the blind interval of the nearest size, around the size curve
+                t = float(stats.t.ppf((1 + level) / 2, max(k - 1, 1)))
+                half = t * sd * math.sqrt(1 + 1 / k) if bootstrap and np.isfinite(sd) else math.nan
+                out[:, sel] = np.array([m, m - half, m + half])[:, None]
+                for i in rows:
+                    notes[i] = notes[i] if np.isfinite(half) else "no interval: no spread at the nearest training size"
+                    notes[i] = "intervals off (--bootstrap 0)" if not bootstrap else notes[i]
+                transfer.setdefault("blind_size_law", "E + A N^-alpha through the per-size mean training loss")
+                continue
+        if len(tr) == 0 and len(train) and size_column in train:  # size-blind: rank transfer from the nearest size
+            below = np.unique(sizes_tr[sizes_tr < s])
+            src = float(below.max()) if below.size else float(np.unique(sizes_tr)[0])
+            tr = train[sizes_tr == src]
+            transfer.setdefault("rows", []).extend(int(i) for i in rows)
+            transfer.setdefault("pairs", set()).add((src, float(s)))
+            for i in rows:
+                notes[i] = "levels not comparable (rank transfer from another size)"
         if len(tr) == 0:
             for i in rows:
                 notes[i] = f"no prediction: no training rows at {size_column} = {s:g}"
@@ -263,7 +326,21 @@ def _predict_model(
             out[1, sel], out[2, sel], part = _interval(res, test[sel], level, random_state)
             for i, note in zip(rows, part, strict=True):
                 notes[i] = note
-    return out[0], out[1], out[2], n_par, notes, surrogate_line
+    for i in transfer.get("rows", []):
+        out[1, i] = out[2, i] = math.nan  # an interval at the source size says nothing about the held-out level
+    if transfer.get("pairs"):
+        transfer["assumption"] = "; ".join(RANK_TRANSFER.format(src=a, dst=b) for a, b in sorted(transfer["pairs"]))
+        transfer["pairs"] = sorted(transfer["pairs"])
+    return out[0], out[1], out[2], n_par, notes, surrogate_line, transfer
+
+
+def _ranking(sub: pd.DataFrame, pred: np.ndarray, obs: np.ndarray, rows: np.ndarray) -> list[dict[str, Any]]:
+    """The transferred rows ranked by prediction (best first), with each row's observed rank among them."""
+    ok = rows[np.isfinite(pred[rows])]
+    order = ok[np.argsort(pred[ok], kind="stable")]
+    obs_rank = {int(i): r + 1 for r, i in enumerate(ok[np.argsort(obs[ok], kind="stable")])}
+    return [{"run_id": str(sub["run_id"].iloc[i]), "predicted_rank": r + 1, "observed_rank": obs_rank[int(i)]}
+            for r, i in enumerate(order)]  # fmt: skip
 
 
 def interval_notes(notes: Sequence[Any], run_ids: Sequence[str]) -> list[dict[str, Any]]:
@@ -290,8 +367,11 @@ def compare(
     random_state: int = 0,
     source: str = "table",
     max_iter: int | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Fit each model on the rows outside the holdout, predict the holdout; one result per target.
+
+    ``progress``: called with one line per target and model before it is fitted (``None``: silent).
 
     Returns ``{"holdout", "domains", "bootstrap", "level", "targets": [{"target", "n_missing", "models": [{"model",
     "n_parameters", "n_train", "n_test", "n_predicted", "mae", "mre", "bias", "spearman", "coverage", "n_interval",
@@ -302,9 +382,10 @@ def compare(
     ``max_iter``: iteration cap of every fit the decision makes (``--max-iter``;
     :func:`mixlaw.fit.refine.decision_iterations`); ``None`` (default): their own limits.
     """
+    from mixlaw.fit.pools import threads
     from mixlaw.fit.refine import decision_iterations
 
-    with decision_iterations(max_iter):
+    with decision_iterations(max_iter), threads(1):  # small fits: extra torch/BLAS threads only spin
         doms = list(domains)
         check_mixture(table, doms, source)
         if not 0 < level < 1:
@@ -325,16 +406,25 @@ def compare(
             obs = sub[target].to_numpy(dtype=np.float64)
             rows = []
             for label, name, opts in parsed:
+                if progress:
+                    progress(f"{target}: {label} on {len(masks)} fold(s)")
                 pred, lo, hi = (np.full(len(sub), np.nan) for _ in range(3))
                 notes: list[Any] = [None] * len(sub)
                 tested = np.zeros(len(sub), dtype=bool)
                 n_train, n_par = [], 0
                 calibrations: list[str | None] = []
+                transferred = np.zeros(len(sub), dtype=bool)
+                assumptions: list[str] = []
+                blind_law: str | None = None
                 for m in masks:
                     train, test = sub[~m], sub[m]
-                    p, a, b, n_par, why, cal = _predict_model(
+                    p, a, b, n_par, why, cal, moved = _predict_model(
                         name, opts, train, test, doms, target, size_column, random_state, bootstrap, level
                     )
+                    transferred[np.flatnonzero(m)[moved.get("rows", [])]] = True
+                    if moved.get("assumption") and moved["assumption"] not in assumptions:
+                        assumptions.append(moved["assumption"])
+                    blind_law = moved.get("blind_size_law", blind_law)
                     pred[m], lo[m], hi[m] = p, a, b
                     for i, note in zip(np.flatnonzero(m), why, strict=True):
                         notes[i] = note
@@ -342,6 +432,7 @@ def compare(
                     n_train.append(len(train))
                     calibrations.append(cal)
                 idx = np.flatnonzero(tested)
+                level_idx = idx[~transferred[idx]]  # levels at another size are not compared with the losses
                 has = np.isfinite(lo[idx]) & np.isfinite(hi[idx]) & np.isfinite(pred[idx])
                 inside = (lo[idx] <= obs[idx]) & (obs[idx] <= hi[idx])
                 for i, ok in zip(idx, has, strict=True):  # no silent gaps: every row without an interval says why
@@ -353,7 +444,16 @@ def compare(
                         "n_train": int(round(float(np.mean(n_train)))),
                         "n_test": int(idx.size),
                         "n_predicted": int(np.isfinite(pred[idx]).sum()),
-                        **metrics(pred[idx], obs[idx]),
+                        **metrics(pred[level_idx], obs[level_idx]),
+                        "spearman": metrics(pred[idx], obs[idx])["spearman"],
+                        **(
+                            {"levels_comparable": False, "rank_transfer": {
+                                "n_rows": int(transferred[idx].sum()), "assumption": " | ".join(assumptions),
+                                "ranking": _ranking(sub, pred, obs, idx[transferred[idx]]),
+                            }}
+                            if transferred[idx].any() else {}
+                        ),  # fmt: skip
+                        **({"blind_size_law": blind_law} if blind_law else {}),
                         "coverage": float(inside[has].mean()) if has.any() else math.nan,
                         "n_interval": int(has.sum()),
                         "interval_method": (

@@ -29,7 +29,8 @@ intervals were too narrow: ``examples/mixture_probe``'s uniform regret interval 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -42,7 +43,7 @@ from mixlaw.decide.mixture.objective import PRESETS, FittedLaw, MixtureObjective
 from mixlaw.decide.mixture.optimize import optimize_mixture
 from mixlaw.errors import InputError
 
-__all__ = ["optimize", "split_weights"]
+__all__ = ["DEFAULT_TOKENS_PER_PARAM", "TargetInputs", "optimize", "split_weights", "tokens_rule"]
 
 
 def split_weights(
@@ -91,15 +92,25 @@ def _build(law_name: str, law_options: Mapping[str, Any], domains: Sequence[str]
     return law
 
 
-def _fit(law: Any, rows: pd.DataFrame, target: str, random_state: int) -> Any:
+def _fit_recorded(law: Any, rows: pd.DataFrame, target: str, random_state: int) -> tuple[Any, list[Any]]:
+    """The fit and the warnings it raised (recorded, not emitted)."""
     from mixlaw.fit import fit_law
     from mixlaw.fit.refine import decision_max_iter
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         res = fit_law(law, rows, target=target, random_state=random_state, max_iter=decision_max_iter())
+    return res, list(caught)
+
+
+def _emit(law: Any, target: str, caught: Sequence[Any]) -> None:
     for w in caught:  # re-emit once, naming the law (boundary notes are expected on small fits)
-        warnings.warn(f"{law.name} on {target}: {w.message}", w.category, stacklevel=3)
+        warnings.warn(f"{law.name} on {target}: {w.message}", w.category, stacklevel=4)
+
+
+def _fit(law: Any, rows: pd.DataFrame, target: str, random_state: int) -> Any:
+    res, caught = _fit_recorded(law, rows, target, random_state)
+    _emit(law, target, caught)
     return res
 
 
@@ -154,6 +165,7 @@ def optimize(
     weights: Mapping[str, float] | None = None,
     objective: str | None = None,
     target_size: float | None = None,
+    target_tokens: float | None = None,
     size_column: str = "n_params",
     law_options: Mapping[str, Any] | None = None,
     constraints: Mapping[str, Any] | None = None,
@@ -164,6 +176,7 @@ def optimize(
     random_state: int = 0,
     source: str = "table",
     max_iter: int | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Fit ``law`` to each target loss (and benchmark laws), and find the feasible mixture that is best for the goal.
 
@@ -178,12 +191,25 @@ def optimize(
     accuracy, the optimum's score minus theirs), and with ``bootstrap`` the intervals of each and of the *paired*
     regret — the candidate and the chosen mixture evaluated under the same resampled laws.
 
+    ``target_size``, ``target_tokens``: the target is a (model size, training tokens) pair; each law input gets its
+    own value (:class:`TargetInputs`): the size input the size, a token input the tokens (default: the fitted
+    runs' median tokens per parameter × the size, :func:`tokens_rule`), a unique-token input the unique tokens of
+    its domain. Repetition limits (``max_epochs``) take the unique tokens per domain from the table's
+    ``unique_tokens_<domain>`` columns when not given, and the token budget from ``target_tokens`` (or the rule).
+    For a law with a CAMEL fit (``law="camel"``) a degenerate fit is refitted with fewer components
+    (:func:`_camel_reduce`; ``camel_k`` in the result).
+
+    ``progress``: called with one line per stage (each law fit, the law choice, the bootstrap), e.g. to print
+    progress on stderr; ``None``: silent.
+
     ``max_iter``: iteration cap of every fit the decision makes (``--max-iter``;
     :func:`mixlaw.fit.refine.decision_iterations`); ``None`` (default): their own limits.
     """
+    from mixlaw.fit.pools import threads
     from mixlaw.fit.refine import decision_iterations
 
-    with decision_iterations(max_iter):
+    # one thread in torch and BLAS: the fits and solves here are small; extra threads only spin on a shared machine
+    with decision_iterations(max_iter), threads(1):
         doms = list(domains)
         targets = [target] if isinstance(target, str) else list(target)
         check_mixture(table, doms, source)
@@ -195,15 +221,48 @@ def optimize(
         if not 0 < level < 1:
             raise InputError(f"--level {level}: expected a number in (0, 1)")
         loss_w, bench_w = split_weights(weights, objective, targets, [str(c) for c in table.columns])
-        cons = MixtureConstraints(tuple(doms), **dict(constraints or {}))  # infeasible boxes fail before any fit
+        ckw = dict(constraints or {})
+        if ckw.get("target_tokens") is None and target_tokens is not None:
+            ckw["target_tokens"] = float(target_tokens)
+        if ckw.get("max_epochs") and not ckw.get("unique_tokens"):  # unique tokens per domain from the table
+            me = ckw["max_epochs"]
+            ckw["unique_tokens"] = unique_tokens_from_table(table, list(me) if isinstance(me, Mapping) else doms)
+        if ckw.get("max_epochs") and ckw.get("target_tokens") is None and target_size is not None:
+            ckw["target_tokens"] = tokens_rule(table, size_column)[0] * float(target_size)
+        cons = MixtureConstraints(tuple(doms), **ckw)  # infeasible boxes fail before any fit
         cands = _candidates(candidates, doms)
         table = table.reset_index(drop=True)
         if "run_id" not in table.columns:
             table = table.assign(run_id=[f"row{i + 1}" for i in range(len(table))])
         table = table.assign(_mixture=mixture_groups(table, doms))
-        law_obj = _build(law, law_options or {}, doms, size_column)
         rows = {t: target_rows(table, t, source)[0] for t in targets}
-        fits = {t: _fit(law_obj, rows[t], t, random_state) for t in targets}
+        choice = None
+        if law == "auto":  # the law by a nested size holdout (decide/mixture/law_choice.py)
+            from mixlaw.decide.mixture.law_choice import choose_law
+
+            if law_options:
+                raise InputError("--law auto: --law-option applies to one law; name the law instead of auto")
+            if target_size is None:
+                raise InputError("--target-size: --law auto compares size-aware laws, which need the target size")
+            if progress:
+                progress(f"law auto: comparing camel, mixture_additive, mixture_joint on {len(targets)} loss(es)")
+            choice = choose_law(rows, doms, size_column=size_column, random_state=random_state)
+            law = choice.law
+        from mixlaw.surrogates import SURROGATES
+
+        if law in SURROGATES:  # no parameters to optimise through: the RegMix proposer (decide/mixture/propose.py)
+            if bench_w:
+                raise InputError(f"--law {law}: a surrogate proposes for weighted losses, not benchmark weights")
+            return _propose(table, law, dict(law_options or {}), doms, targets, loss_w, cons, cands, level,
+                            random_state, target_size, progress)  # fmt: skip
+        law_obj = _build(law, law_options or {}, doms, size_column)
+        tin = TargetInputs.resolve(law_obj, table, target_size, target_tokens, cons, law)  # before any fit
+        if progress:
+            progress(f"fitting {law} to {len(targets)} loss(es): {', '.join(targets)}")
+        if law_obj.name == "camel":  # a degenerate fit is refitted with fewer components (its notes dropped)
+            fits, camel_k = _camel_reduce(law_obj, targets, rows, random_state)
+        else:
+            fits, camel_k = {t: _fit(law_obj, rows[t], t, random_state) for t in targets}, {}
         bench_fits: dict[str, Any] = {}
         for b in bench_w:
             sub = table.dropna(subset=targets)
@@ -212,18 +271,12 @@ def optimize(
             blaw = _build_benchmark(targets, b, scale)
             rows[b] = sub
             bench_fits[b] = _fit(blaw, sub, b, random_state)
-        fixed_inputs: dict[str, float] = {}
-        for c in law_obj.inputs:
-            if str(c).startswith("w_"):
-                continue
-            if target_size is None:
-                raise InputError(f"--target-size: law '{law}' needs the target model size (its input '{c}')")
-            fixed_inputs[c] = float(target_size)
-        if sizes and not fixed_inputs:
+        fixed_inputs = tin.values
+        if sizes and tin.size_input is None:
             raise InputError(f"--sizes: law '{law}' has no size input, its optimum does not depend on size")
 
         def objective_of(losses: Mapping[str, FittedLaw], benches: Mapping[str, FittedLaw], size: float | None = None):
-            at = fixed_inputs if size is None else dict.fromkeys(fixed_inputs, float(size))
+            at = fixed_inputs if size is None else tin.at_size(float(size))
             return MixtureObjective(
                 tuple(doms), losses, loss_weights=loss_w if not bench_w else {}, benchmarks=benches,
                 benchmark_weights=bench_w, fixed_inputs=at,
@@ -243,7 +296,10 @@ def optimize(
             "loss_weights": loss_w if not bench_w else {},
             "benchmark_weights": bench_w,
             "target_size": target_size,
+            "target_inputs": tin.to_dict(),
             "fits": {t: _fit_summary(r, len(rows[t])) for t, r in {**fits, **bench_fits}.items()},
+            **({"camel_k": camel_k} if camel_k else {}),
+            **({"law_choice": choice.to_dict()} if choice is not None else {}),
             **opt.to_dict(),
             "score": sign * opt.objective,
             **obj.report(opt.w),
@@ -265,11 +321,135 @@ def optimize(
                      "score": sign * j, "regret": j - opt.objective, **obj.report(w)}
                 )  # fmt: skip
         if bootstrap:
+            if progress:
+                progress(f"paired bootstrap: refitting every law on {int(bootstrap)} resamples of the mixtures")
             out["bootstrap"] = _bootstrap(
                 int(bootstrap), level, random_state, doms, cons, fits, bench_fits, rows, objective_of, opt, grid, curve,
                 out,
             )
+        if out.get("candidates"):
+            from mixlaw.decide.mixture.verdict import verdict_of
+
+            unit = "points" if bench_w else "nats"
+            out["verdicts"] = [verdict_of(c, level, unit).to_dict() for c in out["candidates"]]
         return out
+
+
+#: Tokens per parameter when the table has no token counts to take the ratio from (Hoffmann et al. 2022).
+DEFAULT_TOKENS_PER_PARAM = 20.0
+
+
+def tokens_rule(table: pd.DataFrame, size_column: str, tokens_column: str = "tokens") -> tuple[float, str]:
+    """The tokens-per-parameter rule of the target: ``(ratio, what it is)``.
+
+    The median ``tokens / size`` of the table's runs (their final rows: the largest token count per run) when the
+    table has both columns, else :data:`DEFAULT_TOKENS_PER_PARAM`.
+    """
+    if tokens_column in table.columns and size_column in table.columns:
+        t = pd.to_numeric(table[tokens_column], errors="coerce")
+        n = pd.to_numeric(table[size_column], errors="coerce")
+        if "run_id" in table.columns:
+            last = t.groupby(table["run_id"]).transform("max")
+            keep = (t == last).to_numpy()
+            t, n = t[keep], n[keep]
+        r = (t / n).to_numpy(dtype=np.float64)
+        r = r[np.isfinite(r) & (r > 0)]
+        if r.size:
+            return float(np.median(r)), f"the median tokens per parameter of the fitted runs ({r.size} runs)"
+    return DEFAULT_TOKENS_PER_PARAM, f"{DEFAULT_TOKENS_PER_PARAM:g} tokens per parameter (no token counts in the table)"
+
+
+def unique_tokens_from_table(table: pd.DataFrame, domains: Sequence[str]) -> dict[str, float]:
+    """``{domain: unique tokens}`` from the table's ``unique_tokens_<domain>`` columns (their largest value)."""
+    out = {}
+    for d in domains:
+        c = f"unique_tokens_{d}"
+        if c in table.columns:
+            v = pd.to_numeric(table[c], errors="coerce").max()
+            if np.isfinite(v) and v > 0:
+                out[d] = float(v)
+    if not out:
+        raise InputError("--max-epochs: give --unique-tokens domain=U (the table has no unique_tokens_<domain> column)")
+    return out
+
+
+@dataclass(frozen=True)
+class TargetInputs:
+    """The non-mixture inputs of the laws at the target: model size, training tokens, unique tokens.
+
+    ``values``: ``{input column: value}``; ``sources``: ``{input column: how it was set}`` (the option given, or the
+    rule used, e.g. the tokens-per-parameter ratio of the fitted runs).
+    """
+
+    values: Mapping[str, float]
+    sources: Mapping[str, str]
+    size_input: str | None = None
+    tokens_input: str | None = None
+    tokens_per_param: float | None = None
+    """Set when the tokens came from the tokens-per-parameter rule: the tokens then scale with the size."""
+
+    @classmethod
+    def resolve(
+        cls, law: Any, table: pd.DataFrame, target_size: float | None, target_tokens: float | None,
+        cons: MixtureConstraints, law_name: str,
+    ) -> TargetInputs:  # fmt: skip
+        """Each non-mixture input of ``law`` from ``--target-size``, ``--target-tokens`` (default: the rule of
+        :func:`tokens_rule` times the size), or the unique tokens of the law's domain (``--unique-tokens`` or the
+        table's single value); any other input is a one-line error naming it."""
+        opts = law.options
+        size_col = opts.get("size")
+        tok_col = opts.get("tokens", opts.get("volume"))
+        uniq_col = opts.get("unique")
+        values: dict[str, float] = {}
+        sources: dict[str, str] = {}
+        tpp = None
+        for c in law.inputs:
+            c = str(c)
+            if c.startswith("w_"):
+                continue
+            if c == size_col:
+                if target_size is None:
+                    raise InputError(f"--target-size: law '{law_name}' needs the target model size (its input '{c}')")
+                values[c], sources[c] = float(target_size), "--target-size"
+            elif c == tok_col:
+                if target_tokens is not None:
+                    values[c], sources[c] = float(target_tokens), "--target-tokens"
+                elif target_size is not None:
+                    size_of = str(size_col) if size_col in table.columns else "n_params"
+                    tpp, what = tokens_rule(table, size_of, c)
+                    values[c] = tpp * float(target_size)
+                    sources[c] = f"{tpp:.4g} tokens per parameter × --target-size ({what})"
+                else:
+                    raise InputError(
+                        f"--target-tokens: law '{law_name}' needs the target's training tokens (its input '{c}')"
+                    )
+            elif c == uniq_col:
+                dom = str(opts.get("domain", ""))
+                if dom in cons.unique_tokens:
+                    values[c], sources[c] = float(cons.unique_tokens[dom]), "--unique-tokens"
+                elif c in table.columns and pd.to_numeric(table[c], errors="coerce").nunique() == 1:
+                    values[c] = float(pd.to_numeric(table[c], errors="coerce").iloc[0])
+                    sources[c] = "the table (one value)"
+                else:
+                    raise InputError(
+                        f"--unique-tokens {dom}=U: law '{law_name}' needs the unique tokens of '{dom}' (input '{c}')"
+                    )
+            else:
+                raise InputError(f"law '{law_name}' needs a value for its input '{c}' at the target")
+        return cls(values, sources, size_col if size_col in values else None,
+                   tok_col if tok_col in values else None, tpp)  # fmt: skip
+
+    def at_size(self, size: float) -> dict[str, float]:
+        """The inputs at another model size (tokens scale with it when they came from the tokens rule)."""
+        out = dict(self.values)
+        if self.size_input is not None:
+            out[self.size_input] = size
+        if self.tokens_input is not None and self.tokens_per_param is not None:
+            out[self.tokens_input] = self.tokens_per_param * size
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"values": dict(self.values), "sources": dict(self.sources)}
 
 
 def _candidates(candidates: Mapping[str, Mapping[str, float]] | None, doms: Sequence[str]) -> dict[str, np.ndarray]:
@@ -313,6 +493,83 @@ def _extrapolation(
         if e is not None:
             out[t] = str(e["text"])
     return out
+
+
+def _propose(
+    table: pd.DataFrame, law: str, opts: dict[str, Any], doms: list[str], targets: list[str],
+    loss_w: Mapping[str, float], cons: MixtureConstraints, cands: Mapping[str, np.ndarray], level: float,
+    random_state: int, target_size: float | None, progress: Callable[[str], None] | None,
+) -> dict[str, Any]:  # fmt: skip
+    """``mix optimize`` with a surrogate: the Dirichlet top-k proposal, the candidates under the same surrogates."""
+    from mixlaw.decide.mixture.propose import DirichletProposer, propose
+    from mixlaw.decide.mixture.verdict import verdict_of
+
+    prop_keys = {"n_samples": int, "top_k": int, "temperature": float}
+    popts = {k: conv(opts.pop(k)) for k, conv in prop_keys.items() if k in opts}
+    proposer = DirichletProposer(**popts)
+    q = cons.prior_vector()
+    if q is None and "natural" in cands:  # RegMix samples around the token prior
+        q = np.asarray(cands["natural"], dtype=np.float64)
+    if progress:
+        progress(f"{law}: fitting {len(targets)} surrogate(s), ranking {proposer.n_samples} Dirichlet samples")
+    res = propose(table, surrogate=law, surrogate_options=opts, domains=doms, targets=targets, loss_weights=loss_w,
+                  cons=cons, prior=q, options=proposer, random_state=random_state)  # fmt: skip
+    fits = res.pop("_fits")
+    w = np.array([res["weights"][d] for d in doms])
+    out: dict[str, Any] = {
+        "law": law, "law_options": opts, "targets": targets, "goal": "minimise weighted loss",
+        "objective_preset": None, "loss_weights": dict(loss_w), "benchmark_weights": {}, "target_size": target_size,
+        "fits": res["fits"], "weights": res["weights"], "objective": res["objective"], "score": res["objective"],
+        "penalised_objective": res["objective"], "active_constraints": cons.active(w), "kkt": None,
+        "predicted_losses": res["predicted_losses"], "predicted_accuracies": {}, "proposer": res["proposer"],
+        "extrapolation": {}, "domains": doms, "n_starts": 0, "n_feasible": 0, "n_distinct": 1,
+    }  # fmt: skip
+    if cands:
+        frame = pd.DataFrame(list(cands.values()), columns=[f"w_{d}" for d in doms])
+        preds = {t: np.asarray(f.predict(frame), dtype=np.float64) for t, f in fits.items()}
+        out["candidates"] = []
+        for i, (name, cw) in enumerate(cands.items()):
+            pl = {t: float(p[i]) for t, p in preds.items()}
+            j = float(sum(float(loss_w.get(t, 0.0)) * v for t, v in pl.items()))
+            out["candidates"].append({"name": name, "weights": dict(zip(doms, map(float, cw), strict=True)),
+                                      "objective": j, "score": j, "regret": j - res["objective"],
+                                      "predicted_losses": pl, "predicted_accuracies": {}})  # fmt: skip
+        out["verdicts"] = [verdict_of(c, level).to_dict() for c in out["candidates"]]
+    return out
+
+
+def _camel_reduce(
+    law: Any, targets: Sequence[str], rows: Mapping[str, pd.DataFrame], random_state: int
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """Fit CAMEL to every target, check each fit's health, refit a degenerate one with fewer components.
+
+    A fit whose components are switched off or at the exponential limit
+    (:func:`mixlaw.decide.mixture.camel_k.camel_health`) is not a ``k``-component CAMEL law: it is refitted with
+    ``k − 1`` components (or as many as were CAMEL components, if fewer) until the fit is healthy or ``k = 1``;
+    only the kept fit's warnings are emitted. Returns the kept fits and per target ``{"k_requested", "k",
+    "status", "health", "dropped": [health of each refused fit]}`` (``status``: ``healthy``, ``reduced`` or
+    ``degenerate``, the last when even ``k = 1`` is degenerate).
+    """
+    from mixlaw.decide.mixture.camel_k import FitStatus, camel_health
+
+    fits: dict[str, Any] = {}
+    out: dict[str, dict[str, Any]] = {}
+    for t in targets:
+        cur, caught = _fit_recorded(law, rows[t], t, random_state)
+        health = camel_health(cur.law, cur.params, rows[t])
+        dropped: list[dict[str, Any]] = []
+        while health.status is FitStatus.DEGENERATE and cur.law.k > 1:
+            dropped.append(health.to_dict())
+            k = max(1, min(cur.law.k - 1, health.k_effective))
+            smaller = _build("camel", {**dict(cur.law.options), "k": k}, law.domains, cur.law.size_col)
+            cur, caught = _fit_recorded(smaller, rows[t], t, random_state)
+            health = camel_health(cur.law, cur.params, rows[t])
+        _emit(cur.law, t, caught)
+        fits[t] = cur
+        status = "degenerate" if health.status is FitStatus.DEGENERATE else ("reduced" if dropped else "healthy")
+        out[t] = {"k_requested": law.k, "k": cur.law.k, "status": status, "health": health.to_dict(),
+                  "dropped": dropped}  # fmt: skip
+    return fits, out
 
 
 def _fit_summary(res: Any, n_rows: int) -> dict[str, Any]:
