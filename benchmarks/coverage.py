@@ -105,7 +105,8 @@ whole table), history:
   Epoch N > 5e9 **100 %** (5.8 %; was 94.1 %), N > 1e9 68.0 % (1.8 %, unchanged); **OLMo along tokens 94.5 %
   (7.9 %)**, 45.5 % (4.2 %) on the code before; mlf along the multiplier 99.5 % (37.4 %; bootstrap 98.0 % at
   23.4 %); MultiPowerLaw 24k → 72k 100 / 99.3 / 97.8 % (3.1 / 2.9 / 3.2 %, unchanged from the code before);
-  simulated repetition grid ≤ 4 → 8-60 epochs 100 % (27.2 % on the final code, MRE 1.4 %: too wide). ``docs/laws.md`` has the table.
+  simulated repetition grid ≤ 4 → 8-60 epochs 100 % (27.2 % on the final code, MRE 1.4 %: too wide).
+  ``docs/laws.md`` has the table.
 
 Run: ``PYTHONPATH=src python benchmarks/coverage.py [--bootstrap 40] [--bootstrap-other 20]
 [--schemes auto,runs,sizes,...] [--default auto] [--cases ...] [--save fits.pkl]``.

@@ -182,7 +182,9 @@ def test_cpt_verbs_option_sets_are_pinned() -> None:
         "optimize": sorted(
             ["fit", "--over", "--weights", "--plan", "--grid", "--level", "--json", "--max-memory", "--report"]
         ),
-        "critical": sorted(["fit", "--plan", "--weights", "--horizon", "--level", "--json", "--max-memory", "--report"]),
+        "critical": sorted(
+            ["fit", "--plan", "--weights", "--horizon", "--level", "--json", "--max-memory", "--report"]
+        ),
         "bundle": sorted(["pt_fit", "cpt_fit", "--out", "--json"]),
     }
     for name in got:
