@@ -215,7 +215,8 @@ def test_table_without_schedules_is_a_user_error(store: Path, tmp_path: Path) ->
     with RunStore(str(store)) as st:
         frame = st.to_frame()
     csv = tmp_path / "runs.csv"
-    frame.to_csv(csv, index=False)
+    # without a schedule and without a logged LR (a logged `lr` column is read as the schedule)
+    frame.drop(columns=[c for c in ("lr", "schedule") if c in frame.columns]).to_csv(csv, index=False)
     res = runner.invoke(
         app,
         [str(csv), "--general-eval", "general", "--domain-eval", "code", "--law", "cpt_replay", "--schedule", CONST],
