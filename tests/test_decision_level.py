@@ -39,7 +39,7 @@ def test_cmr_intervals_follow_the_level() -> None:
         assert wlo <= nlo <= nhi <= whi
     assert any(nhi - nlo < whi - wlo for (wlo, whi), (nlo, nhi) in pairs)
     r = runner.invoke(app, ["cmr", CMR, "--general-eval", "general", "--domain-eval", "legal", "--level", "1.5"])
-    assert r.exit_code == 1 and "--level 1.5" in r.output and "Traceback" not in r.output
+    assert r.exit_code == 1 and "--level" in r.output and "1.5" in r.output and "Traceback" not in r.output
 
 
 def test_mix_optimize_intervals_follow_the_level() -> None:

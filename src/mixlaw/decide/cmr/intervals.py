@@ -45,20 +45,9 @@ class BCInterval(tuple[float, float]):
 def bc_interval(boot: np.ndarray, point: float | None, level: float = 0.95) -> BCInterval | None:
     """The bias-corrected percentile interval of ``point`` from its bootstrap values ``boot`` (``None`` if empty).
 
-    Without a point estimate it is the plain percentile interval."""
-    b = np.asarray(boot, dtype=np.float64)
-    b = b[np.isfinite(b)]
-    if b.size == 0:
-        return None
-    a = (1.0 - level) / 2.0
-    if point is None or not np.isfinite(point):
-        return BCInterval(float(np.quantile(b, a)), float(np.quantile(b, 1 - a)))
-    n = b.size
-    p0 = (np.sum(b < point) + 0.5 * np.sum(b == point)) / n
-    p0 = min(max(p0, 0.5 / n), 1.0 - 0.5 / n)
-    z0 = _N.inv_cdf(p0)
-    za = _N.inv_cdf(1.0 - a)
-    lo = float(np.quantile(b, _N.cdf(2 * z0 - za)))
-    hi = float(np.quantile(b, _N.cdf(2 * z0 + za)))
-    ext = lo > point + 1e-12 or hi < point - 1e-12
-    return BCInterval(min(lo, float(point)), max(hi, float(point)), ext)
+    Without a point estimate it is the plain percentile interval. The arithmetic is
+    :func:`mixlaw.uncertainty.bias_corrected_interval`, the one every decision uses."""
+    from mixlaw.uncertainty import bias_corrected_interval
+
+    iv = bias_corrected_interval(boot, point, level)
+    return None if iv is None else BCInterval(iv.lo, iv.hi, iv.extended)
