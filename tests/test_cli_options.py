@@ -48,9 +48,10 @@ EXPECTED: dict[str, set[str]] = {
     | {"--paper-decision", "--relative-to-control", "--validate", "--level", "--max-iter"}
     | {"--meta", "--base-eval", "--config"}
     | TABLE,
-    "cpt predict": {"FIT", "--plan", "--weights", "--level", "--json", "--max-memory"},
-    "cpt optimize": {"FIT", "--plan", "--weights", "--over", "--grid", "--level", "--json", "--max-memory"},
-    "cpt critical": {"FIT", "--plan", "--weights", "--horizon", "--level", "--json", "--max-memory"},
+    "cpt predict": {"FIT", "--plan", "--weights", "--level", "--json", "--max-memory", "--report"},
+    "cpt optimize": {"FIT", "--plan", "--weights", "--over", "--grid", "--level", "--json", "--max-memory", "--report"},
+    "cpt critical": {"FIT", "--plan", "--weights", "--horizon", "--level", "--json", "--max-memory", "--report"},
+    "cpt bundle": {"PT_FIT", "CPT_FIT", "--out", "--json"},
     "probe run": {"SPEC", "--store", "--workers", "--ray-address", "--log", "--data-dir", "--work-dir"},
     "probe status": {"SPEC", "--store", "--json", "--data-dir", "--work-dir"},
     "probe plan": {"SPEC"},

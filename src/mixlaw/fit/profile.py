@@ -63,7 +63,9 @@ def _grid(law: Law, name: str, value: float) -> tuple[np.ndarray, bool, bool]:
         a = min(value / SCAN, p0 + max(lo, 0.0))  # the log map is lower + exp(u)
         a = max(a, lo) if lo > 0 else a
         b = max(value * SCAN, p1 + max(lo, 0.0))
-        n = N_GRID + 2 * int(max(0.0, np.log10(b / a) - 6.0))  # a value run off far from the plausible range
+        a = max(a, float(np.finfo(np.float64).tiny))  # a subnormal value (a switched-off amplitude) over SCAN is 0
+        decades = min(float(np.log10(b / a)), 66.0)  # bounded: at most 120 extra points however far it ran off
+        n = N_GRID + 2 * int(max(0.0, decades - 6.0))  # a value run off far from the plausible range
         return np.geomspace(a, b, n), lo <= 0, True
     width = SCAN * max(1.0, abs(value))
     a = max(value - width, lo) if math.isfinite(lo) else value - width
