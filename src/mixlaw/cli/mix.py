@@ -183,7 +183,7 @@ def optimize_cmd(
         str,
         typer.Option(
             "--law",
-            help="Mixture law (camel, dml, mixture_joint, …), or auto: the size-aware law with the lowest error at the "
+            help="Mixture law (camel, dml, mixture_joint, ...), or auto: the size-aware law with the lowest error at the "
             "largest fitted size when fitted below it, among the healthy fits.",
         ),
     ] = "camel",
