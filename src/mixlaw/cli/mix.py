@@ -183,8 +183,8 @@ def optimize_cmd(
         str,
         typer.Option(
             "--law",
-            help="Mixture law (camel, dml, mixture_joint, ...), or auto: the size-aware law with the lowest error at the "
-            "largest fitted size when fitted below it, among the healthy fits.",
+            help="Mixture law (camel, dml, mixture_joint, ...), or auto: the size-aware law with the lowest error "
+            "at the largest fitted size when fitted below it, among the healthy fits.",
         ),
     ] = "camel",
     target: Annotated[
