@@ -170,16 +170,15 @@ class CausalMixFit:
         rng = np.random.default_rng(seed)
         starts = [np.full(k, 1.0 / k), *rng.dirichlet(np.ones(k), size=n_starts - 1)]
         cons = ({"type": "eq", "fun": lambda w: float(w.sum() - 1.0)},)
-        best: tuple[float, np.ndarray] | None = None
+        best: tuple[float, np.ndarray] = (math.inf, starts[0])
         for s in starts:
             s = floor + (1 - k * floor) * s
             r = minimize(f, s, method="SLSQP", bounds=[(floor, 1.0)] * k, constraints=cons,
                          options={"ftol": 1e-12, "maxiter": 500})  # fmt: skip
             w = np.clip(r.x, floor, 1.0)
             w = w / w.sum()
-            if best is None or f(w) < best[0]:
+            if f(w) < best[0]:
                 best = (f(w), w)
-        assert best is not None  # n_starts >= 1
         return {d: float(v) for d, v in zip(self.options.domains, best[1], strict=True)}
 
 
