@@ -203,7 +203,7 @@ def test_an_entry_point_registers_a_decision(monkeypatch: pytest.MonkeyPatch) ->
     real = importlib.metadata.entry_points
     monkeypatch.setattr(importlib.metadata, "entry_points",
                         lambda group=None: [EP()] if group == registry.ENTRY_POINT_GROUP else real(group=group))
-    monkeypatch.setitem(registry._state, "plugins", False)
+    monkeypatch.setitem(registry.LOADER.loaded, "plugins", False)
     try:
         res = api.decide(pd.DataFrame({"run_id": ["a", "b"], "step": [1, 1], "loss": [1.0, 2.0]}), "plugin_decision")
         assert res.answer("n_rows").value == 2.0

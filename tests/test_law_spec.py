@@ -342,7 +342,7 @@ def law_file(tmp_path: Any) -> Iterator[Any]:
     path.write_text(LAW_FILE.format(cls="UserLog", name="test_user_log"))
     yield path
     LAWS.pop("test_user_log", None)
-    registry._law_files.pop(str(path.resolve()), None)
+    registry.LOADER.files.pop(str(path.resolve()), None)
 
 
 def test_law_file_gets_fit_bootstrap_predict_and_validate(law_file: Any) -> None:
@@ -399,8 +399,8 @@ def test_entry_point_laws_are_loaded_lazily(tmp_path: Any, monkeypatch: pytest.M
     import importlib.metadata
 
     monkeypatch.setattr(importlib.metadata, "entry_points", fake_entry_points)
-    monkeypatch.setitem(registry._state, "plugins", False)
-    monkeypatch.setattr(registry, "_plugin_errors", {})
+    monkeypatch.setitem(registry.LOADER.loaded, "plugins", False)
+    monkeypatch.setattr(registry.LOADER, "errors", {})
     try:
         assert "test_plugin_law" in law_names()
         assert get_law("test_plugin_law").formula == "y = a + b log x"

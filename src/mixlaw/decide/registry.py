@@ -14,11 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import hashlib
-import importlib
-import importlib.util
-import pkgutil
-import sys
 import types
 import typing
 from collections.abc import Mapping
@@ -27,10 +22,12 @@ from typing import Any
 
 from mixlaw.decide.contract import Decision
 from mixlaw.errors import InputError
+from mixlaw.plugins import PluginLoader
 
 __all__ = [
     "DECISIONS",
     "ENTRY_POINT_GROUP",
+    "LOADER",
     "build_options",
     "decision_names",
     "get_decision",
@@ -42,9 +39,6 @@ ENTRY_POINT_GROUP = "mixlaw.decisions"
 
 #: name → Decision subclass.
 DECISIONS: dict[str, type[Decision]] = {}
-_state: dict[str, bool] = {"builtin": False, "plugins": False}
-_plugin_errors: dict[str, str] = {}
-_files: dict[str, list[str]] = {}
 
 
 def register_decision(cls: type[Decision]) -> type[Decision]:
@@ -62,36 +56,21 @@ def register_decision(cls: type[Decision]) -> type[Decision]:
     return cls
 
 
-def _load_builtin() -> None:
-    if _state["builtin"]:
-        return
-    import mixlaw.decide.builtin as pkg
-
-    for mod in pkgutil.iter_modules(pkg.__path__):
-        if not mod.name.startswith("_"):
-            importlib.import_module(f"mixlaw.decide.builtin.{mod.name}")
-    _state["builtin"] = True
-
-
-def _load_plugins() -> None:
-    if _state["plugins"]:
-        return
-    _state["plugins"] = True
-    from importlib.metadata import entry_points
-
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            obj = ep.load()
-            if isinstance(obj, type) and issubclass(obj, Decision) and DECISIONS.get(obj.name) is not obj:
-                register_decision(obj)
-        except Exception as exc:  # noqa: BLE001 - a third-party plugin may fail in any way; keep the rest usable
-            _plugin_errors[ep.name] = f"{type(exc).__name__}: {exc}"
+#: Built-in decisions, ``mixlaw.decisions`` entry points and user decision files (see :mod:`mixlaw.plugins`).
+LOADER = PluginLoader(
+    kind="decision",
+    package="mixlaw.decide.builtin",
+    group=ENTRY_POINT_GROUP,
+    base=Decision,
+    registry=DECISIONS,
+    register=register_decision,
+    decorate_hint="decorate a Decision subclass with @register_decision",
+)
 
 
 def decision_names() -> list[str]:
     """Every registered decision, sorted."""
-    _load_builtin()
-    _load_plugins()
+    LOADER.load_all()
     return sorted(DECISIONS)
 
 
@@ -101,41 +80,17 @@ def get_decision(name: str) -> Decision:
     if name not in DECISIONS:
         close = difflib.get_close_matches(name, names, n=3)
         hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-        extra = ""
-        if _plugin_errors:
-            extra = "; plugins that failed to load: " + ", ".join(f"{k} ({v})" for k, v in _plugin_errors.items())
-        raise InputError(f"unknown decision {name!r}{hint} (known: {', '.join(names)}){extra}")
+        raise InputError(f"unknown decision {name!r}{hint} (known: {', '.join(names)}){LOADER.errors_suffix()}")
     return DECISIONS[name]()
 
 
 def load_decision_file(path: str | Path) -> list[str]:
-    """Run a user's decision file (it defines and registers a Decision); return the names it added."""
-    p = Path(path)
-    if p.suffix != ".py" or not p.is_file():
-        raise InputError(f"expected an existing Python decision file (.py), got '{p}'")
-    key = str(p.resolve())
-    if key in _files:
-        return list(_files[key])
-    decision_names()
-    before = dict(DECISIONS)
-    mod_name = f"mixlaw_decision_file_{p.stem}_{hashlib.sha256(key.encode()).hexdigest()[:10]}"
-    spec = importlib.util.spec_from_file_location(mod_name, p)
-    if spec is None or spec.loader is None:
-        raise InputError(f"cannot load decision file '{p}'")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:  # noqa: BLE001 - user code may fail in any way; the user gets one line
-        for n in [n for n in DECISIONS if n not in before]:
-            del DECISIONS[n]
-        sys.modules.pop(mod_name, None)
-        raise InputError(f"decision file '{p}' failed while loading: {type(exc).__name__}: {exc}") from None
-    new = sorted(n for n in DECISIONS if n not in before)
-    if not new:
-        raise InputError(f"decision file '{p}' registers no decision (decorate it with @register_decision)")
-    _files[key] = new
-    return new
+    """Run a user's decision file (it defines and registers a Decision); return the names it added.
+
+    Loading the same file again returns the same names without running it twice; any failure is a one-line
+    :class:`InputError` naming the file (see :meth:`mixlaw.plugins.PluginLoader.load_file`).
+    """
+    return LOADER.load_file(path)
 
 
 def _coerce(text: str, tp: Any, name: str) -> Any:

@@ -11,63 +11,37 @@ A law found any of these ways gets fitting, bootstrap, predict and validate with
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import importlib.util
-import pkgutil
-import sys
 from pathlib import Path
 from typing import Any
 
 from mixlaw.errors import InputError
 from mixlaw.laws._base import LAWS, Law, register
+from mixlaw.plugins import PluginLoader
 
-__all__ = ["ENTRY_POINT_GROUP", "describe_law", "get_law", "law_names", "load_law_file", "plugin_errors"]
+__all__ = ["ENTRY_POINT_GROUP", "LOADER", "describe_law", "get_law", "law_names", "load_law_file", "plugin_errors"]
 
 ENTRY_POINT_GROUP = "mixlaw.laws"
 
-_state: dict[str, bool] = {"builtin": False, "plugins": False}
-_plugin_errors: dict[str, str] = {}
-_law_files: dict[str, list[str]] = {}
-
-
-def _load_builtin() -> None:
-    if _state["builtin"]:
-        return
-    import mixlaw.laws as pkg
-
-    for mod in pkgutil.iter_modules(pkg.__path__):
-        if not mod.name.startswith("_"):
-            importlib.import_module(f"mixlaw.laws.{mod.name}")
-    _state["builtin"] = True
-
-
-def _load_plugins() -> None:
-    """Load every ``mixlaw.laws`` entry point once; a broken plugin is recorded (see :func:`plugin_errors`)."""
-    if _state["plugins"]:
-        return
-    _state["plugins"] = True
-    from importlib.metadata import entry_points
-
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            obj = ep.load()
-            if isinstance(obj, type) and issubclass(obj, Law):
-                if LAWS.get(obj.name) is not obj:
-                    register(obj)
-        except Exception as exc:  # noqa: BLE001 - a third-party plugin may fail in any way; keep the rest usable
-            _plugin_errors[ep.name] = f"{type(exc).__name__}: {exc}"
+#: Built-in law modules, ``mixlaw.laws`` entry points and user law files (see :mod:`mixlaw.plugins`).
+LOADER = PluginLoader(
+    kind="law",
+    package="mixlaw.laws",
+    group=ENTRY_POINT_GROUP,
+    base=Law,
+    registry=LAWS,
+    register=register,
+    decorate_hint="decorate a Law subclass with @mixlaw.laws.register",
+)
 
 
 def plugin_errors() -> dict[str, str]:
     """``{entry point: error}`` for ``mixlaw.laws`` entry points that failed to load."""
-    _load_plugins()
-    return dict(_plugin_errors)
+    LOADER.load_plugins()
+    return dict(LOADER.errors)
 
 
 def _load_all() -> None:
-    _load_builtin()
-    _load_plugins()
+    LOADER.load_all()
 
 
 def law_names() -> list[str]:
@@ -88,10 +62,7 @@ def get_law(name: str | Law, **options: Any) -> Law:
         return name
     _load_all()
     if name not in LAWS:
-        extra = ""
-        if _plugin_errors:
-            extra = "; plugins that failed to load: " + ", ".join(f"{k} ({v})" for k, v in _plugin_errors.items())
-        raise InputError(f"unknown law '{name}'{_did_you_mean(name)}{extra}")
+        raise InputError(f"unknown law '{name}'{_did_you_mean(name)}{LOADER.errors_suffix()}")
     return LAWS[name](**options)
 
 
@@ -102,45 +73,7 @@ def load_law_file(path: str | Path) -> list[str]:
     syntax error, an exception while running it, a name that another law already has, a file that registers no
     law — are one-line :class:`InputError` messages naming the file.
     """
-    p = Path(path)
-    if p.suffix != ".py":
-        raise InputError(f"expected a Python law file (.py), got '{p}'")
-    if not p.is_file():
-        raise InputError(f"expected an existing law file, got no such file '{p}'")
-    key = str(p.resolve())
-    if key in _law_files:
-        return list(_law_files[key])
-    _load_all()
-    before = dict(LAWS)
-    mod_name = f"mixlaw_law_file_{p.stem}_{hashlib.sha256(key.encode()).hexdigest()[:10]}"
-    spec = importlib.util.spec_from_file_location(mod_name, p)
-    if spec is None or spec.loader is None:
-        raise InputError(f"cannot load law file '{p}'")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except SyntaxError as exc:
-        _rollback(before, mod_name)
-        raise InputError(f"law file '{p}' line {exc.lineno}: syntax error ({exc.msg})") from None
-    except TypeError as exc:
-        _rollback(before, mod_name)
-        raise InputError(f"law file '{p}': {exc}") from None
-    except Exception as exc:  # noqa: BLE001 - user code may fail in any way; the user gets one line
-        _rollback(before, mod_name)
-        raise InputError(f"law file '{p}' failed while loading: {type(exc).__name__}: {exc}") from None
-    new = sorted(n for n in LAWS if n not in before)
-    if not new:
-        _rollback(before, mod_name)
-        raise InputError(f"law file '{p}' registers no law (decorate a Law subclass with @mixlaw.laws.register)")
-    _law_files[key] = new
-    return list(new)
-
-
-def _rollback(before: dict[str, type[Law]], mod_name: str) -> None:
-    for n in [n for n in LAWS if n not in before]:
-        del LAWS[n]
-    sys.modules.pop(mod_name, None)
+    return LOADER.load_file(path)
 
 
 def describe_law(name: str) -> dict[str, Any]:
