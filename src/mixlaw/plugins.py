@@ -83,7 +83,8 @@ class PluginLoader:
         for ep in entry_points(group=self.group):
             try:
                 obj = ep.load()
-                if isinstance(obj, type) and issubclass(obj, self.base) and self.registry.get(obj.name) is not obj:
+                is_class = isinstance(obj, type) and issubclass(obj, self.base)
+                if is_class and self.registry.get(getattr(obj, "name", "")) is not obj:
                     self.register(obj)
             except Exception as exc:  # noqa: BLE001 - a third-party plugin may fail in any way; keep the rest usable
                 self.errors[ep.name] = f"{type(exc).__name__}: {exc}"
