@@ -11,16 +11,9 @@ import pytest
 
 from mixlaw.errors import ConvergenceWarning, InputError
 from mixlaw.fit import fit_batch, fit_law
-from mixlaw.fit.bootstrap import (
-    USABLE,
-    best_rows,
-    bootstrap_law,
-    resample_targets,
-    resample_weights,
-    root_status,
-    usable,
-)
+from mixlaw.fit.bootstrap import bootstrap_law, resample_targets, resample_weights
 from mixlaw.fit.data import FitData
+from mixlaw.fit.refits import USABLE, best_rows, root_status, usable
 from mixlaw.fit.solve import SolveResult
 from mixlaw.laws import get_law
 

@@ -17,8 +17,8 @@ import pytest
 
 from mixlaw import fit_law
 from mixlaw.fit.bootstrap import BootstrapDraws, bootstrap_law, refit_resamples, resample_weights
+from mixlaw.fit.calib_folds import FoldErrors
 from mixlaw.fit.calib_runs import fold_spread, new_run_sd, run_excess
-from mixlaw.fit.calibrate import FoldErrors
 from mixlaw.fit.data import FitData
 from mixlaw.fit.resample_check import STATUS_UNIDENTIFIABLE
 from mixlaw.laws import get_law

@@ -22,8 +22,9 @@ import pandas as pd
 import pytest
 
 from mixlaw.fit import fit_law
-from mixlaw.fit.calib_runs import run_distance, run_excess, within_run_masks
-from mixlaw.fit.calibrate import Calibration, FoldErrors
+from mixlaw.fit.calib_folds import FoldErrors, within_run_masks
+from mixlaw.fit.calib_runs import run_distance, run_excess
+from mixlaw.fit.calibrate import Calibration
 from mixlaw.fit.intervals import band, inputs_of
 from mixlaw.fit.result import FitResult
 from mixlaw.laws import get_law

@@ -43,6 +43,7 @@ def _spy(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Record the ``max_iter`` of every engine fit and every batched resample refit."""
     import mixlaw.fit as fit_mod
     import mixlaw.fit.bootstrap as boot_mod
+    import mixlaw.fit.refits as refits_mod
 
     seen: list[Any] = []
     fit_law, refit = fit_mod.fit_law, boot_mod._refit
@@ -56,7 +57,8 @@ def _spy(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
         return refit(*a, **kw)
 
     monkeypatch.setattr(fit_mod, "fit_law", fit_spy)
-    monkeypatch.setattr(boot_mod, "_refit", refit_spy)
+    monkeypatch.setattr(boot_mod, "_refit", refit_spy)  # the resample refits
+    monkeypatch.setattr(refits_mod, "_refit", refit_spy)  # their rescues, and every other batched refit
     return seen
 
 

@@ -33,8 +33,8 @@ def test_fit_batch_with_one_shared_start_list_warns_nothing_for_one_or_many_prob
 
 
 def test_fit_batch_refits_problems_that_stopped_at_the_cap_before_counting_them_failed() -> None:
-    from mixlaw.fit.bootstrap import USABLE, internal_starts, refit
     from mixlaw.fit.data import FitData
+    from mixlaw.fit.refits import USABLE, internal_starts, refit
 
     rng = np.random.default_rng(11)
     x, y = _power_data(rng)
@@ -63,8 +63,8 @@ def test_the_noise_scaled_stall_test_stops_early_without_losing_a_measurable_dec
     units above their optimum; with two: none above 0.011."""
     import torch
 
-    from mixlaw.fit.bootstrap import internal_starts
     from mixlaw.fit.data import FitData, make_residuals
+    from mixlaw.fit.refits import internal_starts
     from mixlaw.fit.solve import UNITS_WINDOWS, solve
 
     assert UNITS_WINDOWS >= 2

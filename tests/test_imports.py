@@ -135,21 +135,11 @@ def test_the_parser_sees_every_import() -> None:
 
 
 #: The one cycle left (12 modules of fit/), listed so that it cannot grow unnoticed.
-KNOWN_FIT_KNOT = {
-    f"mixlaw.fit.{m}"
-    for m in ("bootstrap", "calib_axes", "calib_folds", "calib_runs", "calibrate", "extrapolation", "identify",
-              "intervals", "profile", "resample_check", "resampling", "result")
-}  # fmt: skip
-
-
 def test_no_import_cycle_among_the_modules_of_src() -> None:
     """No cycle, counting imports inside functions and under TYPE_CHECKING: a cycle that only a deferred import
     hides is still two modules that cannot be understood (or moved) one without the other."""
     cycles = find_cycles(import_graph())
-    # One knot is known and must only shrink: the engine's interval, calibration and identifiability modules call
-    # each other (the fit/ rooms split will untie it). Any other cycle, or a module joining this one, fails.
-    new = [c for c in cycles if not set(c) <= KNOWN_FIT_KNOT]
-    assert new == [], "import cycles:\n" + "\n".join(" <-> ".join(c) for c in new)
+    assert cycles == [], "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
 
 #: Package arrows that point the wrong way: the house is cli → api → decide → fit → laws, runs, with report beside

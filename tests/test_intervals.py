@@ -16,10 +16,11 @@ from typer.testing import CliRunner
 from mixlaw.cli import app
 from mixlaw.errors import ConvergenceWarning, InputError
 from mixlaw.fit import FitData, FitResult, fit_batch, fit_law
-from mixlaw.fit.bootstrap import bootstrap_law, refit, resample_weights
+from mixlaw.fit.bootstrap import bootstrap_law, resample_weights
 from mixlaw.fit.data import make_residuals
 from mixlaw.fit.intervals import quantiles, residual_sd
 from mixlaw.fit.refine import AUTO_MAX_ITER, repolish
+from mixlaw.fit.refits import refit
 from mixlaw.fit.solve import solve
 from mixlaw.laws import get_law
 

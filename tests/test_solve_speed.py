@@ -15,8 +15,9 @@ import pandas as pd
 import torch
 
 import mixlaw.fit.solve as solve_mod
-from mixlaw.fit.bootstrap import internal_starts, resample_weights
+from mixlaw.fit.bootstrap import resample_weights
 from mixlaw.fit.data import FitData, make_residuals
+from mixlaw.fit.refits import internal_starts
 from mixlaw.fit.solve import _residuals_and_jacobian, solve
 from mixlaw.fit.steps import split_jacobian
 from mixlaw.laws import Law, get_law

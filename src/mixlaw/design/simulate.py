@@ -124,8 +124,8 @@ def _fit_replicates(law: Any, X: dict[str, np.ndarray], Y: np.ndarray, n_polish:
     import pandas as pd
     import torch
 
-    from mixlaw.fit.bootstrap import _refit
     from mixlaw.fit.data import FitData, make_residuals
+    from mixlaw.fit.refits import _refit
     from mixlaw.fit.solve import objective_values
     from mixlaw.fit.starts import distinct
 

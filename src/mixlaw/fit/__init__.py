@@ -6,9 +6,10 @@ Modules: ``data`` (validated inputs, residuals), ``starts`` (start design), ``so
 """
 
 from mixlaw.fit.batch import BatchFit, fit_batch
-from mixlaw.fit.bootstrap import USABLE, BootstrapDraws, bootstrap_law, refit
+from mixlaw.fit.bootstrap import bootstrap_law
 from mixlaw.fit.data import FitData, prepare_data
 from mixlaw.fit.fitter import Fitter, fit_law, objective_at
+from mixlaw.fit.refits import USABLE, BootstrapDraws, refit
 from mixlaw.fit.result import FitResult, FitStatus
 
 __all__ = [

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 
 from mixlaw.errors import InputError
-from mixlaw.fit.bootstrap import USABLE, _refit, internal_starts, rescue
 from mixlaw.fit.data import FitData
 from mixlaw.fit.pools import threads
+from mixlaw.fit.refits import USABLE, _refit, internal_starts, rescue
 from mixlaw.laws import Law, get_law
 
 __all__ = ["BatchFit", "fit_batch", "threads"]
@@ -71,9 +71,9 @@ def fit_batch(
     The building block of residual and parametric bootstraps (and of any "same design, many responses"
     problem): row ``b`` of ``targets`` (shape ``(B, n)``) is fitted from its own starts, every start of every
     problem is a row of the same vectorised solve (see :func:`mixlaw.fit.solve.solve`). Problems are judged by
-    the usable-row rule of :mod:`mixlaw.fit.bootstrap` (:func:`~mixlaw.fit.bootstrap.refit` does the work), and a
+    the usable-row rule of :mod:`mixlaw.fit.bootstrap` (:func:`~mixlaw.fit.refits.refit` does the work), and a
     problem without an estimate is refitted from its first start and from where its best row stopped
-    (:func:`~mixlaw.fit.bootstrap.rescue`, as every bootstrap resample) before it is counted in ``n_failed``.
+    (:func:`~mixlaw.fit.refits.rescue`, as every bootstrap resample) before it is counted in ``n_failed``.
 
     Parameters
     ----------

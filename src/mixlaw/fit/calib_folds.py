@@ -8,17 +8,81 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from mixlaw.fit.calib_axes import AxisGrowth, axis_masks
 from mixlaw.fit.data import FitData
 
-__all__: list[str] = []
+__all__ = ["WITHIN_FRACTIONS", "FoldErrors", "within_run_masks"]
 
+#: Shares of every run's rows (along the axis) that the within-run forward cuts fit.
+WITHIN_FRACTIONS = (0.5, 0.6, 0.7, 0.8, 0.9)
+#: Rows per run (median) for within-run cuts: the kept part of every run must hold a curve, not a point.
+WITHIN_MIN_ROWS = 8
 #: Folds of the grouped K-fold and forward cuts at most.
 N_GROUP_FOLDS = 10
 N_CUTS = 8
+
+
+@dataclass(frozen=True)
+class FoldErrors:
+    """Out-of-sample errors of the fold fits of one fit (:func:`fold_errors`): one entry per held-out row per fold."""
+
+    e: np.ndarray
+    """Signed error, prediction minus observation, in fit space."""
+    d: np.ndarray
+    """Relative log-distance beyond the fold's fitted range of the axis (0 inside)."""
+    split: np.ndarray
+    """Index of the fold (among the usable ones) the error comes from."""
+    forward: np.ndarray
+    """Whether the fold is a forward cut (fit on the axis up to a value, predict beyond)."""
+    rows: np.ndarray
+    """Row (of the fitted data) each error belongs to."""
+    last: np.ndarray
+    """Whether the fold leaves out exactly the largest size (cluster) along the axis."""
+    span: np.ndarray
+    """Log-span ``log(max / min)`` of the axis over the fold's fitted rows (``d · span`` is the distance in e-folds)."""
+    sd: np.ndarray
+    """The fold fit's own standard error of a new observation at the row (delta method, :func:`_delta_sd`)."""
+    axis: str | None
+    n_folds: int
+    unit: str = "sizes"
+    """What the K-fold leaves out: ``sizes``, ``runs`` or ``rows``."""
+    groups: np.ndarray | None = None
+    """The K-fold group (size cluster, run or row) of each error's row."""
+    within: np.ndarray | None = None
+    """Whether the fold is a forward cut within every run (fit each run's early part, predict its later part)."""
+    d_run: np.ndarray | None = None
+    """E-folds of the axis beyond the row's own run's fitted part (within-run cuts; 0 elsewhere)."""
+    s2: np.ndarray | None = None
+    """The fold fit's residual variance ``Σ r² / (n_fit − p)`` (fit space; NaN without residual dof)."""
+    jack: np.ndarray | None = None
+    """Grouped-jackknife variance of the K-fold fits' predictions at the error's row, ``(K − 1)/K · Σ_j (p_j −
+    p̄)²`` over the ``K`` K-fold fits (fit space; :func:`mixlaw.fit.calib_runs.fold_spread`)."""
+    dists: np.ndarray | None = None
+    """``(errors, A)`` distance of the row beyond the fold's fitted range along each of :attr:`axes` (e-folds for
+    positive axes, :mod:`mixlaw.fit.calib_axes`)."""
+    axes: tuple[AxisGrowth, ...] = ()
+    """The axes of the fit (:func:`mixlaw.fit.calib_axes.fit_axes`), the primary first."""
+    cut: np.ndarray | None = None
+    """Name of the axis whose far end the error's fold holds out (``""`` for K-fold and within-run folds)."""
+
+
+def within_run_masks(v: np.ndarray, groups: np.ndarray) -> list[np.ndarray]:
+    """Fit masks of the within-run forward cuts: per run, the rows whose axis value ``v`` ranks within the first
+    ``q`` of that run's rows, for each ``q`` of :data:`WITHIN_FRACTIONS` (none where runs are not curves)."""
+    g = np.asarray(groups)
+    runs, counts = np.unique(g, return_counts=True)
+    if runs.size < 2 or float(np.median(counts)) < WITHIN_MIN_ROWS:
+        return []
+    rank = np.zeros(len(v))
+    for r in runs:
+        idx = np.flatnonzero(g == r)
+        order = np.argsort(np.argsort(v[idx], kind="stable"), kind="stable")
+        rank[idx] = (order + 1) / idx.size
+    return [rank <= q for q in WITHIN_FRACTIONS]
 
 
 def _log_distance(v: np.ndarray, lo: float, hi: float) -> np.ndarray:
@@ -53,13 +117,11 @@ def _masks(
     extra: Sequence[tuple[AxisGrowth, np.ndarray]] = (),
 ) -> tuple[list[np.ndarray], list[str]]:  # fmt: skip
     """Boolean *fit* masks: grouped K-fold, then forward cuts along ``axis`` (see the module docstring), then the
-    forward cuts within every run (:func:`mixlaw.fit.calib_runs.within_run_masks`, where the K-fold is over runs
+    forward cuts within every run (:func:`within_run_masks`, where the K-fold is over runs
     that are curves), and each mask's kind (``kfold``, ``forward``, ``within``).
 
     Forward cuts fall between clusters (sizes): a cluster's axis value is its largest, so a cut never splits the
     points of one model size. The forward masks are in increasing cut order (the last leaves out the largest)."""
-    from mixlaw.fit.calib_runs import within_run_masks
-
     unit, groups = _unit(data, clusters)
     uniq = np.unique(groups)
     kfold: list[np.ndarray] = []

@@ -56,9 +56,10 @@ Along the curves
 A new run may also reach further along the axis (more steps, a larger LR area) than the fitted ones, and a law
 can bend away from a run's later part (the annealing of a long cosine). Pooled forward cuts along the axis
 (:mod:`mixlaw.fit.calibrate`) mostly leave out the tail of the longest run, which need not show it. So where the
-runs are curves, the calibration also cuts *within every run*: fit the first :data:`WITHIN_FRACTIONS` of each
-run's rows (ordered along the axis), predict the rest of each run (:func:`within_run_masks`; a cut that repeats a
-pooled one, as on a grid shared by all runs, is dropped). A held-out row's distance is the e-folds of the axis
+runs are curves, the calibration also cuts *within every run*: fit the first
+:data:`~mixlaw.fit.calib_folds.WITHIN_FRACTIONS` of each run's rows (ordered along the axis), predict the rest of
+each run (:func:`~mixlaw.fit.calib_folds.within_run_masks`; a cut that repeats a pooled one, as on a grid shared
+by all runs, is dropped). A held-out row's distance is the e-folds of the axis
 beyond its own run's fitted part, ``d_r`` (:func:`run_distance`); the excess of fold ``j`` grows as
 
 .. math:: \\overline{(e^2 - s^2)}_j = \\kappa^2\\, \\overline{d_r^2}_j,
@@ -76,41 +77,20 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from mixlaw.fit.calibrate import FoldErrors
+    from mixlaw.fit.calib_folds import FoldErrors
 
 __all__ = [
     "MIN_ROWS",
-    "WITHIN_FRACTIONS",
     "fold_spread",
     "new_run_sd",
     "run_distance",
     "run_excess",
     "run_top",
     "step_growth",
-    "within_run_masks",
 ]
 
 #: Rows a held-out run needs (median over the held-out runs) for the folds to measure a run-level deviation.
 MIN_ROWS = 3
-#: Shares of every run's rows (along the axis) that the within-run forward cuts fit.
-WITHIN_FRACTIONS = (0.5, 0.6, 0.7, 0.8, 0.9)
-#: Rows per run (median) for within-run cuts: the kept part of every run must hold a curve, not a point.
-WITHIN_MIN_ROWS = 8
-
-
-def within_run_masks(v: np.ndarray, groups: np.ndarray) -> list[np.ndarray]:
-    """Fit masks of the within-run forward cuts: per run, the rows whose axis value ``v`` ranks within the first
-    ``q`` of that run's rows, for each ``q`` of :data:`WITHIN_FRACTIONS` (none where runs are not curves)."""
-    g = np.asarray(groups)
-    runs, counts = np.unique(g, return_counts=True)
-    if runs.size < 2 or float(np.median(counts)) < WITHIN_MIN_ROWS:
-        return []
-    rank = np.zeros(len(v))
-    for r in runs:
-        idx = np.flatnonzero(g == r)
-        order = np.argsort(np.argsort(v[idx], kind="stable"), kind="stable")
-        rank[idx] = (order + 1) / idx.size
-    return [rank <= q for q in WITHIN_FRACTIONS]
 
 
 def run_distance(v: np.ndarray, groups: np.ndarray, fit: np.ndarray, held: np.ndarray) -> np.ndarray:

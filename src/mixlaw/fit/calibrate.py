@@ -20,7 +20,7 @@ Nested validation inside the fitted rows only (the held-out points of a validati
   (cuts between sizes, at up to 8 of them from the median size up to the second largest), predict the larger ones.
 
 Every fold fit is one problem of a single batched solve warm-started from the point estimate
-(:func:`mixlaw.fit.bootstrap.refit`, at least :data:`FOLD_MIN_ITER` iterations, failed folds rescued once). A fold
+(:func:`mixlaw.fit.refits.refit`, at least :data:`FOLD_MIN_ITER` iterations, failed folds rescued once). A fold
 repeating another (the cut below the largest size is the K-fold that leaves it out) is dropped.
 
 Each held-out error ``e`` (fit space: log for log-space laws) of a fold fit is *standardised* by that fold fit's own
@@ -75,11 +75,11 @@ import torch
 
 from mixlaw.fit.calib_axes import AxisGrowth, axis_distance, axis_values, fit_axes
 from mixlaw.fit.calib_delta import delta_sd as _delta_sd
-from mixlaw.fit.calib_folds import N_CUTS, N_GROUP_FOLDS, _cluster_top, _log_distance, _masks, _rel_distance, _unit  # noqa: F401 (re-exported)
+from mixlaw.fit.calib_folds import FoldErrors, _cluster_top, _log_distance, _masks, _rel_distance, _unit
 from mixlaw.fit.data import FitData
 from mixlaw.laws import Law
 
-__all__ = ["Calibration", "FoldErrors", "calibrate", "calibration_axis", "error_model", "fold_errors"]
+__all__ = ["Calibration", "calibrate", "calibration_axis", "error_model", "fold_errors"]
 
 #: Iteration cap of the fold fits at least (one batched solve of at most 18 problems; a fit crawling along a flat
 #: valley, as the Chinchilla law's E-alpha valley on the OLMo ladder, needs 1,000-3,000 iterations).
@@ -282,50 +282,6 @@ class Calibration:
         )
 
 
-@dataclass(frozen=True)
-class FoldErrors:
-    """Out-of-sample errors of the fold fits of one fit (:func:`fold_errors`): one entry per held-out row per fold."""
-
-    e: np.ndarray
-    """Signed error, prediction minus observation, in fit space."""
-    d: np.ndarray
-    """Relative log-distance beyond the fold's fitted range of the axis (0 inside)."""
-    split: np.ndarray
-    """Index of the fold (among the usable ones) the error comes from."""
-    forward: np.ndarray
-    """Whether the fold is a forward cut (fit on the axis up to a value, predict beyond)."""
-    rows: np.ndarray
-    """Row (of the fitted data) each error belongs to."""
-    last: np.ndarray
-    """Whether the fold leaves out exactly the largest size (cluster) along the axis."""
-    span: np.ndarray
-    """Log-span ``log(max / min)`` of the axis over the fold's fitted rows (``d · span`` is the distance in e-folds)."""
-    sd: np.ndarray
-    """The fold fit's own standard error of a new observation at the row (delta method, :func:`_delta_sd`)."""
-    axis: str | None
-    n_folds: int
-    unit: str = "sizes"
-    """What the K-fold leaves out: ``sizes``, ``runs`` or ``rows``."""
-    groups: np.ndarray | None = None
-    """The K-fold group (size cluster, run or row) of each error's row."""
-    within: np.ndarray | None = None
-    """Whether the fold is a forward cut within every run (fit each run's early part, predict its later part)."""
-    d_run: np.ndarray | None = None
-    """E-folds of the axis beyond the row's own run's fitted part (within-run cuts; 0 elsewhere)."""
-    s2: np.ndarray | None = None
-    """The fold fit's residual variance ``Σ r² / (n_fit − p)`` (fit space; NaN without residual dof)."""
-    jack: np.ndarray | None = None
-    """Grouped-jackknife variance of the K-fold fits' predictions at the error's row, ``(K − 1)/K · Σ_j (p_j −
-    p̄)²`` over the ``K`` K-fold fits (fit space; :func:`mixlaw.fit.calib_runs.fold_spread`)."""
-    dists: np.ndarray | None = None
-    """``(errors, A)`` distance of the row beyond the fold's fitted range along each of :attr:`axes` (e-folds for
-    positive axes, :mod:`mixlaw.fit.calib_axes`)."""
-    axes: tuple[AxisGrowth, ...] = ()
-    """The axes of the fit (:func:`mixlaw.fit.calib_axes.fit_axes`), the primary first."""
-    cut: np.ndarray | None = None
-    """Name of the axis whose far end the error's fold holds out (``""`` for K-fold and within-run folds)."""
-
-
 def fold_errors(
     law: Law,
     data: FitData,
@@ -339,9 +295,9 @@ def fold_errors(
     """Refit the law on the grouped K-fold and forward-cut masks (module docstring) and predict what each left out.
 
     ``None`` when no fold can be formed or none is usable."""
-    from mixlaw.fit.bootstrap import refit, rescue
     from mixlaw.fit.calib_runs import run_distance
-    from mixlaw.fit.intervals import draw_predictions
+    from mixlaw.fit.fitted import draw_predictions
+    from mixlaw.fit.refits import refit, rescue
 
     axis = calibration_axis(law, data, size_input)
     axes = fit_axes(tuple(law.inputs), data.x_np, axis)
@@ -498,9 +454,9 @@ def calibrate(
 
     ``seeds`` are internal starts (the point estimate first); ``clusters`` one integer label per row (the
     factorised size column: the groups of the K-fold; runs without it); ``solver`` is passed to
-    :func:`mixlaw.fit.bootstrap.refit` (``loss``, ``delta``, ``max_iter``, ``ftol``, ``xtol``).
+    :func:`mixlaw.fit.refits.refit` (``loss``, ``delta``, ``max_iter``, ``ftol``, ``xtol``).
     """
-    from mixlaw.fit.intervals import residual_sd
+    from mixlaw.fit.fitted import residual_sd
 
     fe = fold_errors(law, data, seeds, size_input=size_input, clusters=clusters, rng=rng, **solver)
     if fe is None:

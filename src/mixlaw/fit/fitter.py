@@ -18,13 +18,14 @@ import torch
 
 from mixlaw.errors import FitError, InputError, NotFittedError
 from mixlaw.fit.batch import BatchFit, fit_batch
-from mixlaw.fit.bootstrap import SCHEME_CHOICES, Scheme, bootstrap_law, resolve_scheme, root_status, usable
+from mixlaw.fit.bootstrap import SCHEME_CHOICES, Scheme, bootstrap_law, resolve_scheme
 from mixlaw.fit.data import FitData, make_residuals, prepare_data, project_internal
 from mixlaw.fit.diagnostics import fingerprint, metrics, predict_numpy, status_message, warn_about
 from mixlaw.fit.identify import assess_fit
 from mixlaw.fit.intervals import residual_sd
 from mixlaw.fit.pools import threads
 from mixlaw.fit.refine import iteration_cap, point_stall_units_for, repolish, stall_tol_for
+from mixlaw.fit.refits import root_status, usable
 from mixlaw.fit.result import FitResult, FitStatus
 from mixlaw.fit.solve import STATUS_CONVERGED, STATUS_STALLED, objective_values, solve
 from mixlaw.fit.starts import build_starts, choose_polish, distinct, screen_chunks

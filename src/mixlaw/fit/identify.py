@@ -239,7 +239,7 @@ def assess_fit(law: Law, data: Any, u: np.ndarray, params: Mapping[str, Any], so
 def _add_loose(law: Law, data: Any, params: Mapping[str, Any], info: dict[str, Any]) -> None:
     """Parameters the data do not bound (:func:`mixlaw.fit.profile.loose_parameters`): ``running_off`` and the
     ``profile`` ranges that intervals carry; a fit whose parameter runs off is ``weak``, saying which."""
-    from mixlaw.fit.intervals import residual_sd
+    from mixlaw.fit.fitted import residual_sd
     from mixlaw.fit.profile import SCAN, loose_parameters
 
     flagged = [*info.get("undetermined", []), *info.get("weak", [])]

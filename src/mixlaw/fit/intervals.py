@@ -33,17 +33,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
-import torch
 
 from mixlaw.errors import InputError
+from mixlaw.fit.fitted import Fitted, draw_predictions, inputs_of, residual_sd
 from mixlaw.laws import Law
-
-if TYPE_CHECKING:
-    from mixlaw.fit.data import FitData
-    from mixlaw.fit.result import FitResult
 
 __all__ = [
     "INTERVALS", "METHODS", "Band", "band", "draw_predictions", "inputs_of", "quantiles", "residual_sd",
@@ -55,29 +51,6 @@ Method = Literal["auto", "calibrated", "bootstrap"]
 METHODS: tuple[str, ...] = ("auto", "calibrated", "bootstrap")
 #: Noise draws per prediction interval (spread over the bootstrap draws).
 N_NOISE = 4000
-
-
-def residual_sd(law: Law, data: FitData, params: Mapping[str, Any]) -> float | None:
-    """``sqrt(Σ r² / (n − p))`` of the residuals in the law's fit space at ``params`` (``None`` when n ≤ p)."""
-    pred = np.asarray(law.evaluate(data.x_np, params), dtype=np.float64).reshape(-1)
-    with np.errstate(all="ignore"):
-        r = np.log(pred) - np.log(data.y) if law.fit_space == "log" else pred - data.y
-    dof = data.n - law.n_internal
-    if dof <= 0 or not np.isfinite(r).all():
-        return None
-    return float(np.sqrt(np.sum(r * r) / dof))
-
-
-def draw_predictions(law: Law, draws: np.ndarray, x: Mapping[str, np.ndarray]) -> np.ndarray:
-    """``(B, m)`` predictions in the law's fit space for ``B`` flat natural parameter rows at ``m`` input rows."""
-    if len(draws) == 0:
-        return np.zeros((0, len(next(iter(x.values())))))
-    U = np.stack([law.to_internal(law.unflatten(row)) for row in np.asarray(draws, dtype=np.float64)])
-    xt = {k: torch.tensor(np.array(v, dtype=np.float64)) for k, v in x.items()}  # a copy: inputs may be read-only
-    predict = law.log_predict if law.fit_space == "log" else law.predict
-    with torch.no_grad():
-        out = predict(xt, law.to_natural(torch.as_tensor(U)))
-    return np.asarray(out, dtype=np.float64).reshape(len(U), -1)
 
 
 @dataclass(frozen=True)
@@ -133,7 +106,7 @@ def quantiles(
 
 
 def band(
-    result: FitResult,
+    result: Fitted,
     x: Mapping[str, np.ndarray],
     *,
     level: float = 0.95,
@@ -157,7 +130,7 @@ def band(
 
 
 def _band(
-    result: FitResult,
+    result: Fitted,
     x: Mapping[str, np.ndarray],
     *,
     level: float = 0.95,
@@ -208,7 +181,7 @@ def _band(
     )
 
 
-def _calibrated(result: FitResult, x: Mapping[str, np.ndarray], level: float, seed: int = 0) -> Band:
+def _calibrated(result: Fitted, x: Mapping[str, np.ndarray], level: float, seed: int = 0) -> Band:
     """The extrapolation-calibrated prediction interval (:mod:`mixlaw.fit.calibrate`) at the rows ``x``: the base
     interval widened about its centre (in fit space) by the calibration's factor at each row's distance."""
     from mixlaw.fit.calibrate import Calibration
@@ -271,17 +244,3 @@ def _applied(cal: Any, dist: np.ndarray, dists: np.ndarray | None = None) -> str
     if cal.run_dof > 0:
         parts.append("every row as a new run (new-run term)")
     return ", ".join(parts)
-
-
-def inputs_of(result: FitResult, data: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """The law's inputs from a table or ``--at`` mapping (columns looked up through the fit's ``input_map``)."""
-    law = result.law
-    x: dict[str, np.ndarray] = {}
-    for name in law.inputs:
-        col = result.input_map.get(name, name)
-        if col not in data and name in data:
-            col = name
-        if col not in data:
-            raise InputError(f"expected input column '{col}' for law '{law.name}', got {sorted(data)}", column=col)
-        x[name] = np.atleast_1d(np.asarray(data[col], dtype=np.float64))
-    return x

@@ -17,7 +17,7 @@ positive parameter, and reaching into its plausible range — ``1e-3``–``1e3``
 it, two more points per decade beyond six: ``R_D*`` at 8.5e16 is scanned down to 1e-3; for a bounded one, its whole
 range; else ``θ_j ± SCAN·max(1, |θ_j|)`` linearly). A value is
 *accepted* where the fit-space sum of squares rises by at most ``χ²₁(0.95) · σ̂²`` (``σ̂²`` the residual variance,
-:func:`mixlaw.fit.intervals.residual_sd`): a profile likelihood-ratio set (Raue et al., *Bioinformatics* 25 (2009)
+:func:`mixlaw.fit.fitted.residual_sd`): a profile likelihood-ratio set (Raue et al., *Bioinformatics* 25 (2009)
 1923) with the other parameters held instead of re-optimised, so a subset of the true profile set. The parameter
 
 - *runs off* when the accepted set reaches an end of the scan (the data cannot bound it on that side: a change by
@@ -74,7 +74,7 @@ def _grid(law: Law, name: str, value: float) -> tuple[np.ndarray, bool, bool]:
 
 
 def _fit_space(law: Law, flat: np.ndarray, x: Mapping[str, np.ndarray]) -> np.ndarray:
-    from mixlaw.fit.intervals import draw_predictions
+    from mixlaw.fit.fitted import draw_predictions
 
     with np.errstate(all="ignore"):
         return draw_predictions(law, flat, x)

@@ -41,8 +41,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from mixlaw.fit.refits import BootstrapDraws, point_centre, refit
+
 if TYPE_CHECKING:
-    from mixlaw.fit.bootstrap import BootstrapDraws
     from mixlaw.fit.data import FitData
     from mixlaw.laws import Law
 
@@ -66,7 +67,7 @@ def screen_unidentified(
 
     ``weights`` are the ``(B, n)`` multiplicities the resamples were drawn with (``None``: every row kept, nothing
     to check); ``params`` the point estimate (``None``: not checked). A flagged resample is first refitted from the
-    point estimate (``targets``, ``seeds`` and ``solver`` as :func:`mixlaw.fit.bootstrap.refit` takes them; no
+    point estimate (``targets``, ``seeds`` and ``solver`` as :func:`mixlaw.fit.refits.refit` takes them; no
     refit without ``seeds``): a usable, identifiable refit with an objective no higher than the flagged fit's
     replaces it (the flagged fit was a degenerate local optimum, e.g. a power law at ``α = 0`` where only ``E + A``
     is determined) and counts as rescued; otherwise the resample is unusable, status ``unidentifiable``."""
@@ -92,10 +93,8 @@ def screen_unidentified(
     ok, status, objective = draws.ok.copy(), draws.status.copy(), draws.objective.copy()
     fixed = np.zeros(flagged.size, dtype=bool)
     if seeds is not None:
-        from mixlaw.fit.bootstrap import _centre, refit
-
         S = np.asarray(seeds, dtype=np.float64)
-        centre = _centre(law, data, params, S, loss=solver.get("loss", "huber"), delta=solver.get("delta"))
+        centre = point_centre(law, data, params, S, loss=solver.get("loss", "huber"), delta=solver.get("delta"))
         Y = data.y if targets is None else np.asarray(targets)
         Yf = Y[flagged] if Y.ndim == 2 else Y
         p2, ok2, _, obj2 = refit(law, data.x, Yf, W[flagged], centre[None, :], **solver)

@@ -144,7 +144,7 @@ def draw_resamples(
     Y: np.ndarray
     W: np.ndarray | None
     if scheme == "parametric" and params is not None:
-        from mixlaw.fit.intervals import residual_sd
+        from mixlaw.fit.fitted import residual_sd
 
         fitted = np.asarray(law.evaluate(data.x_np, params), dtype=np.float64).reshape(-1)
         sd = residual_sd(law, data, params) or 0.0
