@@ -23,7 +23,7 @@ The *axes* of a fit are
   tokens).
 
 Nested refits hold out the far end of each axis (:func:`axis_masks`: fit the rows with the axis at most a cut,
-predict the rest; for shares also the near end), and :func:`mixlaw.fit.calibrate.error_model` estimates one growth
+predict the rest; for shares also the near end), and :func:`mixlaw.fit.calib_growth.error_model` estimates one growth
 per axis from every nested fit's held-out errors, jointly (non-negative least squares over the folds), so that an
 axis that moves with another (compute with size on a Chinchilla grid) does not count twice.
 """

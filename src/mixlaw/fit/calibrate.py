@@ -65,7 +65,6 @@ points inside the 95 % interval, fitted log-spans 71 %; the measured coverage of
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -76,10 +75,11 @@ import torch
 from mixlaw.fit.calib_axes import AxisGrowth, axis_distance, axis_values, fit_axes
 from mixlaw.fit.calib_delta import delta_sd as _delta_sd
 from mixlaw.fit.calib_folds import FoldErrors, _cluster_top, _log_distance, _masks, _rel_distance, _unit
+from mixlaw.fit.calib_growth import axis_excess, error_model
 from mixlaw.fit.data import FitData
 from mixlaw.laws import Law
 
-__all__ = ["Calibration", "calibrate", "calibration_axis", "error_model", "fold_errors"]
+__all__ = ["Calibration", "calibrate", "calibration_axis", "fold_errors"]
 
 #: Iteration cap of the fold fits at least (one batched solve of at most 18 problems; a fit crawling along a flat
 #: valley, as the Chinchilla law's E-alpha valley on the OLMo ladder, needs 1,000-3,000 iterations).
@@ -169,7 +169,7 @@ class Calibration:
 
     def axis_half(self, level: float, x: Mapping[str, np.ndarray], m: int) -> np.ndarray:
         """``(m,)`` half-width (fit space) of the other axes' extrapolation term at ``level``:
-        ``z_{(1+level)/2} · sqrt(Σ_a κ_a² d_a(x)²)`` (:func:`axis_excess`; 0 inside every fitted range)."""
+        ``z_{(1+level)/2} · sqrt(Σ_a κ_a² d_a(x)²)`` (:func:`~mixlaw.fit.calib_growth.axis_excess`; 0 inside every fitted range)."""
         if not self.axes:
             return np.zeros(m)
         from scipy.stats import norm
@@ -372,71 +372,6 @@ def fold_errors(
         within=out["within"].astype(bool), d_run=out["d_run"], s2=out["s2"], jack=out["jack"],
         dists=out["dists"], axes=tuple(axes), cut=out["cut"],
     )  # fmt: skip
-
-
-def error_model(fe: FoldErrors, forward_only: bool = False) -> tuple[float, float, int]:
-    """``(inflation, growth, n_growth)`` of the standardised fold errors ``z = e / sd`` (module docstring), along the
-    primary axis, from the K-fold and the primary axis's own cuts (the other axes' cuts feed :func:`axis_excess`).
-
-    ``forward_only``: the growth from the forward cuts alone (when the K-fold leaves out whole runs, their excess
-    is the new-run term of :mod:`mixlaw.fit.calib_runs`, not a growth with distance)."""
-    z2 = (fe.e / fe.sd) ** 2
-    ok = np.isfinite(z2) & _primary_folds(fe)
-    dist = fe.d * fe.span  # e-folds beyond the fold's fitted range
-    inside = ok & ~fe.forward & (fe.d == 0)
-    c2 = float(np.mean(z2[inside])) if inside.any() else 1.0
-    pooled = ~fe.within if fe.within is not None else np.ones(fe.e.size, dtype=bool)
-    js = np.unique(fe.split[ok & pooled & (fe.d > 0) & (fe.forward | (not forward_only))])
-    g2 = 0.0
-    if js.size:
-        M = np.array([np.mean(z2[ok & (fe.split == j)]) for j in js])
-        D = np.array([np.mean(dist[ok & (fe.split == j)] ** 2) for j in js])
-        if np.sum(D * D) > 0:
-            g2 = max(0.0, float(np.sum((M - c2) * D) / np.sum(D * D)))
-    return math.sqrt(c2), math.sqrt(g2), int(js.size)
-
-
-def _primary_folds(fe: FoldErrors) -> np.ndarray:
-    """The errors of the K-fold, the primary axis's cuts and the within-run cuts (not the other axes' cuts)."""
-    if fe.cut is None or not fe.axes:
-        return np.ones(fe.e.size, dtype=bool)
-    primary = fe.axes[0].name if fe.axis is not None and fe.axes[0].name == fe.axis else None
-    return np.array([c == "" or c == primary for c in fe.cut], dtype=bool)
-
-
-def axis_excess(fe: FoldErrors) -> tuple[np.ndarray, int]:
-    """``(κ, n)``: the additive extrapolation error per unit of distance along each *other* axis of ``fe`` (fit space;
-    0 for the primary axis, whose growth is the ratio of :func:`error_model`), and the folds behind it.
-
-    From the folds that hold out the far end of another axis (:mod:`mixlaw.fit.calib_axes`): each fold's mean excess
-    of the squared held-out error over its own residual variance, ``X_j = mean(e² − s_j²)``, regressed on its mean
-    squared distances beyond its fitted range along those axes, ``X_j ≈ Σ_a κ_a² D_{ja}``, by non-negative least
-    squares (Lawson & Hanson 1974; each fold counts once, as its rows share one fitted law). Distances in e-folds,
-    not in fitted spans: on the simulated token-multiplier bend of ``tests/test_calib_axes.py`` spans cover 23 % of
-    the held-out points, e-folds 67 % (the primary axis's ratio model made the same choice, on Epoch). An additive
-    excess, not a ratio on the fold's own standard error: a fold cut along an axis the law needs (epochs ≤ 2 for a
-    repetition decay) may not identify the parameter that axis moves, and its linearised standard error is then near
-    0 where its error is not. The fold's parameter error is larger than the full fit's (fewer rows): conservative."""
-    from scipy.optimize import nnls
-
-    A = len(fe.axes)
-    kappa = np.zeros(A)
-    if fe.cut is None or fe.dists is None or A < 2 or fe.s2 is None:
-        return kappa, 0
-    primary = _primary_folds(fe)
-    other = ~primary & np.isfinite(fe.e) & np.isfinite(fe.s2)
-    js = np.unique(fe.split[other])
-    if js.size == 0:
-        return kappa, 0
-    cols = np.arange(A) if fe.axes[0].name != fe.axis else np.arange(1, A)
-    X = np.array([np.mean(fe.e[other & (fe.split == j)] ** 2 - fe.s2[other & (fe.split == j)]) for j in js])
-    D = np.array([np.mean(fe.dists[other & (fe.split == j)][:, cols] ** 2, axis=0) for j in js])
-    used = D.max(axis=0) > 0
-    if used.any():
-        k2 = np.zeros(cols.size)
-        k2[used] = nnls(D[:, used], X)[0]
-        kappa[cols] = np.sqrt(np.maximum(k2, 0.0))
-    return kappa, int(js.size)
 
 
 def calibrate(
