@@ -169,7 +169,8 @@ class Calibration:
 
     def axis_half(self, level: float, x: Mapping[str, np.ndarray], m: int) -> np.ndarray:
         """``(m,)`` half-width (fit space) of the other axes' extrapolation term at ``level``:
-        ``z_{(1+level)/2} · sqrt(Σ_a κ_a² d_a(x)²)`` (:func:`~mixlaw.fit.calib_growth.axis_excess`; 0 inside every fitted range)."""
+        ``z_{(1+level)/2} · sqrt(Σ_a κ_a² d_a(x)²)`` (:func:`~mixlaw.fit.calib_growth.axis_excess`; 0 inside every
+        fitted range)."""
         if not self.axes:
             return np.zeros(m)
         from scipy.stats import norm
