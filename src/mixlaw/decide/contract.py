@@ -94,6 +94,9 @@ INTERVAL_WEAK = reason("interval_weak", "{n_unusable} of {n_resamples} resamples
 NO_RESAMPLES = reason("no_resamples", "no intervals: no resamples were asked for")
 ESTIMATE_MISSING = reason("estimate_missing", "no estimate of {answer}")
 FIT_UNHEALTHY = reason("fit_unhealthy", "fit {name} ({law}) is {status}")
+FIT_UNPINNED = reason("fit_unpinned", "fit {name} ({law}) is {verdict}: the data do not pin down {params} (weakest "
+                      "direction {weakest}); answers that depend on them are not determined by the data")
+FIT_AT_BOUNDS = reason("fit_at_bounds", "fit {name} ({law}) has {params} on a bound")
 
 
 @dataclass(frozen=True)
@@ -172,17 +175,75 @@ class DataBasis:
 
 @dataclass(frozen=True)
 class FitHealth:
-    """The health of one fit a decision uses: its status and what the data do not pin down."""
+    """The health of one fit a decision uses: its status and what the data do not pin down.
+
+    ``identifiability`` is the fit's own verdict (:mod:`mixlaw.fit.uncertainty.identify`): ``"ok"``, ``"weak"``
+    (a direction determined only weakly, or a parameter running off to where the data no longer constrain it) or
+    ``"unidentifiable"``; ``""`` when the fit did not say. ``weakest`` is the least determined direction,
+    ``running_off`` the parameters the data do not bound, ``at_bounds`` those on a declared bound.
+    """
 
     name: str
     law: str
     status: str
     identifiable: bool | None = None
     at_bounds: tuple[str, ...] = ()
+    identifiability: str = ""
+    weakest: str = ""
+    running_off: tuple[str, ...] = ()
+    weak: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, name: str, result: Any) -> FitHealth:
+        """The health of a :class:`~mixlaw.fit.FitResult` (read through its status, identifiability and bounds)."""
+        info = dict(getattr(result, "identifiability", None) or {})
+        verdict = str(info.get("status", ""))
+        at_bounds = getattr(result, "at_bounds", None)
+        return cls(
+            name=name,
+            law=str(getattr(result, "law_name", "")),
+            status=str(getattr(result, "status", "")),
+            identifiable=None if not verdict else verdict != "unidentifiable",
+            at_bounds=tuple(at_bounds()) if callable(at_bounds) else (),
+            identifiability=verdict,
+            weakest=str(info.get("weakest", "") or ""),
+            running_off=tuple(str(p) for p in info.get("running_off", ()) or ()),
+            weak=tuple(str(p) for p in (*info.get("undetermined", ()), *info.get("weak", ()))),
+        )
+
+    @property
+    def pinned(self) -> bool:
+        """Whether the data pin the fit down (no weak or unidentified direction, nothing running off)."""
+        return self.identifiability not in ("weak", "unidentifiable") and self.identifiable is not False and not (
+            self.running_off
+        )
 
     @property
     def healthy(self) -> bool:
-        return self.status == "converged" and self.identifiable is not False and not self.at_bounds
+        return self.status == "converged" and self.pinned and not self.at_bounds
+
+    def reason(self) -> Reason | None:
+        """Why this fit qualifies a decision (``None`` when healthy): what the data do not pin down first."""
+        if self.healthy:
+            return None
+        if not self.pinned:
+            loose = self.running_off or self.weak
+            return Reason(FIT_UNPINNED, {"name": self.name, "law": self.law,
+                                         "verdict": self.identifiability or "unidentifiable",
+                                         "params": ", ".join(loose) or "some parameters",
+                                         "weakest": self.weakest or "unknown"})  # fmt: skip
+        if self.at_bounds:
+            return Reason(FIT_AT_BOUNDS, {"name": self.name, "law": self.law, "params": ", ".join(self.at_bounds)})
+        return Reason(FIT_UNHEALTHY, {"name": self.name, "law": self.law, "status": self.status})
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, f: Mapping[str, Any]) -> FitHealth:
+        return cls(str(f["name"]), str(f["law"]), str(f["status"]), f.get("identifiable"),
+                   tuple(f.get("at_bounds", ())), str(f.get("identifiability", "")), str(f.get("weakest", "")),
+                   tuple(f.get("running_off", ())), tuple(f.get("weak", ())))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -300,8 +361,7 @@ class DecisionResult:
                 data=None if data is None else DataBasis(
                     int(data["n_rows"]), int(data["n_runs"]), tuple(data.get("columns", ())),
                     str(data.get("fingerprint", ""))),
-                fits=tuple(FitHealth(str(f["name"]), str(f["law"]), str(f["status"]), f.get("identifiable"),
-                                     tuple(f.get("at_bounds", ()))) for f in d.get("fits", ())),
+                fits=tuple(FitHealth.from_dict(f) for f in d.get("fits", ())),
                 options=dict(d.get("options", {})),
                 details=dict(d.get("details", {})),
             )  # fmt: skip
@@ -367,8 +427,9 @@ class Decision(ABC):
                                                           "n_resamples": iv_opts.resamples}))  # fmt: skip
                     status = status.worst(Status.WEAK)
         for f in est.fits:
-            if not f.healthy:
-                reasons.append(Reason(FIT_UNHEALTHY, {"name": f.name, "law": f.law, "status": f.status}))
+            why = f.reason()
+            if why is not None:
+                reasons.append(why)
                 status = status.worst(Status.WEAK)
         answers = tuple(
             Answer(k, None if v is None else float(v), est.units.get(k, ""), intervals.get(k))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from mixlaw.decide.contract import DecisionResult, Status
+from mixlaw.decide.contract import DecisionResult, FitHealth, Status
 from mixlaw.report.html import Section, esc, render_report
 
 __all__ = ["decision_report", "decision_section", "decision_text"]
@@ -48,13 +48,24 @@ def decision_text(result: DecisionResult) -> str:
     for r in result.reasons:
         lines.append(f"  - {r.text}")
     for f in result.fits:
-        ident = "" if f.identifiable is None else ("; identifiable" if f.identifiable else "; NOT identifiable")
+        ident = f"; {_pinned(f)}" if _pinned(f) else ""
         bounds = f"; at bounds: {', '.join(f.at_bounds)}" if f.at_bounds else ""
         lines.append(f"  fit {f.name}: {f.law}, {f.status}{ident}{bounds}")
     if result.data is not None:
         d = result.data
         lines.append(f"  data: {d.n_runs} runs, {d.n_rows} rows (fingerprint {d.fingerprint})")
     return "\n".join(lines)
+
+
+def _pinned(f: FitHealth) -> str:
+    """What the data pin down: ``identifiable``, ``weak (running off: R_D)``, ``NOT identifiable`` or ``""``."""
+    words = {"ok": "identifiable", "weak": "weak", "unidentifiable": "NOT identifiable"}
+    if f.identifiability:
+        ident = words.get(f.identifiability, f.identifiability)
+    else:
+        ident = "" if f.identifiable is None else words["ok" if f.identifiable else "unidentifiable"]
+    loose = f" (running off: {', '.join(f.running_off)})" if f.running_off else ""
+    return f"{ident}{loose}"
 
 
 def decision_section(result: DecisionResult) -> Section:
@@ -72,11 +83,11 @@ def decision_section(result: DecisionResult) -> Section:
     if result.fits:
         frows = "".join(
             f"<tr><td>{esc(f.name)}</td><td>{esc(f.law)}</td><td>{esc(f.status)}</td>"
-            f"<td>{esc('—' if f.identifiable is None else f.identifiable)}</td>"
+            f"<td>{esc(_pinned(f) or '—')}</td>"
             f"<td>{esc(', '.join(f.at_bounds))}</td></tr>"
             for f in result.fits
         )
-        parts.append("<table><tr><th>fit</th><th>law</th><th>status</th><th>identifiable</th><th>at bounds</th></tr>"
+        parts.append("<table><tr><th>fit</th><th>law</th><th>status</th><th>identifiability</th><th>at bounds</th></tr>"
                      f"{frows}</table>")  # fmt: skip
     if result.data is not None:
         d = result.data
