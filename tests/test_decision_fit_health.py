@@ -89,8 +89,10 @@ def test_a_decision_on_a_fit_whose_parameter_runs_off_is_weak_and_says_which() -
 
 def test_fit_health_reads_old_results_without_the_verdict() -> None:
     """A result written before fits carried their verdict reads back with the verdict unknown, not invented."""
-    old = {"name": "t", "law": "chinchilla", "status": "converged", "identifiable": None, "at_bounds": []}
+    old: dict[str, object] = {"name": "t", "law": "chinchilla", "status": "converged", "identifiable": None,
+                              "at_bounds": []}  # fmt: skip
     f = FitHealth.from_dict(old)
     assert f.identifiability == "" and f.running_off == () and f.healthy and f.reason() is None
     bounded = FitHealth("t", "chinchilla", "converged", True, ("alpha",), "ok")
-    assert not bounded.healthy and bounded.reason() is not None and bounded.reason().code == "fit_at_bounds"
+    why = bounded.reason()
+    assert not bounded.healthy and why is not None and why.code == "fit_at_bounds"
