@@ -7,6 +7,7 @@ page (GitHub's slug rule); a ``docs/….md`` path in backticks must exist relati
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from pathlib import Path
@@ -133,3 +134,33 @@ def test_every_design_page_is_linked_from_a_user_doc() -> None:
     user = [p.read_text(encoding="utf-8") for p in PAGES if p.parent.name != "design"]
     orphans = [d.name for d in design if not any(f"design/{d.name}" in t for t in user)]
     assert not orphans, f"design pages no doc links to: {orphans}"
+
+
+def _num(text: str) -> float:
+    return float(text.replace("−", "-").replace("+", ""))
+
+
+def test_the_mixture_example_table_is_its_check_json() -> None:
+    """examples/mixture_probe/README.md's predicted-vs-measured table quotes ``analyze.py check``'s ``check.json``:
+    every predicted objective, interval, paired regret interval and measured objective, to the printed digits."""
+    readme = (REPO / "examples" / "mixture_probe" / "README.md").read_text(encoding="utf-8")
+    rows = {r["name"]: r for r in json.loads((REPO / "examples" / "mixture_probe" / "check.json").read_text())["rows"]}
+    num = r"([+−-]?\d+\.\d+)"
+    checked = 0
+    for name, r in rows.items():
+        m = re.search(rf"^\| {re.escape(name)} [^|]*\| ([^|]*)\| {num} \[{num}, {num}\] \| ([^|]*)\| \**{num}\** \|",
+                      readme, re.MULTILINE)
+        assert m, f"no row for {name} in the table"
+        w = [float(x) for x in re.findall(r"\d\.\d+", m.group(1))]
+        if len(w) == 5:
+            assert w == pytest.approx(list(r["weights"].values()), abs=5.1e-4), name
+        assert _num(m.group(2)) == pytest.approx(r["objective"], abs=5.1e-4), name
+        assert [_num(m.group(3)), _num(m.group(4))] == pytest.approx(r["objective_interval"], abs=5.1e-4), name
+        assert _num(m.group(6)) == pytest.approx(r["measured"][0], abs=5.1e-5), name
+        if "regret_interval" in r:
+            reg = re.fullmatch(rf"\s*{num} \[{num}, {num}\]\s*", m.group(5))
+            assert reg, name
+            got = [_num(reg.group(i)) for i in (1, 2, 3)]
+            assert got == pytest.approx([r["regret"], *r["regret_interval"]], abs=5.1e-4), name
+        checked += 1
+    assert checked == 4
