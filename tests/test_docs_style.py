@@ -18,7 +18,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _pages() -> list[Path]:
-    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "docs" / "design").glob("*.md"))]
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    pages += sorted((REPO / "docs" / "design").glob("*.md"))
     pages += sorted((REPO / "examples").glob("*/README.md"))
     return [p for p in pages if p.is_file()]
 

@@ -1,4 +1,4 @@
-"""How far a prediction lies outside the fitted range of each input (issue 9 item 5).
+"""How far a prediction lies outside the fitted range of each input.
 
 A fit records ``input_ranges`` — ``{input: [min, max]}`` of the rows it was fitted on. A prediction at a value
 ``v`` above the largest fitted ``hi`` extrapolates by the factor ``v / hi`` (both positive: the scale on which

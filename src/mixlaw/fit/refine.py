@@ -46,7 +46,7 @@ AUTO_MAX_ITER = 10_000
 #: optimum and nested pipeline, their bootstrap resamples and last-resort refits): the adaptive limit (``None``). It
 #: was a hard 300 while the old step rule crawled (the CAMEL fits of ``examples/mixture_probe`` stopped at it, 4 of
 #: 5); with the geodesic rule of :mod:`mixlaw.fit.solve` and the point fit's noise-scaled stall test those fits
-#: finish (issue 9 item 1). The one-start resample refits of ``mix optimize`` and the nested pipeline's last resort
+#: finish. The one-start resample refits of ``mix optimize`` and the nested pipeline's last resort
 #: kept a 300 cap (``DECISION_REFIT_MAX_ITER``, removed) until the resamples were refitted in one batched solve.
 DECISION_MAX_ITER: int | None = None
 
@@ -96,7 +96,7 @@ def stall_tol_for(cap: int) -> float:
 #: window before the steps lengthen) stops as ``stalled``: what it could still gain at that pace is far inside the
 #: objective's noise. It applies to the many refits around a point estimate (bootstrap resamples, the problems of
 #: :func:`~mixlaw.fit.fit_batch`), not to the point fit itself, which follows a flat valley to convergence (the OLMo-
-#: ladder Chinchilla fits must report ``converged``). Measured (issue 9 item 1): with it and no cap the cpt_replay CMR
+#: ladder Chinchilla fits must report ``converged``). Measured: with it and no cap the cpt_replay CMR
 #: on the shipped example loses 0 of 50 resamples per size (13-40 at the 300 cap). It does not shortcut genuinely slow
 #: fits: the CAMEL k = 3 SlimPajama rows still fall by about one unit per window at iteration 200. It is not a
 #: guarantee: on 100 CAMEL resamples 27 still stop more than 0.1 unit above their optimum (36 with one window), and the

@@ -18,7 +18,7 @@ Huber fits (δ = 1e-3) converge in tens of iterations instead of hundreds. Besid
 the loss's own curvature (1 inside δ, 0 outside) is tried; each row takes the best trial point and only if it
 does not raise the objective, so every row decreases its objective monotonically.
 
-The step rule (issue 9 item 1) is built for *sloppy* fits, measured on the CAMEL k = 3 SlimPajama fit (28
+The step rule is built for *sloppy* fits, measured on the CAMEL k = 3 SlimPajama fit (28
 parameters, Hessian condition ~1e11), where the rule of before — one damping μ per step, Marquardt scaling from
 the current diagonal, μ ÷5 / ×10, the ∞-norm cap — crawled: coordinates whose Jacobian column had died (log C and
 mixture logits run to −28, an infimum at infinity; columns 1e-12 of the median) had Gauss–Newton components of
@@ -39,7 +39,7 @@ the best row before (most rows > 2e-3), and the fit finishes (every row stalled 
 1.283113e-3, below scipy's 1.283164e-3). The old rule stays selectable through the private ``_rule``/``_RULE``
 for that benchmark only.
 
-Cost per iteration (issue 10 item 7). The Jacobian goes through the natural parameters where the residual
+Cost per iteration. The Jacobian goes through the natural parameters where the residual
 function exposes its two stages (:func:`~mixlaw.fit.steps.split_jacobian`, the same numbers to 1e-11): the map from
 internal to natural parameters is differentiated once per row instead of once per data point, 90 → 55 ms for 200
 CAMEL rows. Resample refits, which start at the point estimate near their own optimum, use the *lazy* ladder
@@ -364,7 +364,7 @@ def solve(
         # representable range, e.g. a mixture weight underflowing to 0 after thousands of accepted steps) cannot
         # take another step. If its objective fell from the start and its point is finite, it stops as stalled
         # with its last objective (the point fit re-polishes a stalled estimate, see mixlaw.fit.refine), at any
-        # iteration; a row that never descended fails (a resample is then rescued). Until issue 10 item 7 this
+        # iteration; a row that never descended fails (a resample is then rescued). Before the chain-rule Jacobian this
         # took more than stall_window iterations, so the same row failed at iteration 30 and stalled at 31.
         # (Whether it fell is counted from accepted steps, not by comparing f with the start's objective: the two
         # are computed by different code paths and can differ in the last bit at the same point.)

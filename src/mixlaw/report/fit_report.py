@@ -324,7 +324,7 @@ def fit_sections(
         if result.n_bootstrap
         else "<p>No bootstrap: run with <code>--bootstrap N</code> for intervals.</p>"
     )
-    if result.identifiability:  # which parameters the data pin down (issue 9 item 5), as the CLI's `identify` line
+    if result.identifiability:  # which parameters the data pin down, as the CLI's `identify` line
         from mixlaw.fit.identify import identify_summary
 
         note += f"<p>Identifiability: {esc(identify_summary(result.identifiability))}.</p>"

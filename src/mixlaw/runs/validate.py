@@ -42,7 +42,7 @@ def _all_str(obj: np.ndarray) -> bool:
 
 _SHORT = 256
 """Columns up to this many cells are parsed cell by cell: a 2-row CSV with 20,000 columns spent 30+ s in the
-fixed cost of a dozen pandas calls per column (issue 12 item 4; ``benchmarks/wide_csv.py``)."""
+fixed cost of a dozen pandas calls per column (``benchmarks/wide_csv.py``)."""
 
 
 def _parse_numbers(obj: np.ndarray) -> tuple[np.ndarray, np.ndarray, int | None]:

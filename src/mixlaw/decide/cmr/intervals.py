@@ -1,11 +1,11 @@
 """Bootstrap intervals of a CMR that contain their point estimate: the bias-corrected percentile (BC) interval.
 
 A plain percentile interval describes where the resampled CMRs fall; when their distribution is shifted against
-the point estimate it can exclude the point estimate itself (issue 13: ``0.497 [0.507, 0.545]``). The root of that
-shift was the resampling: every resampled end-of-budget increment was centred on the curve fit, which misses the
-observation the point estimate uses (:func:`mixlaw.decide.cmr.curves.bootstrap_size` now centres them on the
-observations). The BC interval (Efron 1987, "Better bootstrap confidence intervals", JASA 82:171; Efron &
-Tibshirani 1993, §14.3) then corrects the percentile levels for the shift that remains:
+the point estimate it can exclude the point estimate itself (seen on the shipped example: ``0.497 [0.507,
+0.545]``). The root of that shift was the resampling: every resampled end-of-budget increment was centred on the
+curve fit, which misses the observation the point estimate uses (:func:`mixlaw.decide.cmr.curves.bootstrap_size`
+now centres them on the observations). The BC interval (Efron 1987, "Better bootstrap confidence intervals", JASA
+82:171; Efron & Tibshirani 1993, §14.3) then corrects the percentile levels for the shift that remains:
 
 .. math:: z_0 = \\Phi^{-1}(\\hat p_0), \\qquad [\\,\\hat G^{-1}(\\Phi(2 z_0 + z_{\\alpha/2})),\\;
           \\hat G^{-1}(\\Phi(2 z_0 + z_{1-\\alpha/2}))\\,]

@@ -1,4 +1,4 @@
-"""Bootstrap intervals of the critical point and the turning length (``mixlaw cpt critical``, issue 9 item 2).
+"""Bootstrap intervals of the critical point and the turning length (``mixlaw cpt critical``).
 
 :func:`~mixlaw.decide.cpt.critical.critical_point` and :func:`~mixlaw.decide.cpt.critical.turning_length` answer
 from the point estimate. Every fitted set of a CPT fit bundle also carries its bootstrap parameter sets

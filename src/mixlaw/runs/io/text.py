@@ -67,7 +67,7 @@ def _read_csv(path: Path, *, delimiter: str = ",") -> pd.DataFrame:
     if header is None:
         raise InputError(f"expected a header line and data rows, got an empty file in {path.name}")
     _check_header(header, path.name)
-    if records:  # one object block, not one Series per column (a 20,000-column file, issue 12 item 4)
+    if records:  # one object block, not one Series per column (a 20,000-column file)
         cells = np.empty((len(records), len(header)), dtype=object)
         cells[:] = records
         df = pd.DataFrame(cells, columns=header)
