@@ -7,6 +7,7 @@ page (GitHub's slug rule); a ``docs/….md`` path in backticks must exist relati
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import unicodedata
@@ -165,3 +166,31 @@ def test_the_mixture_example_table_is_its_check_json() -> None:
             assert got == pytest.approx([r["regret"], *r["regret_interval"]], abs=5.1e-4), name
         checked += 1
     assert checked == 4
+
+
+CODE_REF = re.compile(r"`(mixlaw(?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
+NOT_CODE = {"mixlaw.decisions", "mixlaw.db"}  # an entry-point group and the default store file, named in the docs
+
+
+def _resolves(ref: str) -> bool:
+    parts = ref.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ModuleNotFoundError:
+            continue
+        for name in parts[i:]:
+            if not hasattr(obj, name):
+                return False
+            obj = getattr(obj, name)
+        return True
+    return False
+
+
+def test_code_named_in_the_docs_exists() -> None:
+    """Every `mixlaw.module.name` in backticks names a module or an attribute that exists, so that moving code
+    without its docs fails here."""
+    stale = sorted({f"{p.relative_to(REPO)}: {m.group(1)}" for p in PAGES
+                    for m in CODE_REF.finditer(_prose(p.read_text(encoding="utf-8")))
+                    if m.group(1) not in NOT_CODE and not _resolves(m.group(1))})
+    assert not stale, "docs name code that does not exist:\n" + "\n".join(stale)
