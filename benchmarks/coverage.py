@@ -11,7 +11,7 @@ Cases (data under ``../shared/data/external``):
   fitted on ``cosine_24000``, ``constant_24000`` and ``wsdcon_9`` (the paper's split, every 4th logged step),
   held out: the other six schedules (WSD, WSD-linear, two more two-stage, and the 72k-step cosine and constant runs,
   ×3 in steps), without their rows that repeat a fitted row (the shared trunk before a schedule's own decay, the
-  same logged losses: :func:`_repeats_fitted`; 64, 96 and 84 rows at 25M, 100M and 400M were counted until now).
+  same logged losses: :func:`_repeats_fitted`; 64, 96 and 84 rows at 25M, 100M and 400M).
 - ``dml-cpt``: Data Mixing Laws' continual pre-training runs (Ye et al. 2025; Pythia-70M, Pile:Python mixtures),
   the mixing law ``c + k·exp(t·x)`` (``dml``, raw space) fitted per evaluation step (1k–10k) and per loss (the
   weighted Pile loss and the Python loss) on the four training mixtures, held out: the validation run at Pile
@@ -30,9 +30,9 @@ about 20 minutes on the shared 2-core machine); ``sizes`` is skipped where the f
 (the MultiPowerLaw and Data Mixing Laws cases: nothing to resample). Every fit has a hard cap of ``MAX_ITER`` =
 500 iterations (see there; the calibration's nested fits get at least
 :data:`mixlaw.fit.calibrate.FOLD_MIN_ITER`). Calibration warnings (the extrapolation check) are printed per case.
-The ``mpl/<size>`` cases are also pooled into one row per scheme and method (``mpl pooled``: the issue's case,
+The ``mpl/<size>`` cases are also pooled into one row per scheme and method (``mpl pooled``: the headline case,
 "the MultiPowerLaw schedules", as the OLMo row pools its 11 domain fits). Prints one table, then ``seconds=``,
-``coverage95_worst_issue_cases=`` (the issue's four cases, MultiPowerLaw pooled) and last
+``coverage95_worst_issue_cases=`` (the four headline cases, MultiPowerLaw pooled) and last
 ``coverage95_worst=<lowest 95 % coverage over every row for the default scheme and method>``.
 
 Checks outside the table (``--cases``, not in the default list): ``epoch@CUT`` (Epoch with N > CUT held out),
@@ -57,56 +57,9 @@ bootstrap where every run is one row, ``wild`` where ``runs`` leaves more than 2
 :func:`mixlaw.fit.bootstrap.bootstrap_law`); the ``weak`` column counts the
 fits whose intervals rest on 80 % of their resamples or fewer (:attr:`mixlaw.fit.FitResult.interval_status`).
 
-Measured (``python benchmarks/coverage.py``, default scheme and method, 95 % intervals; ``docs/laws.md`` has the
-whole table), history:
-
-- Previous round (683 s): Epoch N > 5e9 94 % (5.8 % wide); OLMo ≤ 1.3B → 3–13B 100 % (13.1 %); MultiPowerLaw 25M
-  100 % (3.3 %), 100M 98.6 % (2.4 %), 400M 98.3 % (2.5 %); Data Mixing Laws CPT 90 % (2.1 %);
-  ``coverage95_worst=0.900``. Re-run after that round's merge (242 s, quiet machine): the same coverage, but
-  MultiPowerLaw 100M's mean width 14.7 % (median 4.4 %): 3 of 40 resamples that used to fail became usable and
-  extrapolated far.
-- This round (``--schemes runs``, 232 s at load 3–4): those 3 resamples hold only ``constant_24000`` and their
-  fits end where those rows cannot identify the law; such resamples are now refitted or counted unusable and shown
-  (:mod:`mixlaw.fit.resample_check`), and the new-run term is jackknife-corrected (:mod:`mixlaw.fit.calib_runs`).
-  Epoch 94.1 % (5.8 %), OLMo 100 % (13.1 %), MultiPowerLaw 25M 100 % (2.6 %; 19/40 resamples unusable),
-  **100M 96.4 % (2.2 %, median 1.6 %; 3/40)**, **400M 95.4 % (2.4 %)**, Data Mixing Laws CPT 90 % (2.1 %);
-  ``coverage95_worst=0.900``. Outside 90–98 %: OLMo and MultiPowerLaw 25M (100 %; why: ``docs/laws.md``). Checks
-  outside the table: the other MultiPowerLaw split 95.6 / 91.1 / 98.6 % (was 99.8 / 99.5 / 99.5 %), OLMo ≤ 760M
-  100 %, Epoch N > 2e9 100 %, Epoch N > 1e9 69 % (unchanged).
-  After the merge (the delta method's overflowing columns dropped, columns unit-scaled before ``pinv``; 153 s):
-  the same figures but OLMo's width, 100 % at 12.6 % (was 13.1 %); ``coverage95_worst=0.900``.
-
-- Previous round (default ``auto``; the whole table 184 s, quiet machine): Epoch 94.1 % (5.8 %), **OLMo 96.6 %
-  (12.5 %; 100 % with ``runs``)**, MultiPowerLaw 25M 100 % (2.6 %; 19/40 unusable: weak), 100M 96.4 % (2.2 %),
-  400M 95.4 % (2.4 %), Data Mixing Laws CPT 90 % (2.1 %); ``coverage95_worst=0.900``. Outside 90–98 %: MultiPowerLaw
-  25M only (why: ``docs/laws.md``). Checks outside the table: Epoch N > 1e9 68 %, N > 2e9 100 %, OLMo ≤ 760M 99.2 %
-  (22.6 %), mlf 100 % (34.7 %; ``runs`` 100 % at 39.2 %), isoflop **84.1 %** (2.7 %; ``runs`` 82.5 % at 3.0 %:
-  the Marin sweeps' top budget uses the fitted model sizes with more tokens, and the calibration measures
-  distance along ``n_params`` only, so it sees no extrapolation there; ``docs/laws.md``). ``--schemes wild
-  --default wild``: MultiPowerLaw 100 / 95.9 / 93.3 % at 0/40 unusable.
-
-- This round (``auto`` falls back to ``wild`` where ``runs`` leaves more than 20 % of its resamples unusable; 474 s
-  under ``nice`` beside other work): the same figures but MultiPowerLaw 25M, 100 % at 2.4 % with 0/40 unusable (was
-  2.6 %, 19/40, weak). New row: **the MultiPowerLaw schedules pooled over the three sizes** (the issue's case; the
-  per-size rows stay) 97.3 % at 2.3 %. ``coverage95_worst_issue_cases=0.900`` (the issue's four cases),
-  ``coverage95_worst=0.900`` (every row).
-
-- This round (held-out MultiPowerLaw rows that repeat a fitted row dropped, :func:`_repeats_fitted`; 242 s on a quiet
-  new machine): Epoch 94.1 % (5.8 %), OLMo 96.6 % (12.5 %), MultiPowerLaw 25M 100 % (2.6 %, 344 rows), 100M 95.3 %
-  (2.6 %, 320), 400M 94.6 % (2.9 %, 332), **pooled 96.7 %** (2.7 %), Data Mixing Laws CPT 90 % (2.1 %);
-  ``coverage95_worst_issue_cases=0.900``, ``coverage95_worst=0.900``. The other split (``--cases
-  mplalt/25,mplalt/100,mplalt/400 --schemes auto``): 94.2 / 89.6 / 98.3 %, pooled 94.1 %. Over both splits the six
-  per-size rows scatter around 95 % (89.6-100 %; 95.3 % of the 2,022 held-out points): at 25M every held-out
-  schedule branches from one run, so that row holds about two independent new runs (``docs/laws.md``).
-
-- This round (the calibration measures every axis a prediction extrapolates along, :mod:`mixlaw.fit.calib_axes`;
-  intervals carry the parameters the data do not bound, :mod:`mixlaw.fit.profile`; ``--schemes auto --cases
-  epoch,epoch@1e9,olmo-tokens,rep-sim,mpl72k/100,mlf-tokens,mpl72k/25,mpl72k/400``, 1,224 s under ``nice`` at load 8):
-  Epoch N > 5e9 **100 %** (5.8 %; was 94.1 %), N > 1e9 68.0 % (1.8 %, unchanged); **OLMo along tokens 94.5 %
-  (7.9 %)**, 45.5 % (4.2 %) on the code before; mlf along the multiplier 99.5 % (37.4 %; bootstrap 98.0 % at
-  23.4 %); MultiPowerLaw 24k → 72k 100 / 99.3 / 97.8 % (3.1 / 2.9 / 3.2 %, unchanged from the code before);
-  simulated repetition grid ≤ 4 → 8-60 epochs 100 % (27.2 % on the final code, MRE 1.4 %: too wide).
-  ``docs/laws.md`` has the table.
+Measured figures, with the date and commit of each measurement: ``docs/coverage.md``; how the benchmark's counting
+and the calibration came to be what they are: ``docs/design/coverage-benchmark.md``,
+``docs/design/new-run-term.md``, ``docs/design/bootstrap-scheme.md``, ``docs/design/resample-check.md``.
 
 Run: ``PYTHONPATH=src python benchmarks/coverage.py [--bootstrap 40] [--bootstrap-other 20]
 [--schemes auto,runs,sizes,...] [--default auto] [--cases ...] [--save fits.pkl]``.
