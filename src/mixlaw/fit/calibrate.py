@@ -60,7 +60,7 @@ arm (a fit on a narrower span has a proportionally larger ``se``); what remains 
 data — grows with how far the prediction reaches. On the saved fits of ``benchmarks/coverage.py`` (Epoch,
 N > 5e9 held out; intervals taken symmetric about ŷ in that offline comparison) e-folds put 88 % of the held-out
 points inside the 95 % interval, fitted log-spans 71 %; the measured coverage of the shipped method is in
-``docs/laws.md``.
+``docs/coverage.md``.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ default) is ``calibrated`` wherever the fit carries its calibration (every user 
 fits of ``validate``): a prediction interval is about a *new* observation — a larger model, a later step, a new
 run — and the calibration measures how far such predictions miss (inside the fitted range it widens the bootstrap
 interval only by what a new size left out of the fit shows, ``max(1, c)``); a fit without calibration gets
-``bootstrap``. The measured coverage of each method on public held-out data is in ``docs/laws.md``
+``bootstrap``. The measured coverage of each method on public held-out data is in ``docs/coverage.md``
 (``benchmarks/coverage.py``).
 """
 

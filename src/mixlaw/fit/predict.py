@@ -49,7 +49,7 @@ def _confidence_note(
 
     The calibration (:mod:`mixlaw.fit.calibrate`) measures how far the law misses beyond its fitted range — an error
     of the curve itself, not noise — and only the prediction interval carries it: on Epoch's N > 5e9 the bootstrap
-    interval alone covers 59 % of the held-out points, the calibrated one 94 % (``docs/laws.md``). ``with_band``:
+    interval alone covers 59 % of the held-out points, the calibrated one 94 % (``docs/coverage.md``). ``with_band``:
     also compute that band (a point prediction prints it; a table only says which rows the note concerns)."""
     if interval != "confidence" or method != "auto" or not result.calibration:
         return None, None
