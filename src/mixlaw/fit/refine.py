@@ -100,10 +100,11 @@ def stall_tol_for(cap: int) -> float:
 #: on the shipped example loses 0 of 50 resamples per size (13-40 at the 300 cap). It does not shortcut genuinely slow
 #: fits: the CAMEL k = 3 SlimPajama rows still fall by about one unit per window at iteration 200. It is not a
 #: guarantee: on 100 CAMEL resamples 27 still stop more than 0.1 unit above their optimum (36 with one window), and the
-#: 95 % band at 7B is 9 % narrower than with every resample converged (20 % with one window; ``docs/design/adaptive-iterations.md``); on
-#: the OLMo ladder's ``dolma_books`` 9 of 200 run resamples, the band at 3B-13B 0.95-1.006 of the converged one. They
-#: stop on plateaus (a switched-off component coming back after 100-300 flat iterations) that only a window of about
-#: 400 iterations would wait out, at 94 % of the cost of no test (2-4x the CPU of today's refits).
+#: 95 % band at 7B is 9 % narrower than with every resample converged (20 % with one window;
+#: ``docs/design/adaptive-iterations.md``); on the OLMo ladder's ``dolma_books`` 9 of 200 run resamples, the band at
+#: 3B-13B 0.95-1.006 of the converged one. They stop on plateaus (a switched-off component coming back after 100-300
+#: flat iterations) that only a window of about 400 iterations would wait out, at 94 % of the cost of no test (2-4x
+#: the CPU of the refits with the test).
 ADAPTIVE_STALL_UNITS = 1e-2
 
 

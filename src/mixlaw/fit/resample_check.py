@@ -8,10 +8,10 @@ run off to a degenerate limit of the law where those rows no longer determine it
 ``constant_24000`` schedule alone is such a resample: at the point estimate its rows determine the law (weakly), but
 its own fit ends where L0 and B only enter together, and on the held-out schedules of the MultiPowerLaw 100M case its
 predictions were up to 0.8 (log loss) off the point fit's, which made the bootstrap interval 13 % wide on average
-where the other resamples give 0.3 % (``docs/design/resample-check.md``). At 25M the fits without ``constant_24000`` run to
-``B ≈ 1.7e14, β → 0``, where only ``B·β`` is determined. Such a draw's position along the undetermined direction is
-arbitrary, not the data's. (The few-clusters failure of the pairs cluster bootstrap: Cameron, Gelbach & Miller 2008,
-*Rev. Econ. Stat.* 90: 414.)
+where the other resamples give 0.3 % (``docs/design/resample-check.md``). At 25M the fits without ``constant_24000``
+run to ``B ≈ 1.7e14, β → 0``, where only ``B·β`` is determined. Such a draw's position along the undetermined
+direction is arbitrary, not the data's. (The few-clusters failure of the pairs cluster bootstrap: Cameron, Gelbach &
+Miller 2008, *Rev. Econ. Stat.* 90: 414.)
 
 What
 ----
