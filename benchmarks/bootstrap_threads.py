@@ -3,7 +3,7 @@
     PYTHONPATH=src python benchmarks/bootstrap_threads.py [--bootstrap 4000] [--skip-default]
 
 The fit runs twice in this process on the same data and seed: with ``n_threads=1`` (mixlaw's default — torch and
-every BLAS / OpenMP pool pinned to one thread by :func:`mixlaw.fit.pools.threads`) and with ``n_threads=None``
+every BLAS / OpenMP pool pinned to one thread by :func:`mixlaw.fit.solver.pools.threads`) and with ``n_threads=None``
 (every pool left at its default size, the baseline). CPU seconds are ``time.process_time`` (all threads of the
 process); on a shared machine they are the steadier figure. The goal is ≤ 60 s CPU for the pinned fit. The
 last line is ``cpu_pinned=<s> ratio=<baseline CPU / pinned CPU>``.

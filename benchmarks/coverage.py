@@ -19,17 +19,18 @@ Cases (data under ``../shared/data/external``):
 
 For every case and scheme: ``mixlaw validate --holdout … --coverage`` in Python (:func:`mixlaw.api.validate`), 95 %
 prediction intervals (``--interval prediction``) of the default method, ``auto``: the *extrapolation-calibrated*
-interval (:mod:`mixlaw.fit.calibrate`: the bootstrap interval — percentile interval of the draws plus Student-t
+interval (:mod:`mixlaw.fit.evaluate.calibrate`: the bootstrap interval — percentile interval of the draws plus Student-t
 noise of ``n − p`` degrees of freedom — widened by the factor that nested validation inside the fitted rows
 measures at the query's distance beyond the fitted range; where the fitted runs are curves — the MultiPowerLaw
-schedules — plus the new-run term of :mod:`mixlaw.fit.calib_runs`, from leave-one-schedule-out fits and forward
+schedules — plus the new-run term of :mod:`mixlaw.fit.evaluate.calib_runs`, from leave-one-schedule-out fits and forward
 cuts within every schedule). For the default scheme the same fits also give the
 ``bootstrap`` and ``calibrated`` rows. The other schemes are measured with ``bootstrap`` only, with
 ``--bootstrap-other`` resamples (default 20, half the default scheme's 40, so that the whole table finishes in
 about 20 minutes on the shared 2-core machine); ``sizes`` is skipped where the fitted rows hold one model size
 (the MultiPowerLaw and Data Mixing Laws cases: nothing to resample). Every fit has a hard cap of ``MAX_ITER`` =
 500 iterations (see there; the calibration's nested fits get at least
-:data:`mixlaw.fit.calibrate.FOLD_MIN_ITER`). Calibration warnings (the extrapolation check) are printed per case.
+:data:`mixlaw.fit.evaluate.calibrate.FOLD_MIN_ITER`). Calibration warnings (the extrapolation check) are printed per
+case.
 The ``mpl/<size>`` cases are also pooled into one row per scheme and method (``mpl pooled``: the headline case,
 "the MultiPowerLaw schedules", as the OLMo row pools its 11 domain fits). Prints one table, then ``seconds=``,
 ``coverage95_worst_issue_cases=`` (the four headline cases, MultiPowerLaw pooled) and last
@@ -44,7 +45,7 @@ pre-training × validation set, 24 tables, fitted on the models ≤ 411M, the 1.
 datasets, "(Mis)fitting", Llama-3 raw losses; the Chinchilla law per sweep, its largest budget held out).
 
 Rows along the other axes a prediction extrapolates (``--cases``, not in the default list; the calibration's axes
-of :mod:`mixlaw.fit.calib_axes`): ``olmo-tokens`` (the OLMo ladder per domain, every size 190M-3B fitted at
+of :mod:`mixlaw.fit.evaluate.calib_axes`): ``olmo-tokens`` (the OLMo ladder per domain, every size 190M-3B fitted at
 0.5-2×C, held out: 5× and 10×C at the same sizes), ``mlf-tokens`` (Gadre et al.'s grid per pre-training ×
 validation set, models up to 1.4B, fitted at token multipliers ≤ 4, held out: 16 and 32), ``mpl72k/<size>`` (the
 multi-power law fitted on the paper's three 24k-step-or-shorter schedules, held out: the 72k-step cosine and
@@ -54,7 +55,7 @@ seeds; fitted on ≤ 4 epochs, held out: 8-60) and the Epoch cuts ``epoch`` (N >
 
 The scheme measured with every method is ``--default`` (``auto``: ``runs`` on curves, the pooled residual
 bootstrap where every run is one row, ``wild`` where ``runs`` leaves more than 20 % unusable;
-:func:`mixlaw.fit.bootstrap.bootstrap_law`); the ``weak`` column counts the
+:func:`mixlaw.fit.uncertainty.bootstrap.bootstrap_law`); the ``weak`` column counts the
 fits whose intervals rest on 80 % of their resamples or fewer (:attr:`mixlaw.fit.FitResult.interval_status`).
 
 Measured figures, with the date and commit of each measurement: ``docs/coverage.md``; how the benchmark's counting
@@ -347,7 +348,7 @@ def _validate(
     law: str = "chinchilla", law_options: dict | None = None, **settings: Any,
 ) -> dict:  # fmt: skip
     from mixlaw import api
-    from mixlaw.fit.coverage import LEVELS, point_intervals
+    from mixlaw.fit.evaluate.coverage import LEVELS, point_intervals
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # convergence notes of individual folds are reported in the table instead
@@ -379,7 +380,7 @@ def _row(
     case: str, scheme: str, method: str, pts: pd.DataFrame, n_failed: int, n_resamples: int, seconds: float,
     weak: str = "",
 ) -> dict:  # fmt: skip
-    from mixlaw.fit.coverage import coverage_summary
+    from mixlaw.fit.evaluate.coverage import coverage_summary
 
     c = coverage_summary(pts, "prediction")
     lv = {f"cov{int(100 * x['level'])}": x["coverage"] for x in c["levels"]}

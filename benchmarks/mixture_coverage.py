@@ -33,7 +33,8 @@ diverged beyond 937M), so that figure meant nothing. After the same round's resa
 subnormal K, exact seeds) camel's resamples converge and its interval is bounded: camel **12.5 %** (1.235B 15 %,
 2.718B 0 %; median half-width 2.05 %, bias +4.80 %, 198 s at load 2): no widening at all, as the delta-method sd of
 camel's nested fits was NaN (a Jacobian column overflowing at a subnormal ``K``). With the Jacobian repair of
-:func:`mixlaw.fit.calib_delta.delta_sd` (overflowed columns dropped): camel **70.8 %** (1.235B 85 %, 2.718B 0 %;
+:func:`mixlaw.fit.evaluate.calib_delta.delta_sd` (overflowed columns dropped): camel **70.8 %** (1.235B 85 %, 2.718B 0
+%;
 half-width 3.93 %), mixture_additive and mixture_joint unchanged, ``mixture_coverage95_worst=0.708 (size/camel)``.
 On the merged code of that round (with the solver's chain-rule Jacobian): camel 70.8 %, mixture_joint 83.3 %,
 **mixture_additive 83.3 %** (2.718B 0 %): its size and token terms are not separately determined on final

@@ -13,7 +13,8 @@ sizes <= 937M, target ``openhermes_loss``. Law: ``camel`` with k = 3 intrinsic d
   the optimum re-optimised by the same optimiser as mixlaw's.
 
 Both sides fit with the adaptive limit (mixlaw: ``max_iter=None``, the noise-scaled stall test of
-:mod:`mixlaw.fit.refine`; scipy: ``max_nfev`` = 3000 per fit). Prints both wall times, the objectives reached (the
+:mod:`mixlaw.fit.solver.refine`; scipy: ``max_nfev`` = 3000 per fit). Prints both wall times, the objectives reached
+(the
 same Huber sum: scipy's ``cost`` with ``f_scale`` = δ equals the engine's objective, so they must agree for the
 ratio to mean anything), the usable-resample count of both, the optima, the process CPU time of both sides
 (``time.process_time()``, all threads; the scipy side's bootstrap part extrapolated like its wall time) with
@@ -27,7 +28,7 @@ Measured on the shared 2-core machine, 2026-12-01, ``--bootstrap 200 --quick 10`
 - before the geodesic step rule (load 12-16): mixlaw 1608 s, point objective 0.0012863288 (stalled), 200 of 200
   resamples usable; scipy 1610 s (268 s for the 32 starts, 6.7 s per resample measured on 10, extrapolated to
   200), objective 0.0012831642; ``ratio=1.00``. The CAMEL rows crawled: the ∞-norm step cap was hijacked by
-  coordinates whose Jacobian column had died (see :mod:`mixlaw.fit.solve`).
+  coordinates whose Jacobian column had died (see :mod:`mixlaw.fit.solver.solve`).
 - with the geodesic step rule (Moré-scaled damping ladder, geodesic acceleration, the old steps as candidates;
   commit "Solver: the old rule's two steps stay candidates", load 5-7): mixlaw **182 s**, point objective
   **0.0012831126** (4.0e-5 below scipy's; every row finished; status ``unidentifiable``: the identifiability
@@ -48,7 +49,7 @@ Measured on the shared 2-core machine, 2026-12-01, ``--bootstrap 200 --quick 10`
   ``stalled``) needs more than 30 iterations of real descent, which is how the point fit itself had stopped there.
   The rescue then restarted from ``law.to_internal(params)``, which floored ``K_0`` at 1e-300: objective 4.3 instead
   of 1.28e-3, so every resample was refitted from a far-off start. Now such Jacobian entries are central
-  differences (``mixlaw.fit.steps.repair_jacobian``), ``to_internal`` keeps positive subnormals, and the rescue
+  differences (``mixlaw.fit.solver.steps.repair_jacobian``), ``to_internal`` keeps positive subnormals, and the rescue
   starts from the fitter's exact internal point. Two runs, both with other jobs on the 2 cores:
 
   - load 3.6-5.6: mixlaw **120.2 s** wall, 69.2 s CPU, objective 0.001283112, **200 of 200 resamples usable, 0
@@ -78,7 +79,7 @@ Measured on the shared 2-core machine, 2026-12-01, ``--bootstrap 200 --quick 10`
   the parameters per data point), the 22 trial points and 10 geodesic evaluations about 85 ms together; of the
   accepted steps of the full ladder, 88 % were won by the rungs 0.1, 1 and 10. Two changes:
 
-  - the Jacobian by the chain rule through the natural parameters (:func:`mixlaw.fit.steps.split_jacobian`,
+  - the Jacobian by the chain rule through the natural parameters (:func:`mixlaw.fit.solver.steps.split_jacobian`,
     equal to the one-pass Jacobian to 1e-11, overflowed columns still repaired): 90 → 55 ms per iteration;
   - the lazy ladder for resample refits (``ladder="lazy"``: the rungs 0.1, 1, 10 with their accelerations and
     the old steps first, the rungs 1e3, 1e6 only for rows those did not improve). Replay of the bootstrap solve:
@@ -126,7 +127,7 @@ Measured on the shared 2-core machine, 2026-12-01, ``--bootstrap 200 --quick 10`
   converged; **``cpu_ratio=22.08``, ``ratio=22.20``**. Three quiet runs of the scipy side now span 1020.7-1370.4 s
   (its 10 measured resamples 40.7-57.6 s); the same-run ratio is ≥ 20 in both quiet runs of this code (22.2, 26.9).
 
-- issue 9, the noise-scaled stall test over two windows (``mixlaw.fit.solve.UNITS_WINDOWS``; a new machine, AMD
+- issue 9, the noise-scaled stall test over two windows (``mixlaw.fit.solver.solve.UNITS_WINDOWS``; a new machine, AMD
   EPYC, on which the whole test suite takes about twice as long as before, so seconds are not comparable with the
   runs above; load < 1, nothing else running): mixlaw 63.07 s wall, 63.2 s CPU, objective 0.001283112, 200 of 200
   usable, 0 rescued, the same point optimum, band arxiv [0, 0.473], c4 [0, 0.820], commoncrawl [0, 0.559],
@@ -211,7 +212,7 @@ def main() -> None:
     args = ap.parse_args()
     from mixlaw.decide.mixture import MixtureConstraints
     from mixlaw.fit import fit_law
-    from mixlaw.fit.bootstrap import resample_weights
+    from mixlaw.fit.uncertainty.bootstrap import resample_weights
     from mixlaw.laws import get_law
 
     df = load()

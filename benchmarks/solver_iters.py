@@ -1,8 +1,8 @@
 """Old vs new step rule of the batched solver: iterations, wall time and objective reached, on the same fits.
 
-The step rule is switched with the solver's private ``mixlaw.fit.solve._RULE`` (``"old"``: two candidate steps at
+The step rule is switched with the solver's private ``mixlaw.fit.solver.solve._RULE`` (``"old"``: two candidate steps at
 one damping, Marquardt scaling from the current diagonal, μ ÷5 on accept / ×10 on reject; ``"new"``: the damping
-ladder with Moré scaling, delayed gratification and geodesic acceleration, see :mod:`mixlaw.fit.solve`). Every
+ladder with Moré scaling, delayed gratification and geodesic acceleration, see :mod:`mixlaw.fit.solver.solve`). Every
 case runs the same top-level call under each rule, with one torch thread (the Fitter's default):
 
 - ``camel``: the CAMEL k = 3 point fit on the SlimPajama runs <= 937M (``benchmarks/mixture_fit.py``'s loader),
@@ -35,7 +35,7 @@ camel     70.6 s at the 1000 cap, 1.300459e-3    97.5 s at the cap, 1.283113e-3
 stalled row on a ridge to infinity, where the relative stall test's own precision is 1e-9 per 30 iterations.
 
 With a point fit's stalled estimate re-polished once from where it stopped (fresh damping and Moré scaling,
-:func:`mixlaw.fit.refine.repolish`; under both rules), ``--cases cmr`` at load 5: that fit goes on 202 iterations
+:func:`mixlaw.fit.solver.refine.repolish`; under both rules), ``--cases cmr`` at load 5: that fit goes on 202 iterations
 and ends at 1.761790095e-4 against the old rule's 1.761790209e-4 (6.5e-8 relative below). In this session's run
 without the re-polish it ended at 1.761790255e-4 against 1.761790210e-4: 2.6e-8 above (from the printed digits;
 2.6e-9 above is what was written before). New-rule row-iterations 31,438 (31,244 before); the other five
@@ -43,7 +43,7 @@ objectives unchanged; ``all_ok=True`` for the case (wall times 102 s old / 122 s
 comparable with the table). The tolerance stays 1e-9. The CAMEL point fit also gets its re-polish (it is
 stalled): same objective to ten digits, 16.9 s CPU against 15.1 s.
 
-Issue 10 item 7 (the chain-rule Jacobian of :func:`mixlaw.fit.steps.split_jacobian` everywhere, the lazy ladder
+Issue 10 item 7 (the chain-rule Jacobian of :func:`mixlaw.fit.solver.steps.split_jacobian` everywhere, the lazy ladder
 for resample refits, the symmetric edge rule), ``--rules new`` on main (before) and on the branch (after), both at
 load 3-5 beside each other and other jobs, so wall times are rough:
 
@@ -83,10 +83,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 @contextmanager
 def recording(rule: str) -> Iterator[dict[str, Any]]:
     """Run under step rule ``rule``, recording solver iterations and every point fit's objective."""
-    import mixlaw.fit.bootstrap as bootstrap_mod
     import mixlaw.fit.fitter as fitter_mod
-    import mixlaw.fit.refine as refine_mod
-    import mixlaw.fit.solve as solve_mod
+    import mixlaw.fit.solver.refine as refine_mod
+    import mixlaw.fit.solver.solve as solve_mod
+    import mixlaw.fit.uncertainty.bootstrap as bootstrap_mod
 
     rec: dict[str, Any] = {"row_iters": 0, "longest": 0, "calls": 0, "objectives": [], "status": []}
     original = solve_mod.solve

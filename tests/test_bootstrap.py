@@ -11,10 +11,10 @@ import pytest
 
 from mixlaw.errors import ConvergenceWarning, InputError
 from mixlaw.fit import fit_batch, fit_law
-from mixlaw.fit.bootstrap import bootstrap_law, resample_targets, resample_weights
-from mixlaw.fit.data import FitData
-from mixlaw.fit.refits import USABLE, best_rows, root_status, usable
-from mixlaw.fit.solve import SolveResult
+from mixlaw.fit.problem.data import FitData
+from mixlaw.fit.solver.refits import USABLE, best_rows, root_status, usable
+from mixlaw.fit.solver.solve import SolveResult
+from mixlaw.fit.uncertainty.bootstrap import bootstrap_law, resample_targets, resample_weights
 from mixlaw.laws import get_law
 
 
@@ -154,7 +154,7 @@ def test_auto_scheme_keeps_a_fixed_design_and_resamples_curves_by_run() -> None:
 def test_pooled_residual_bootstrap_covers_the_curve() -> None:
     # Fixed design, known truth: the 95 % confidence interval of the curve at an inside point covers it in most of
     # the seeded replicates (with the within-run draw of one-row runs every interval had width 0: coverage 0 %).
-    from mixlaw.fit.intervals import band
+    from mixlaw.fit.uncertainty.intervals import band
 
     law = get_law("power_law")
     truth = {"A": 40.0, "E": 2.0, "alpha": 0.3}
@@ -192,7 +192,7 @@ def test_an_interval_from_a_selection_of_its_resamples_is_weak_not_ok() -> None:
     assert predict_point(bad, {"tokens": 1e8})["interval_status"].startswith("weak")
     assert predict_point(good, {"tokens": 1e8})["interval_status"] == "ok"
     # the threshold: more than 20 % lost
-    from mixlaw.fit.resampling import interval_status
+    from mixlaw.fit.uncertainty.resampling import interval_status
 
     assert (
         interval_status(8, 40) == "ok" and interval_status(9, 40).startswith("weak") and interval_status(0, 0) == "none"
@@ -200,7 +200,7 @@ def test_an_interval_from_a_selection_of_its_resamples_is_weak_not_ok() -> None:
 
 
 def test_wild_cluster_bootstrap_keeps_the_design_and_moves_a_run_together() -> None:
-    from mixlaw.fit.resampling import WEBB, wild_targets
+    from mixlaw.fit.uncertainty.resampling import WEBB, wild_targets
 
     rng = np.random.default_rng(11)
     groups = np.array([0, 0, 0, 1, 1, 2, 2, 2])

@@ -1,5 +1,6 @@
 """Bounded laws stay bounded: ``benchmark_logistic`` keeps ``chance ≤ C`` and ``C + A ≤ scale``, and the intervals of
-any law that declares an output range are clipped to it, with a note (:func:`mixlaw.fit.profile.clip_to_range`).
+any law that declares an output range are clipped to it, with a note
+(:func:`mixlaw.fit.uncertainty.profile.clip_to_range`).
 
 An accuracy is simulated from the logistic law with a ceiling of 0.99 (floor 0.25, four-way multiple choice) on
 losses 2.6-4.4 with 4 accuracy points of noise, and predicted at losses down to 2.0 (larger models, beyond the
@@ -16,7 +17,7 @@ import pytest
 
 from mixlaw.errors import InputError
 from mixlaw.fit import fit_law
-from mixlaw.fit.intervals import _band, band, inputs_of
+from mixlaw.fit.uncertainty.intervals import _band, band, inputs_of
 from mixlaw.laws import get_law
 
 TRUE = {"C": 0.25, "A": 0.74, "k": [3.0], "B": -9.5}

@@ -1,4 +1,5 @@
-"""Extrapolation-calibrated intervals along every axis a prediction extrapolates (:mod:`mixlaw.fit.calib_axes`).
+"""Extrapolation-calibrated intervals along every axis a prediction extrapolates
+(:mod:`mixlaw.fit.evaluate.calib_axes`).
 
 The Chinchilla law is fitted on 5 sizes (1e8-3e9) trained at 4-40 tokens per parameter, and predicts the *same*
 sizes at 160 and 320 tokens per parameter (held out): the queries lie inside the fitted range of ``n_params``, so a
@@ -17,10 +18,10 @@ import pandas as pd
 import pytest
 
 from mixlaw.fit import fit_law
-from mixlaw.fit.calib_axes import axis_distance, fit_axes
-from mixlaw.fit.calibrate import Calibration
-from mixlaw.fit.intervals import band, inputs_of
+from mixlaw.fit.evaluate.calib_axes import axis_distance, fit_axes
+from mixlaw.fit.evaluate.calibrate import Calibration
 from mixlaw.fit.result import FitResult
+from mixlaw.fit.uncertainty.intervals import band, inputs_of
 from mixlaw.laws import get_law
 
 LAW = get_law("chinchilla")

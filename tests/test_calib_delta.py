@@ -1,4 +1,5 @@
-"""The delta-method standard error of the calibrations' nested fits (:func:`mixlaw.fit.calib_delta.delta_sd`) where
+"""The delta-method standard error of the calibrations' nested fits (:func:`mixlaw.fit.evaluate.calib_delta.delta_sd`)
+where
 reverse mode overflows: the overflowing Jacobian columns dropped, not the whole answer.
 
 CAMEL on SlimPajama (fitted 122M-937M) ends on the ridge ``K_1 → 0``, ``α_1 → ∞``: ``K_1`` is subnormal, reverse
@@ -16,8 +17,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from mixlaw.fit.calib_delta import delta_sd
-from mixlaw.fit.data import FitData
+from mixlaw.fit.evaluate.calib_delta import delta_sd
+from mixlaw.fit.problem.data import FitData
 from mixlaw.laws import get_law
 
 DOMS = "web,code,math"

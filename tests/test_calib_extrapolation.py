@@ -1,4 +1,4 @@
-"""Extrapolation-calibrated prediction intervals (:mod:`mixlaw.fit.calibrate`) on simulated size extrapolation.
+"""Extrapolation-calibrated prediction intervals (:mod:`mixlaw.fit.evaluate.calibrate`) on simulated size extrapolation.
 
 A plain power law is fitted to 8 sizes (1e8-1e11, 3 runs each, 0.5 % noise) and predicts 3 larger ones
 (2e11-1e12, held out). With a known misspecification that grows with size — a log-quadratic bend of the truth over
@@ -16,9 +16,9 @@ import pandas as pd
 import pytest
 
 from mixlaw.fit import fit_law
-from mixlaw.fit.calibrate import Calibration
-from mixlaw.fit.intervals import band, inputs_of
+from mixlaw.fit.evaluate.calibrate import Calibration
 from mixlaw.fit.result import FitResult
+from mixlaw.fit.uncertainty.intervals import band, inputs_of
 from mixlaw.laws import get_law
 
 LAW = get_law("power_law", input="n_params")

@@ -1,10 +1,10 @@
 """The two rules of this round for intervals over few runs (known truth, seeded):
 
-- the new-run term of :mod:`mixlaw.fit.calib_runs` is the error of a new run under the *full* fit, not under a
+- the new-run term of :mod:`mixlaw.fit.evaluate.calib_runs` is the error of a new run under the *full* fit, not under a
   leave-one-run-out fit on one run fewer (grouped-jackknife correction, :func:`new_run_sd`), and it does not count
   twice what a runs bootstrap already carries;
 - a bootstrap resample whose rows cannot identify the law is refitted from the point estimate or counted unusable
-  and shown (:mod:`mixlaw.fit.resample_check`), never used for an interval.
+  and shown (:mod:`mixlaw.fit.uncertainty.resample_check`), never used for an interval.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import pandas as pd
 import pytest
 
 from mixlaw import fit_law
-from mixlaw.fit.bootstrap import BootstrapDraws, bootstrap_law, refit_resamples, resample_weights
-from mixlaw.fit.calib_folds import FoldErrors
-from mixlaw.fit.calib_runs import fold_spread, new_run_sd, run_excess
-from mixlaw.fit.data import FitData
-from mixlaw.fit.resample_check import STATUS_UNIDENTIFIABLE
+from mixlaw.fit.evaluate.calib_folds import FoldErrors
+from mixlaw.fit.evaluate.calib_runs import fold_spread, new_run_sd, run_excess
+from mixlaw.fit.problem.data import FitData
+from mixlaw.fit.uncertainty.bootstrap import BootstrapDraws, bootstrap_law, refit_resamples, resample_weights
+from mixlaw.fit.uncertainty.resample_check import STATUS_UNIDENTIFIABLE
 from mixlaw.laws import get_law
 
 

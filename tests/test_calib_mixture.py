@@ -15,7 +15,7 @@ import pandas as pd
 
 from mixlaw.decide.mixture.intervals import extrapolates, prediction_interval, size_calibrated
 from mixlaw.fit import fit_law
-from mixlaw.fit.intervals import inputs_of
+from mixlaw.fit.uncertainty.intervals import inputs_of
 from mixlaw.laws import get_law
 
 LAW = get_law("power_law", input="n_params")

@@ -1,4 +1,4 @@
-"""The new-run and along-the-curve terms of extrapolation-calibrated intervals (:mod:`mixlaw.fit.calib_runs`).
+"""The new-run and along-the-curve terms of extrapolation-calibrated intervals (:mod:`mixlaw.fit.evaluate.calib_runs`).
 
 Simulated loss curves ``L = E + A·t^(−α)`` (a few runs, 16 evaluations each, 0.2 % noise) with a known effect the
 fitted runs hide from a bootstrap:
@@ -22,11 +22,11 @@ import pandas as pd
 import pytest
 
 from mixlaw.fit import fit_law
-from mixlaw.fit.calib_folds import FoldErrors, within_run_masks
-from mixlaw.fit.calib_runs import run_distance, run_excess
-from mixlaw.fit.calibrate import Calibration
-from mixlaw.fit.intervals import band, inputs_of
+from mixlaw.fit.evaluate.calib_folds import FoldErrors, within_run_masks
+from mixlaw.fit.evaluate.calib_runs import run_distance, run_excess
+from mixlaw.fit.evaluate.calibrate import Calibration
 from mixlaw.fit.result import FitResult
+from mixlaw.fit.uncertainty.intervals import band, inputs_of
 from mixlaw.laws import get_law
 
 LAW = get_law("power_law", input="tokens")

@@ -6,7 +6,8 @@ inputs over their plausible ranges, schedule features included), plus one new po
 no replicate is fitted on. Every replicate is fitted in one batched solve (:func:`mixlaw.fit.fit_batch`, started
 30 % away from the truth in internal coordinates); its parametric bootstrap (``B`` resamples ``fitted + σ̂ z``, the
 tool's ``--resample parametric``) is refitted in a second batched solve, and the tool's 95 % bootstrap prediction
-interval (:func:`mixlaw.fit.intervals.quantiles`, the method behind ``--interval prediction --method bootstrap``,
+interval (:func:`mixlaw.fit.uncertainty.intervals.quantiles`, the method behind
+``--interval prediction --method bootstrap``,
 with its Student-t noise of ``n − p`` degrees of freedom) at the new point must contain a fresh observation there in
 90-99 % of the replicates.
 
@@ -28,12 +29,12 @@ import pandas as pd
 import pytest
 
 from mixlaw.fit import fit_batch
-from mixlaw.fit.data import FitData
-from mixlaw.fit.intervals import quantiles, residual_sd
+from mixlaw.fit.problem.data import FitData
+from mixlaw.fit.uncertainty.intervals import quantiles, residual_sd
 from mixlaw.laws import get_law, law_names
 
 R, B, SIGMA = 200, 10, 0.01
-MAX_ITER: int | None = None  # the tool's adaptive limit (mixlaw.fit.refine), what `mixlaw fit` uses by default
+MAX_ITER: int | None = None  # the tool's adaptive limit (mixlaw.fit.solver.refine), what `mixlaw fit` uses by default
 
 #: Per-law settings where the defaults do not fit the law or CI's time (each with its measured reason: unusable
 #: replicate / resample fits, coverage, CPU seconds; B = 5 where B = 10 costs more than 15 s on a quiet machine).

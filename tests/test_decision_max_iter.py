@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from mixlaw.cli import app
 from mixlaw.errors import InputError
-from mixlaw.fit.refine import decision_iterations, decision_max_iter
+from mixlaw.fit.solver.refine import decision_iterations, decision_max_iter
 
 REPO = Path(__file__).resolve().parents[1]
 MIX = str(REPO / "examples" / "mixture_probe" / "runs.csv")
@@ -42,8 +42,8 @@ def test_decision_iterations_scopes_the_cap() -> None:
 def _spy(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Record the ``max_iter`` of every engine fit and every batched resample refit."""
     import mixlaw.fit as fit_mod
-    import mixlaw.fit.bootstrap as boot_mod
-    import mixlaw.fit.refits as refits_mod
+    import mixlaw.fit.solver.refits as refits_mod
+    import mixlaw.fit.uncertainty.bootstrap as boot_mod
 
     seen: list[Any] = []
     fit_law, refit = fit_mod.fit_law, boot_mod._refit
@@ -79,7 +79,7 @@ def test_mix_optimize_caps_every_fit(monkeypatch: pytest.MonkeyPatch, cap: int |
 def test_cmr_caps_every_fit(monkeypatch: pytest.MonkeyPatch, cap: int | None) -> None:
     """The constant-LR CMR fits its curves, ratio laws and CMR laws with its own profiled least squares (a
     pattern search of at most 200 rounds) and the engine: every one asks the decision's cap."""
-    import mixlaw.fit.refine as refine
+    import mixlaw.fit.solver.refine as refine
 
     got: list[Any] = []
     real = refine.decision_max_iter

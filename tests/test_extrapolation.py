@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from mixlaw.cli import app
 from mixlaw.fit import fit_law
-from mixlaw.fit.extrapolation import extrapolation, texts
+from mixlaw.fit.evaluate.extrapolation import extrapolation, texts
 from mixlaw.laws import get_law
 
 TRUTH = {"A": 400.0, "B": 1500.0, "E": 1.8, "alpha": 0.34, "beta": 0.3}
@@ -100,7 +100,7 @@ def test_predict_json_and_table_say_how_far(tmp_path) -> None:
 
 
 def test_validate_rows_carry_the_distance() -> None:
-    from mixlaw.fit.validate import validate_law
+    from mixlaw.fit.evaluate.validate import validate_law
 
     val = validate_law("chinchilla", _table(seed=12), scheme="leave-largest-out")
     assert "extrapolation" in val.points.columns

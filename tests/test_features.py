@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from mixlaw.cli import app
 from mixlaw.errors import InputError
-from mixlaw.fit.features import add_features, missing_derived
+from mixlaw.fit.problem.features import add_features, missing_derived
 from mixlaw.laws import get_law
 from mixlaw.runs.schema import Mixture, RunMeta
 from mixlaw.runs.store import RunStore

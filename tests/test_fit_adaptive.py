@@ -33,8 +33,8 @@ def test_fit_batch_with_one_shared_start_list_warns_nothing_for_one_or_many_prob
 
 
 def test_fit_batch_refits_problems_that_stopped_at_the_cap_before_counting_them_failed() -> None:
-    from mixlaw.fit.data import FitData
-    from mixlaw.fit.refits import USABLE, internal_starts, refit
+    from mixlaw.fit.problem.data import FitData
+    from mixlaw.fit.solver.refits import USABLE, internal_starts, refit
 
     rng = np.random.default_rng(11)
     x, y = _power_data(rng)
@@ -59,13 +59,13 @@ def test_the_noise_scaled_stall_test_stops_early_without_losing_a_measurable_dec
     curved valley), started far from the truth, in one batched solve each: with the noise-scaled test a row may
     stop early, but never more than 0.1 noise unit above the objective it reaches without the test. A valley can be
     crawled slowly for a window before the steps lengthen; the test therefore measures the fall over two windows
-    (:data:`mixlaw.fit.solve.UNITS_WINDOWS`). Measured here with one window: 3 of the 80 rows stopped 0.17-1.31
+    (:data:`mixlaw.fit.solver.solve.UNITS_WINDOWS`). Measured here with one window: 3 of the 80 rows stopped 0.17-1.31
     units above their optimum; with two: none above 0.011."""
     import torch
 
-    from mixlaw.fit.data import FitData, make_residuals
-    from mixlaw.fit.refits import internal_starts
-    from mixlaw.fit.solve import UNITS_WINDOWS, solve
+    from mixlaw.fit.problem.data import FitData, make_residuals
+    from mixlaw.fit.solver.refits import internal_starts
+    from mixlaw.fit.solver.solve import UNITS_WINDOWS, solve
 
     assert UNITS_WINDOWS >= 2
     law = get_law("power_law")

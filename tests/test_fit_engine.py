@@ -13,7 +13,7 @@ import pytest
 
 from mixlaw.errors import ConvergenceWarning, FitError, InputError, NotFittedError
 from mixlaw.fit import FitResult, Fitter, fit_law, objective_at
-from mixlaw.fit.validate import validate_law
+from mixlaw.fit.evaluate.validate import validate_law
 from mixlaw.laws import get_law, law_names
 
 

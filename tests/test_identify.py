@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from mixlaw.errors import IdentifiabilityWarning
 from mixlaw.fit import fit_law
-from mixlaw.fit.identify import assess
 from mixlaw.fit.result import FitResult, FitStatus
+from mixlaw.fit.uncertainty.identify import assess
 from mixlaw.laws import get_law
 
 TRUTH = {"A": 400.0, "B": 1500.0, "E": 1.8, "alpha": 0.34, "beta": 0.3}

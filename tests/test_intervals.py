@@ -16,12 +16,12 @@ from typer.testing import CliRunner
 from mixlaw.cli import app
 from mixlaw.errors import ConvergenceWarning, InputError
 from mixlaw.fit import FitData, FitResult, fit_batch, fit_law
-from mixlaw.fit.bootstrap import bootstrap_law, resample_weights
-from mixlaw.fit.data import make_residuals
-from mixlaw.fit.intervals import quantiles, residual_sd
-from mixlaw.fit.refine import AUTO_MAX_ITER, repolish
-from mixlaw.fit.refits import refit
-from mixlaw.fit.solve import solve
+from mixlaw.fit.problem.data import make_residuals
+from mixlaw.fit.solver.refine import AUTO_MAX_ITER, repolish
+from mixlaw.fit.solver.refits import refit
+from mixlaw.fit.solver.solve import solve
+from mixlaw.fit.uncertainty.bootstrap import bootstrap_law, resample_weights
+from mixlaw.fit.uncertainty.intervals import quantiles, residual_sd
 from mixlaw.laws import get_law
 
 runner = CliRunner()
@@ -203,7 +203,7 @@ def test_validate_holdout_largest_and_loss(tmp_path: Path) -> None:
 
 
 def test_validate_marks_folds_whose_intervals_rest_on_few_resamples() -> None:
-    from mixlaw.fit.validate import validate_law
+    from mixlaw.fit.evaluate.validate import validate_law
 
     table = _grid(4)
     with warnings.catch_warnings():

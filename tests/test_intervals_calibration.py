@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 
 from mixlaw.fit import fit_batch
-from mixlaw.fit.calibrate import RELIABLE_RATIO, Calibration, calibrate
-from mixlaw.fit.data import FitData
-from mixlaw.fit.intervals import quantiles
+from mixlaw.fit.evaluate.calibrate import RELIABLE_RATIO, Calibration, calibrate
+from mixlaw.fit.problem.data import FitData
+from mixlaw.fit.uncertainty.intervals import quantiles
 from mixlaw.laws import get_law
 
 

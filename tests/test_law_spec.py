@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from mixlaw import api
 from mixlaw.errors import InputError
 from mixlaw.fit import FitResult, fit_law
-from mixlaw.fit.validate import validate_law
+from mixlaw.fit.evaluate.validate import validate_law
 from mixlaw.laws import LAWS, Law, Option, ParamSpec, Symmetry, get_law, law_names, load_law_file
 from mixlaw.laws import _registry as registry
 

@@ -8,7 +8,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mixlaw.fit.solve import _residuals_and_jacobian
+from mixlaw.fit.solver.solve import _residuals_and_jacobian
 from mixlaw.laws import LAWS, get_law, law_names
 
 NAMES = law_names()

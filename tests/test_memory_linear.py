@@ -1,6 +1,7 @@
 """Memory linear in rows: the identifiability spectrum never forms an ``n × n`` matrix, the start screen and the
 solver's iterations are chunked by starts × points, and the chunks change no number; every batched solve runs with
-its thread pools pinned in one place (``mixlaw.fit.pools``). The end-to-end figure (``fit`` on 250,000 rows within
+its thread pools pinned in one place (``mixlaw.fit.solver.pools``). The end-to-end figure (``fit`` on 250,000 rows
+within
 2 GB) is ``benchmarks/fit_memory.py``."""
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ import pytest
 import torch
 
 from mixlaw.fit import fit_law
-from mixlaw.fit import solve as solve_mod
-from mixlaw.fit.data import make_residuals
-from mixlaw.fit.identify import _spectrum
-from mixlaw.fit.pools import threads
-from mixlaw.fit.starts import SCREEN_CELLS, screen_chunks
+from mixlaw.fit.problem.data import make_residuals
+from mixlaw.fit.problem.starts import SCREEN_CELLS, screen_chunks
+from mixlaw.fit.solver import solve as solve_mod
+from mixlaw.fit.solver.pools import threads
+from mixlaw.fit.uncertainty.identify import _spectrum
 from mixlaw.laws import get_law
 
 TRUTH = {"A": 400.0, "B": 1500.0, "E": 1.8, "alpha": 0.34, "beta": 0.3}
@@ -98,7 +99,7 @@ def test_chunked_iterations_give_the_same_solve(monkeypatch: pytest.MonkeyPatch)
 
 def test_fit_with_chunked_screen_and_iterations_recovers_the_law(monkeypatch: pytest.MonkeyPatch) -> None:
     """A fit whose screen and iterations are forced into many chunks still finds the truth."""
-    from mixlaw.fit import starts as starts_mod
+    from mixlaw.fit.problem import starts as starts_mod
 
     df = _table(400, seed=12)
     monkeypatch.setattr(starts_mod, "SCREEN_CELLS", 400 * 7)  # 7 starts a chunk

@@ -21,7 +21,7 @@ from mixlaw.cli import app
 from mixlaw.decide.mixture.api import compare
 from mixlaw.decide.mixture.intervals import bc_ends, prediction_interval
 from mixlaw.fit import fit_law
-from mixlaw.fit.intervals import band, inputs_of
+from mixlaw.fit.uncertainty.intervals import band, inputs_of
 from mixlaw.laws import get_law
 
 NOISE = 0.01

@@ -16,10 +16,10 @@ import pandas as pd
 import pytest
 import torch
 
-from mixlaw.fit.bootstrap import bootstrap_law
-from mixlaw.fit.data import FitData
-from mixlaw.fit.solve import _residuals_and_jacobian
-from mixlaw.fit.steps import repair_jacobian
+from mixlaw.fit.problem.data import FitData
+from mixlaw.fit.solver.solve import _residuals_and_jacobian
+from mixlaw.fit.solver.steps import repair_jacobian
+from mixlaw.fit.uncertainty.bootstrap import bootstrap_law
 from mixlaw.laws import get_law
 
 DOMS = ("web", "code", "math")
@@ -90,7 +90,7 @@ def test_resamples_seeded_at_a_subnormal_amplitude_converge_in_the_first_solve(m
     fitted = [np.array(law.evaluate(data.x_np, law.unflatten(p))) for p in draws.params.to_numpy()]  # type: ignore[attr-defined]
     assert max(float(np.max(np.abs(np.log(f / truth_f)))) for f in fitted) < 0.02  # the resampled laws fit the data
     # Without the repair the same resamples fail on their first iteration, from the point and in the rescue.
-    monkeypatch.setattr("mixlaw.fit.solve.repair_jacobian", lambda residuals, U, pid, r, J: J)
+    monkeypatch.setattr("mixlaw.fit.solver.solve.repair_jacobian", lambda residuals, U, pid, r, J: J)
     assert boot().n_failed == 6  # type: ignore[attr-defined]
 
 

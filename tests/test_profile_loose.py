@@ -1,4 +1,4 @@
-"""Parameters the data do not pin down travel into the intervals (:mod:`mixlaw.fit.profile`).
+"""Parameters the data do not pin down travel into the intervals (:mod:`mixlaw.fit.uncertainty.profile`).
 
 The data-constrained law (Muennighoff et al. 2023) is simulated at its published parameters on 3 sizes × 3 unique-token
 budgets × 1-60 epochs (0.5 % noise) and fitted on the rows with **one** epoch: nothing in them moves the repetition
@@ -18,8 +18,8 @@ import pandas as pd
 import pytest
 
 from mixlaw.fit import fit_law
-from mixlaw.fit.intervals import _band, band, inputs_of
 from mixlaw.fit.result import FitResult, FitStatus
+from mixlaw.fit.uncertainty.intervals import _band, band, inputs_of
 from mixlaw.laws import get_law
 
 LAW = get_law("data_constrained")
@@ -79,7 +79,7 @@ def test_a_decay_running_off_beyond_the_fitted_epochs_is_weak_not_converged() ->
 
 
 def test_validate_folds_carry_the_verdict_of_their_fit() -> None:
-    from mixlaw.fit.validate import validate_law
+    from mixlaw.fit.evaluate.validate import validate_law
 
     df = _table(0)
     with warnings.catch_warnings():

@@ -76,7 +76,7 @@ def test_parameters_at_bounds_are_named_in_one_warning_per_fit() -> None:
 
 @pytest.mark.parametrize("law_name", ["chinchilla", "power_law"])
 def test_identity_bounds_hold_in_the_fitted_objective(law_name: str) -> None:
-    from mixlaw.fit.data import internal_box, project_internal
+    from mixlaw.fit.problem.data import internal_box, project_internal
 
     law = get_law(law_name)
     box = internal_box(law)
@@ -90,7 +90,7 @@ def test_identity_bounds_hold_in_the_fitted_objective(law_name: str) -> None:
     # Beyond the bound the objective is the bound's (flat), so no solver row can prefer a value past it.
     import torch
 
-    from mixlaw.fit.data import make_residuals
+    from mixlaw.fit.problem.data import make_residuals
 
     x = {
         k: torch.from_numpy(np.asarray(v, dtype=np.float64))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from mixlaw.fit.solve import solve
+from mixlaw.fit.solver.solve import solve
 
 
 class _Steep(torch.autograd.Function):

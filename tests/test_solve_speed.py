@@ -14,12 +14,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-import mixlaw.fit.solve as solve_mod
-from mixlaw.fit.bootstrap import resample_weights
-from mixlaw.fit.data import FitData, make_residuals
-from mixlaw.fit.refits import internal_starts
-from mixlaw.fit.solve import _residuals_and_jacobian, solve
-from mixlaw.fit.steps import split_jacobian
+import mixlaw.fit.solver.solve as solve_mod
+from mixlaw.fit.problem.data import FitData, make_residuals
+from mixlaw.fit.solver.refits import internal_starts
+from mixlaw.fit.solver.solve import _residuals_and_jacobian, solve
+from mixlaw.fit.solver.steps import split_jacobian
+from mixlaw.fit.uncertainty.bootstrap import resample_weights
 from mixlaw.laws import Law, get_law
 
 

@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 import torch
 
-from mixlaw.fit.data import FitData, make_residuals
-from mixlaw.fit.refine import AUTO_MAX_ITER, POINT_STALL_UNITS, point_stall_units_for
-from mixlaw.fit.refits import internal_starts
-from mixlaw.fit.solve import solve
+from mixlaw.fit.problem.data import FitData, make_residuals
+from mixlaw.fit.solver.refine import AUTO_MAX_ITER, POINT_STALL_UNITS, point_stall_units_for
+from mixlaw.fit.solver.refits import internal_starts
+from mixlaw.fit.solver.solve import solve
 from mixlaw.laws import get_law
 
 

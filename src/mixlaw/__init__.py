@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from mixlaw.decide.registry import register_decision as register_decision
     from mixlaw.fit import FitResult as FitResult
     from mixlaw.fit import fit_law as fit_law
-    from mixlaw.fit.features import add_features as add_features
+    from mixlaw.fit.problem.features import add_features as add_features
     from mixlaw.laws import Law as Law
     from mixlaw.laws import ParamSpec as ParamSpec
     from mixlaw.laws import get_law as get_law
@@ -55,7 +55,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "load_fit": ("mixlaw.api", "load_fit"),
     "fit_law": ("mixlaw.fit", "fit_law"),
     "FitResult": ("mixlaw.fit", "FitResult"),
-    "add_features": ("mixlaw.fit.features", "add_features"),
+    "add_features": ("mixlaw.fit.problem.features", "add_features"),
     "Law": ("mixlaw.laws", "Law"),
     "ParamSpec": ("mixlaw.laws", "ParamSpec"),
     "get_law": ("mixlaw.laws", "get_law"),

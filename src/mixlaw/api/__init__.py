@@ -1,7 +1,8 @@
 """The Python API behind every CLI verb: load a table, fit, predict, validate; ingest and list runs.
 
 The CLI (:mod:`mixlaw.cli`) is a thin layer over these functions; everything it does can be scripted from here.
-Every table goes through :func:`mixlaw.fit.features.add_features`, so the derived inputs a law declares (LR areas,
+Every table goes through :func:`mixlaw.fit.problem.features.add_features`, so the derived inputs a law declares (LR
+areas,
 the multi-power history, …) are built the same way for fitting, prediction and validation.
 """
 
@@ -17,8 +18,8 @@ import pandas as pd
 from mixlaw.errors import InputError, attach_lines, source_lines
 from mixlaw.expr import derive_column, filter_rows
 from mixlaw.fit import FitResult, fit_law
-from mixlaw.fit.features import add_features
-from mixlaw.fit.validate import ValidationResult, validate_law
+from mixlaw.fit.evaluate.validate import ValidationResult, validate_law
+from mixlaw.fit.problem.features import add_features
 from mixlaw.laws import LAWS, Law, get_law, law_names, load_law_file
 from mixlaw.runs.select import TableOptions
 
@@ -243,7 +244,7 @@ def fit(
     Derived inputs the law declares (:meth:`mixlaw.laws.Law.derived_inputs`: LR areas ``s1``, ``s2``, their PT/CPT
     split, the multi-power history) are computed from each run's stored schedule when the table lacks them; rows
     where the law is undefined (zero forward area before the first update) are left out
-    (:func:`mixlaw.fit.features.add_features`).
+    (:func:`mixlaw.fit.problem.features.add_features`).
     """
     law_obj = build_law(law, law_options)
     table = add_features(table, law_obj, input_map=input_map)
@@ -295,7 +296,7 @@ def predict(
 def validate(
     table: pd.DataFrame, law: str, *, law_options: Mapping[str, Any] | None = None, **kwargs: Any
 ) -> ValidationResult:
-    """Held-out extrapolation check (see :func:`mixlaw.fit.validate.validate_law`) on the featured table."""
+    """Held-out extrapolation check (see :func:`mixlaw.fit.evaluate.validate.validate_law`) on the featured table."""
     law_obj = build_law(law, law_options)
     table = add_features(table, law_obj, input_map=kwargs.get("input_map"))
     return validate_law(law, table, law_options=law_options, **kwargs)

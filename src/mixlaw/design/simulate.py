@@ -124,10 +124,10 @@ def _fit_replicates(law: Any, X: dict[str, np.ndarray], Y: np.ndarray, n_polish:
     import pandas as pd
     import torch
 
-    from mixlaw.fit.data import FitData, make_residuals
-    from mixlaw.fit.refits import _refit
-    from mixlaw.fit.solve import objective_values
-    from mixlaw.fit.starts import distinct
+    from mixlaw.fit.problem.data import FitData, make_residuals
+    from mixlaw.fit.problem.starts import distinct
+    from mixlaw.fit.solver.refits import _refit
+    from mixlaw.fit.solver.solve import objective_values
 
     R, n = Y.shape
     data = FitData(law, pd.DataFrame(X).assign(loss=Y[0]), target="loss", group_column=None)
@@ -197,7 +197,7 @@ def simulate(
     """
     import time
 
-    from mixlaw.fit.batch import threads
+    from mixlaw.fit.solver.batch import threads
     from mixlaw.laws import get_law
 
     t0 = time.perf_counter()

@@ -1,16 +1,21 @@
 """The fitting engine: robust, batched multi-start fits with bootstrap intervals and held-out validation.
 
-Modules: ``data`` (validated inputs, residuals), ``starts`` (start design), ``solve`` (batched solver),
-``bootstrap`` (the usable-row rule and the one bootstrap), ``batch`` (:func:`fit_batch`), ``diagnostics``,
-``fitter`` (:class:`Fitter`, :func:`fit_law`), ``result`` (:class:`FitResult`), ``validate`` (held-out checks).
+Four rooms and a small top (``docs/design/layout.md``):
+
+- ``fit.problem``: what is fitted — validated data and residuals (``data``), derived features, the start design;
+- ``fit.solver``: how — the batched solver (``solve``, ``steps``), iteration limits (``refine``), thread pools
+  (``pools``), batched refits under the usable-row rule (``refits``), many fits at once (``batch``);
+- ``fit.uncertainty``: what the data leave uncertain — the one bootstrap, intervals, identifiability, loose parameters;
+- ``fit.evaluate``: how a fit does on data it did not see — validation, the extrapolation calibration, coverage;
+- here: :class:`Fitter` and :func:`fit_law` (``fitter``), :class:`FitResult` (``result``) and its file schema.
 """
 
-from mixlaw.fit.batch import BatchFit, fit_batch
-from mixlaw.fit.bootstrap import bootstrap_law
-from mixlaw.fit.data import FitData, prepare_data
 from mixlaw.fit.fitter import Fitter, fit_law, objective_at
-from mixlaw.fit.refits import USABLE, BootstrapDraws, refit
+from mixlaw.fit.problem.data import FitData, prepare_data
 from mixlaw.fit.result import FitResult, FitStatus
+from mixlaw.fit.solver.batch import BatchFit, fit_batch
+from mixlaw.fit.solver.refits import USABLE, BootstrapDraws, refit
+from mixlaw.fit.uncertainty.bootstrap import bootstrap_law
 
 __all__ = [
     "USABLE",

@@ -12,9 +12,9 @@ import numpy as np
 import torch
 
 from mixlaw.errors import BoundaryWarning, ConvergenceWarning, IdentifiabilityWarning
-from mixlaw.fit.data import FitData
+from mixlaw.fit.problem.data import FitData
 from mixlaw.fit.result import FitResult, FitStatus
-from mixlaw.fit.solve import rho
+from mixlaw.fit.solver.solve import rho
 from mixlaw.laws import Law
 
 __all__ = ["MAX_BOUND_LISTED", "fingerprint", "metrics", "status_message", "warn_about", "worst_parameter"]

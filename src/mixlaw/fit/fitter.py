@@ -1,8 +1,8 @@
 """The fitting engine: robust multi-start fits of any registered law, batched across starts and resamples.
 
-The pieces live beside this module — :mod:`~mixlaw.fit.data` (validated inputs, residuals),
-:mod:`~mixlaw.fit.starts` (the start design), :mod:`~mixlaw.fit.solve` (the batched solver),
-:mod:`~mixlaw.fit.bootstrap` (the usable-row rule and the one bootstrap), :mod:`~mixlaw.fit.batch`
+The pieces live beside this module — :mod:`~mixlaw.fit.problem.data` (validated inputs, residuals),
+:mod:`~mixlaw.fit.problem.starts` (the start design), :mod:`~mixlaw.fit.solver.solve` (the batched solver),
+:mod:`~mixlaw.fit.uncertainty.bootstrap` (the usable-row rule and the one bootstrap), :mod:`~mixlaw.fit.solver.batch`
 (:func:`fit_batch`), :mod:`~mixlaw.fit.diagnostics` (metrics, messages, warnings) and
 :mod:`~mixlaw.fit.result` (:class:`FitResult`). This module puts them together; its old names stay importable.
 """
@@ -17,18 +17,18 @@ import pandas as pd
 import torch
 
 from mixlaw.errors import FitError, InputError, NotFittedError
-from mixlaw.fit.batch import BatchFit, fit_batch
-from mixlaw.fit.bootstrap import SCHEME_CHOICES, Scheme, bootstrap_law, resolve_scheme
-from mixlaw.fit.data import FitData, make_residuals, prepare_data, project_internal
 from mixlaw.fit.diagnostics import fingerprint, metrics, predict_numpy, status_message, warn_about
-from mixlaw.fit.identify import assess_fit
-from mixlaw.fit.intervals import residual_sd
-from mixlaw.fit.pools import threads
-from mixlaw.fit.refine import iteration_cap, point_stall_units_for, repolish, stall_tol_for
-from mixlaw.fit.refits import root_status, usable
+from mixlaw.fit.problem.data import FitData, make_residuals, prepare_data, project_internal
+from mixlaw.fit.problem.starts import build_starts, choose_polish, distinct, screen_chunks
 from mixlaw.fit.result import FitResult, FitStatus
-from mixlaw.fit.solve import STATUS_CONVERGED, STATUS_STALLED, objective_values, solve
-from mixlaw.fit.starts import build_starts, choose_polish, distinct, screen_chunks
+from mixlaw.fit.solver.batch import BatchFit, fit_batch
+from mixlaw.fit.solver.pools import threads
+from mixlaw.fit.solver.refine import iteration_cap, point_stall_units_for, repolish, stall_tol_for
+from mixlaw.fit.solver.refits import root_status, usable
+from mixlaw.fit.solver.solve import STATUS_CONVERGED, STATUS_STALLED, objective_values, solve
+from mixlaw.fit.uncertainty.bootstrap import SCHEME_CHOICES, Scheme, bootstrap_law, resolve_scheme
+from mixlaw.fit.uncertainty.identify import assess_fit
+from mixlaw.fit.uncertainty.intervals import residual_sd
 from mixlaw.laws import Law, get_law
 
 Strategy = Literal["screen", "full"]
@@ -65,7 +65,7 @@ class Fitter:
     n_polish
         Starts optimised under ``"screen"``.
     bootstrap
-        Number of bootstrap resamples (0 = none), see :mod:`mixlaw.fit.bootstrap`.
+        Number of bootstrap resamples (0 = none), see :mod:`mixlaw.fit.uncertainty.bootstrap`.
     bootstrap_scheme
         ``"auto"`` (default: ``"runs"`` where runs are curves, ``"residuals"`` where every run is one row — a
         fixed design; the scheme that ran is ``result.settings["bootstrap_scheme"]``), ``"runs"`` (every run's
@@ -73,31 +73,32 @@ class Fitter:
         (residuals resampled within runs, pooled where runs are single rows), ``"parametric"`` (Gaussian noise
         of the fitted residual size added to the fitted curve), ``"sizes"`` (cluster bootstrap over the values of
         ``size_column``: the scheme for extrapolation in model size) or ``"wild"`` (each run's residual vector
-        times one random weight: the design kept, for curves from few runs). See :mod:`mixlaw.fit.bootstrap`.
+        times one random weight: the design kept, for curves from few runs). See
+        :mod:`mixlaw.fit.uncertainty.bootstrap`.
     size_column
         The column whose distinct values are the clusters of the ``"sizes"`` scheme (default ``n_params``; the
         column the law's ``n_params`` input is mapped to when the table has no such column).
     bootstrap_starts
         Starts per resample: the point estimate, then the next-best distinct local optima of the main fit.
     n_threads
-        Threads of torch and of every BLAS / OpenMP pool during the fit (:func:`mixlaw.fit.pools.threads`;
+        Threads of torch and of every BLAS / OpenMP pool during the fit (:func:`mixlaw.fit.solver.pools.threads`;
         restored afterwards). The batched problems are small and memory-bound, and
         the machines this runs on are often shared: one thread is the fastest and most predictable default.
     max_iter
         Iteration cap per start. ``None`` (default): adaptive — every start runs while its objective still falls
-        measurably, up to :data:`mixlaw.fit.refine.AUTO_MAX_ITER`; an integer is a hard cap. A best start that
-        stops at the cap is re-polished from where it stopped before it is reported (:mod:`mixlaw.fit.refine`).
+        measurably, up to :data:`mixlaw.fit.solver.refine.AUTO_MAX_ITER`; an integer is a hard cap. A best start that
+        stops at the cap is re-polished from where it stopped before it is reported (:mod:`mixlaw.fit.solver.refine`).
     ftol, xtol
-        Solver tolerances, see :func:`mixlaw.fit.solve.solve`.
+        Solver tolerances, see :func:`mixlaw.fit.solver.solve.solve`.
     calibrate
-        Fit the out-of-sample error model of calibrated prediction intervals (:mod:`mixlaw.fit.calibrate`:
+        Fit the out-of-sample error model of calibrated prediction intervals (:mod:`mixlaw.fit.evaluate.calibrate`:
         grouped K-fold and forward-chaining refits along the size axis, one batched solve). ``False`` (default):
         not fitted (internal fits of decisions do not pay for it); ``None``: whenever ``bootstrap > 0`` (what
         :func:`mixlaw.api.fit`, and so ``mixlaw fit``, asks for).
     random_state
         Seed of the random starts and of the resampling. The same seed gives an identical result.
 
-    Which solver rows count is the usable-row rule of :mod:`mixlaw.fit.bootstrap`: the point estimate is the
+    Which solver rows count is the usable-row rule of :mod:`mixlaw.fit.uncertainty.bootstrap`: the point estimate is the
     lowest-objective ``converged``/``stalled`` start (falling back, with a warning, to the best ``max_iter`` one).
     """
 
@@ -232,7 +233,8 @@ class Fitter:
         f_final, U_final, n_iter = f_init.copy(), project_internal(law, U_all), np.zeros(S, dtype=np.int64)
         status[polish], f_final[polish], n_iter[polish] = sol.status, sol.f, sol.n_iter
         U_final[polish] = project_internal(law, sol.x)  # identity-mapped parameters reported inside their bounds
-        # The usable-row rule (mixlaw.fit.bootstrap); a point estimate falls back to the best unfinished start.
+        # The usable-row rule (mixlaw.fit.uncertainty.bootstrap); a point estimate falls back to the best unfinished
+        # start.
         ok = usable(sol)
         root = root_status(sol)
         candidates = ok if ok.any() else np.isfinite(sol.f)
@@ -276,7 +278,7 @@ class Fitter:
 
         calib = None
         if self.calibrate or (self.calibrate is None and self.bootstrap):
-            from mixlaw.fit.calibrate import calibrate
+            from mixlaw.fit.evaluate.calibrate import calibrate
 
             seeds = distinct(U_final[polish[order_local]], max(1, self.bootstrap_starts))
             size_input = next((k for k, v in data.input_map.items() if v == self.size_column), "n_params")

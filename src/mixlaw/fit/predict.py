@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 
 from mixlaw.errors import InputError
-from mixlaw.fit.extrapolation import extrapolation_of
-from mixlaw.fit.intervals import Interval, Method, band, inputs_of
+from mixlaw.fit.evaluate.extrapolation import extrapolation_of
 from mixlaw.fit.result import FitResult
+from mixlaw.fit.uncertainty.intervals import Interval, Method, band, inputs_of
 
 __all__ = ["predict_point", "predict_rows"]
 
@@ -30,10 +30,10 @@ def _interval_info(result: FitResult, b: Any, level: float, interval: str) -> di
         info["calibration"] = b.calibration
         info["n_calibrated"] = int(np.sum(b.calibrated)) if b.calibrated is not None else None
     info["warnings"] = list((result.calibration or {}).get("warnings", []))  # e.g. extrapolation is unreliable
-    if b is not None and b.note:  # loose parameters carried, the law's output range (mixlaw.fit.profile)
+    if b is not None and b.note:  # loose parameters carried, the law's output range (mixlaw.fit.uncertainty.profile)
         info["interval_note"] = b.note
     ident = result.identifiability or {}
-    if ident:  # what the fitted data do not pin down (mixlaw.fit.identify), beside every prediction
+    if ident:  # what the fitted data do not pin down (mixlaw.fit.uncertainty.identify), beside every prediction
         keep = ("status", "reason", "rank", "n_parameters", "weakest", "running_off", "at_bounds", "profile")
         info["identifiability"] = {k: ident[k] for k in keep if k in ident}
         if ident.get("status") in ("weak", "unidentifiable") and ident.get("reason"):
@@ -47,13 +47,14 @@ def _confidence_note(
     """Where a *confidence* interval is asked for at rows that extrapolate beyond the fitted range of a calibrated
     fit: a note that it is the parameter spread only, and the extrapolation-calibrated prediction band beside it.
 
-    The calibration (:mod:`mixlaw.fit.calibrate`) measures how far the law misses beyond its fitted range — an error
+    The calibration (:mod:`mixlaw.fit.evaluate.calibrate`) measures how far the law misses beyond its fitted range —
+    an error
     of the curve itself, not noise — and only the prediction interval carries it: on Epoch's N > 5e9 the bootstrap
     interval alone covers 59 % of the held-out points, the calibrated one 94 % (``docs/coverage.md``). ``with_band``:
     also compute that band (a point prediction prints it; a table only says which rows the note concerns)."""
     if interval != "confidence" or method != "auto" or not result.calibration:
         return None, None
-    from mixlaw.fit.calibrate import Calibration
+    from mixlaw.fit.evaluate.calibrate import Calibration
 
     cal = Calibration.from_dict(result.calibration)
     m = len(next(iter(x.values()))) if x else 0

@@ -24,7 +24,7 @@ class FitStatus(StrEnum):
     out of iterations, ``stalled``: it stopped in a flat valley where the objective no longer decreased measurably
     (in both cases the parameters are usable but not certified); ``failed``: no start gave a finite
     objective; ``unidentifiable``: the data do not determine some parameters (fewer rows than parameters, a
-    constant input the law needs variation in; :mod:`mixlaw.fit.identify`), whatever the solver said."""
+    constant input the law needs variation in; :mod:`mixlaw.fit.uncertainty.identify`), whatever the solver said."""
 
     CONVERGED = "converged"
     STALLED = "stalled"
@@ -93,13 +93,14 @@ class FitResult:
     bootstrap_unit: str | None = None
     residual_sd: float | None = None
     """Residual standard deviation in the law's fit space, ``sqrt(Σ r² / (n − p))`` at the point estimate (the
-    noise a prediction interval adds, :mod:`mixlaw.fit.intervals`); ``None`` in fits saved before it existed."""
+    noise a prediction interval adds, :mod:`mixlaw.fit.uncertainty.intervals`); ``None`` in fits saved before it
+    existed."""
     n_rescued_resamples: int = 0
     identifiability: dict[str, Any] | None = None
-    """What the data pin down (:func:`mixlaw.fit.identify.assess`): ``status`` ok / weak / unidentifiable,
+    """What the data pin down (:func:`mixlaw.fit.uncertainty.identify.assess`): ``status`` ok / weak / unidentifiable,
     ``reason``, ``condition``, ``rank``, ``undetermined``, ``weak``, ``solver_status``; ``None`` in older fits."""
     calibration: dict[str, Any] | None = None
-    """The out-of-sample error model behind calibrated prediction intervals (:mod:`mixlaw.fit.calibrate`), or
+    """The out-of-sample error model behind calibrated prediction intervals (:mod:`mixlaw.fit.evaluate.calibrate`), or
     ``None`` (fits without a bootstrap, or saved before it existed: their prediction intervals are ``bootstrap``)."""
     fitted_law: Law | None = field(default=None, repr=False, compare=False)
     """The law instance that was fitted (not serialised; a result read from JSON rebuilds it by name)."""
@@ -126,9 +127,10 @@ class FitResult:
     @property
     def interval_status(self) -> str:
         """``"ok"``, ``"weak: …"`` when more than 20 % of the bootstrap resamples are unusable (the intervals then
-        describe a selection of them; :func:`mixlaw.fit.resampling.interval_status`), ``"none"`` without a bootstrap.
+        describe a selection of them; :func:`mixlaw.fit.uncertainty.resampling.interval_status`), ``"none"`` without a
+        bootstrap.
         Separate from :attr:`status`, which is the point fit's."""
-        from mixlaw.fit.resampling import interval_status
+        from mixlaw.fit.uncertainty.resampling import interval_status
 
         return interval_status(self.n_failed_resamples, self.n_bootstrap)
 
@@ -194,11 +196,11 @@ class FitResult:
         With ``interval`` (a level, e.g. ``0.95``): a tidy frame, one row per row of ``data``, with the law's
         inputs, ``predicted``, ``lo`` and ``hi`` — the ``kind`` interval (``"confidence"`` for the law's curve,
         ``"prediction"`` for a new observation) from the fit's bootstrap draws, as ``mixlaw.api.predict`` and
-        ``mixlaw predict`` give it (:func:`mixlaw.fit.intervals.band`). A fit without bootstrap draws has no
+        ``mixlaw predict`` give it (:func:`mixlaw.fit.uncertainty.intervals.band`). A fit without bootstrap draws has no
         interval (an error says so: fit with ``bootstrap=N``)."""
         if interval is None:
             return self._point(data)
-        from mixlaw.fit.intervals import band, inputs_of
+        from mixlaw.fit.uncertainty.intervals import band, inputs_of
 
         x = inputs_of(self, data)
         b = band(self, x, level=float(interval), kind=kind, method=method)  # type: ignore[arg-type]
@@ -242,7 +244,7 @@ class FitResult:
         if self.metrics:
             lines.append("fit        " + ", ".join(f"{k}={v:.4g}" for k, v in self.metrics.items()))
         if self.identifiability:
-            from mixlaw.fit.identify import identify_summary
+            from mixlaw.fit.uncertainty.identify import identify_summary
 
             lines.append(f"identify   {identify_summary(self.identifiability)}")
         ci = self.ci()

@@ -197,7 +197,7 @@ class Law:
     @property
     def output_range(self) -> tuple[float, float]:
         """``(lo, hi)``: the values the law's output can take (an accuracy in ``[0, scale]``; unbounded by default).
-        Predictions' intervals are clipped to it, with a note (:func:`mixlaw.fit.profile.clip_to_range`)."""
+        Predictions' intervals are clipped to it, with a note (:func:`mixlaw.fit.uncertainty.profile.clip_to_range`)."""
         return self._spec.output_range
 
     @property
@@ -244,12 +244,13 @@ class Law:
         """``n`` plausible input rows (canonical units) for simulations and the law-recovery tests."""
         raise NotImplementedError(f"law '{self.name}' does not define example_inputs()")
 
-    # ------------------------------------------------------------------ derived inputs (mixlaw.fit.features)
+    # ------------------------------------------------------------------ derived inputs (mixlaw.fit.problem.features)
     def derived_inputs(self) -> tuple[DerivedInput, ...]:
         """Input columns this law reads that are derived from other data rather than logged (none by default).
 
         A law over LR-schedule features returns e.g. ``(DerivedInput("schedule", ("s1", "s2"), positive=("s1",)),)``;
-        :func:`mixlaw.fit.features.add_features` builds the missing columns for ``fit``, ``predict``, ``validate``,
+        :func:`mixlaw.fit.problem.features.add_features` builds the missing columns for ``fit``, ``predict``,
+        ``validate``,
         the bootstrap and the decisions alike, so a law never has to be special-cased by name.
         """
         return ()
@@ -436,7 +437,7 @@ def _product(cols: list[np.ndarray]) -> np.ndarray:
     return np.concatenate([c[idx[:, i]] for i, c in enumerate(cols)], axis=1).astype(np.float64)
 
 
-# ---------------------------------------------------------------------- derived inputs (mixlaw.fit.features)
+# ---------------------------------------------------------------------- derived inputs (mixlaw.fit.problem.features)
 @dataclass(frozen=True)
 class DerivedInput:
     """One group of derived input columns a law needs (returned by :meth:`Law.derived_inputs`).

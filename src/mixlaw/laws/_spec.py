@@ -50,7 +50,8 @@ class ParamSpec:
         Allowed range (of every entry for a vector). The fitter optimises in an unconstrained internal space chosen
         from the bounds: ``(lower, inf)`` → ``lower + exp(u)``; ``(-inf, upper)`` → ``upper - exp(u)``; both finite →
         ``lower + (upper - lower) * sigmoid(u)``; neither → ``u``. ``transform="identity"`` forces the plain map; the
-        fitter holds such a parameter to its finite bounds (:func:`mixlaw.fit.data.internal_box`). A simplex ignores
+        fitter holds such a parameter to its finite bounds (:func:`mixlaw.fit.problem.data.internal_box`). A simplex
+        ignores
         them.
     transform
         ``None`` (derive from the bounds, the default) or ``"identity"``.

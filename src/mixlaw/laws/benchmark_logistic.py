@@ -10,7 +10,8 @@ fitted by robust least squares on the accuracy in its own units (raw space).
 An accuracy lives in ``[0, scale]``: the law declares ``chance ≤ C`` (option ``chance``, default 0) and
 ``C + A ≤ scale`` — the range used is ``min(A, scale − C)``, and a fit is reported with ``A`` at most
 ``scale − C`` (the same predictions; :meth:`BenchmarkLogistic.canonical`) — and its output range ``[0, scale]``, to
-which prediction intervals are clipped (:func:`mixlaw.fit.profile.clip_to_range`). Before, a fitted PIQA ceiling
+which prediction intervals are clipped (:func:`mixlaw.fit.uncertainty.profile.clip_to_range`). Before, a fitted PIQA
+ceiling
 reached 1.51 on a scale of 1 and intervals reached 4.5 accuracy units.
 """
 

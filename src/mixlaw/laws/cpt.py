@@ -221,7 +221,7 @@ class CPT(Law):
         }
 
     def derived_inputs(self) -> tuple[DerivedInput, ...]:
-        """LR-area columns from each run's schedule (:func:`mixlaw.fit.features.add_features`)."""
+        """LR-area columns from each run's schedule (:func:`mixlaw.fit.problem.features.add_features`)."""
         known = self.options.get("base") != "blackbox"  # the black-box base reads the CPT areas only
         return (DerivedInput("schedule", tuple(self.inputs), positive=("s1_pt", "s1_cpt") if known else ()),)
 

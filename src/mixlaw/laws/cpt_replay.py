@@ -160,7 +160,7 @@ class CPTReplay(Law):
         }
 
     def derived_inputs(self) -> tuple[DerivedInput, ...]:
-        """LR-area columns from each run's schedule (:func:`mixlaw.fit.features.add_features`)."""
+        """LR-area columns from each run's schedule (:func:`mixlaw.fit.problem.features.add_features`)."""
         areas = ("s1_pt", "s1_cpt", "s2_pt", "s2_cpt")  # replay_ratio is read from the table as logged
         return (DerivedInput("schedule", areas, positive=("s1_pt", "s1_cpt")),)
 

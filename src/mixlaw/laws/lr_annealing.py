@@ -73,7 +73,7 @@ class LRAnnealing(Law):
         }
 
     def derived_inputs(self) -> tuple[DerivedInput, ...]:
-        """LR-area columns from each run's schedule (:func:`mixlaw.fit.features.add_features`)."""
+        """LR-area columns from each run's schedule (:func:`mixlaw.fit.problem.features.add_features`)."""
         return (DerivedInput("schedule", ("s1", "s2"), positive=("s1",)),)
 
     def example_inputs(self, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:

@@ -183,7 +183,7 @@ class MultiPower(Law):
         }
 
     def derived_inputs(self) -> tuple[DerivedInput, ...]:
-        """LR-area columns from each run's schedule (:func:`mixlaw.fit.features.add_features`)."""
+        """LR-area columns from each run's schedule (:func:`mixlaw.fit.problem.features.add_features`)."""
         bins = {"multi_power_bins": int(self.options["n_bins"])}
         return (DerivedInput("schedule", tuple(self.inputs), options=bins, positive=("mpl_s1",)),)
 

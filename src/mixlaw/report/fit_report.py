@@ -31,8 +31,8 @@ import pandas as pd
 from mixlaw.errors import InputError
 
 if TYPE_CHECKING:
+    from mixlaw.fit.evaluate.validate import ValidationResult
     from mixlaw.fit.result import FitResult
-    from mixlaw.fit.validate import ValidationResult
     from mixlaw.report.html import Section
 
 __all__ = [
@@ -325,7 +325,7 @@ def fit_sections(
         else "<p>No bootstrap: run with <code>--bootstrap N</code> for intervals.</p>"
     )
     if result.identifiability:  # which parameters the data pin down, as the CLI's `identify` line
-        from mixlaw.fit.identify import identify_summary
+        from mixlaw.fit.uncertainty.identify import identify_summary
 
         note += f"<p>Identifiability: {esc(identify_summary(result.identifiability))}.</p>"
     out.append(Section("Parameters", table_html(params) + note))

@@ -204,7 +204,7 @@ def features_for_law(table: Any, law: Any, schedules: Mapping[str, Any] | None =
     Schedules come from ``schedules`` or the table's ``schedule`` column; ``kwargs`` go to
     :func:`add_schedule_features`, with the builder options the law declares in ``derived_inputs()`` (e.g. the
     multi-power bin count) as defaults. The engine's path for every law and every feature source is
-    :func:`mixlaw.fit.features.add_features`; this stays for scripts that have schedules outside the table.
+    :func:`mixlaw.fit.problem.features.add_features`; this stays for scripts that have schedules outside the table.
     """
     inputs = tuple(getattr(law, "inputs", ()))
     wanted = [c for c in inputs if c in SCHEDULE_FEATURES or c.startswith("mpl_")]

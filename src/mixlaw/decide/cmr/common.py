@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from mixlaw.fit.resampling import LOST_MAX
+from mixlaw.fit.uncertainty.resampling import LOST_MAX
 from mixlaw.laws import Law, get_law
 
 STATUS_OK = "ok"

@@ -93,9 +93,9 @@ def critical_mixture_ratio(
         the reference the batching is tested against).
     max_iter
         Iteration cap of every fit the decision makes (``--max-iter``;
-        :func:`mixlaw.fit.refine.decision_iterations`); ``None`` (default): their own limits.
+        :func:`mixlaw.fit.solver.refine.decision_iterations`); ``None`` (default): their own limits.
     """
-    from mixlaw.fit.refine import decision_iterations
+    from mixlaw.fit.solver.refine import decision_iterations
 
     with decision_iterations(max_iter):
         if not isinstance(table, pd.DataFrame):

@@ -154,7 +154,7 @@ def fit_profiled(
     centre = int(np.flatnonzero(np.all(offs == 0, axis=1))[0])
     cur = best_sse.copy()
     done = np.zeros(B, dtype=bool)
-    from mixlaw.fit.refine import decision_max_iter
+    from mixlaw.fit.solver.refine import decision_max_iter
 
     for _ in range(decision_max_iter(max_iter) or max_iter):  # --max-iter of the decision caps this search too
         act = np.flatnonzero(~done & np.isfinite(cur))

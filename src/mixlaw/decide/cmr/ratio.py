@@ -119,7 +119,7 @@ def engine_fit(
 
     The engine's convergence/boundary warnings go to ``sink`` (the decision's notes) when it is given."""
     from mixlaw.fit import FitStatus, fit_law
-    from mixlaw.fit.refine import decision_max_iter
+    from mixlaw.fit.solver.refine import decision_max_iter
 
     kw: dict[str, Any] = {"loss": loss, "use_grid": starts is None, "max_iter": decision_max_iter(max_iter)}
     if starts is not None:

@@ -161,7 +161,7 @@ def schedule_cmr_by_size(
     ``to_frame(include_schedule=True)``, or a file with that column), PT runs and CPT runs linked by
     ``parent_run``, and the domain share of each CPT mix (``ratio_column``, default ``w_<domain>``). The law's
     replay share is ``1 − domain share`` (PT rows: 1). Per size, the LR areas of every evaluation are computed
-    from the schedules through the one feature path (:func:`mixlaw.fit.features.add_features`), rows with zero
+    from the schedules through the one feature path (:func:`mixlaw.fit.problem.features.add_features`), rows with zero
     forward area are left out, ``cpt_replay`` is fitted on the general loss through :func:`mixlaw.fit.fit_law`
     (``bootstrap`` resamples of runs), and :func:`mixlaw.decide.cpt.schedule_aware_cmr` gives the largest domain
     share whose predicted general-loss rise at the budget stays ≤ ``epsilon``, with its bootstrap interval and
@@ -171,9 +171,9 @@ def schedule_cmr_by_size(
     ``tokens_per_step`` defaults to the table's tokens per step (CPT runs).
 
     ``max_iter``: iteration cap of every fit the decision makes (``--max-iter``;
-    :func:`mixlaw.fit.refine.decision_iterations`); ``None`` (default): their own limits.
+    :func:`mixlaw.fit.solver.refine.decision_iterations`); ``None`` (default): their own limits.
     """
-    from mixlaw.fit.refine import decision_iterations
+    from mixlaw.fit.solver.refine import decision_iterations
 
     if not 0 < level < 1:
         raise InputError(f"--level {level}: expected a number in (0, 1)")
@@ -182,8 +182,8 @@ def schedule_cmr_by_size(
         from mixlaw.decide.cpt import schedule_aware_cmr
         from mixlaw.errors import FitError
         from mixlaw.fit import fit_law
-        from mixlaw.fit.features import add_features
-        from mixlaw.fit.refine import decision_max_iter
+        from mixlaw.fit.problem.features import add_features
+        from mixlaw.fit.solver.refine import decision_max_iter
         from mixlaw.laws import get_law
         from mixlaw.schedules import as_schedule
 

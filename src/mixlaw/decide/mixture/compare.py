@@ -8,7 +8,8 @@ once per model size (no prediction at a size without training rows).
 
 Prediction intervals
 --------------------
-Each parametric fit is bootstrapped with the engine's one bootstrap (:func:`mixlaw.fit.bootstrap.bootstrap_law`):
+Each parametric fit is bootstrapped with the engine's one bootstrap
+(:func:`mixlaw.fit.uncertainty.bootstrap.bootstrap_law`):
 ``B`` resamples of the training **runs** (every evaluation of a run enters or leaves together), refitted in one
 batched solve from the point estimate under the adaptive iteration limit — they stop when their objective stops
 falling measurably — while the point fit keeps the decisions' cap (:func:`_resample`). (Resampling whole mixtures
@@ -109,7 +110,7 @@ def build_model(name: str, opts: Mapping[str, Any], domains: Sequence[str], size
 def _fit(law: Any, rows: pd.DataFrame, target: str, random_state: int, bootstrap: int) -> Any:
     """The point fit under the decisions' iteration cap, then its bootstrap over runs (:func:`_resample`)."""
     from mixlaw.fit import fit_law
-    from mixlaw.fit.refine import decision_max_iter
+    from mixlaw.fit.solver.refine import decision_max_iter
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -124,16 +125,16 @@ def _fit(law: Any, rows: pd.DataFrame, target: str, random_state: int, bootstrap
 def _resample(res: Any, rows: pd.DataFrame, target: str, n: int, random_state: int) -> Any:
     """``res`` with ``n`` bootstrap resamples of the training runs, refitted from the point under the adaptive limit.
 
-    The resamples stop on convergence or on the noise-scaled stall test (:mod:`mixlaw.fit.refine`), not at the
+    The resamples stop on convergence or on the noise-scaled stall test (:mod:`mixlaw.fit.solver.refine`), not at the
     decisions' 300-iteration cap: at that cap camel's resamples on SlimPajama 310M (leave-mixtures-out, 48 runs)
     ended ``max_iter`` — unusable — in 18-20 of 20 per fold, leaving 2 of 5 folds without an interval and the others
     with intervals from 1-2 resamples; under the adaptive limit 20 of 20 stall, in about the same time.
     """
     from dataclasses import replace
 
-    from mixlaw.fit.bootstrap import bootstrap_law
-    from mixlaw.fit.data import FitData
-    from mixlaw.fit.refine import decision_max_iter
+    from mixlaw.fit.problem.data import FitData
+    from mixlaw.fit.solver.refine import decision_max_iter
+    from mixlaw.fit.uncertainty.bootstrap import bootstrap_law
 
     data = FitData(res.law, rows, target=target, input_map=res.input_map, group_column="run_id")
     seeds = np.asarray(res.law.to_internal(res.params), dtype=np.float64)[None, :]
@@ -161,7 +162,7 @@ def _method_line(calibrations: Sequence[str | None]) -> str:
 def _interval(res: Any, test: pd.DataFrame, level: float, seed: int) -> tuple[np.ndarray, np.ndarray, list[Any]]:
     """``(lo, hi, notes)``: the BC prediction interval (:mod:`.intervals`) and, per row without one, its reason."""
     from mixlaw.decide.mixture.intervals import no_draws_reason, prediction_interval
-    from mixlaw.fit.intervals import inputs_of
+    from mixlaw.fit.uncertainty.intervals import inputs_of
 
     lo, hi, _, reason = prediction_interval(res, inputs_of(res, test), level, seed)
     if reason is None:
@@ -380,10 +381,10 @@ def compare(
     ``bootstrap = 0`` gives no intervals (``lo``/``hi``/``coverage`` NaN, ``null`` in JSON).
 
     ``max_iter``: iteration cap of every fit the decision makes (``--max-iter``;
-    :func:`mixlaw.fit.refine.decision_iterations`); ``None`` (default): their own limits.
+    :func:`mixlaw.fit.solver.refine.decision_iterations`); ``None`` (default): their own limits.
     """
-    from mixlaw.fit.pools import threads
-    from mixlaw.fit.refine import decision_iterations
+    from mixlaw.fit.solver.pools import threads
+    from mixlaw.fit.solver.refine import decision_iterations
 
     with decision_iterations(max_iter), threads(1):  # small fits: extra torch/BLAS threads only spin
         doms = list(domains)

@@ -1,8 +1,10 @@
 """Prediction intervals of the mixture comparison that contain their point prediction, or say why there is none.
 
 The interval of a held-out row is built from the fit's bootstrap draws :math:`\\hat\\theta_b` (resamples of the
-training runs, :mod:`mixlaw.fit.bootstrap`) in the law's fit space (``log`` for the mixture laws): the predictive
-sample :math:`m_b(x) + \\hat\\sigma z_{bj}`, :math:`z_{bj} \\sim t_{n-p}`, as in :func:`mixlaw.fit.intervals.band`
+training runs, :mod:`mixlaw.fit.uncertainty.bootstrap`) in the law's fit space (``log`` for the mixture laws): the
+predictive
+sample :math:`m_b(x) + \\hat\\sigma z_{bj}`, :math:`z_{bj} \\sim t_{n-p}`, as in
+:func:`mixlaw.fit.uncertainty.intervals.band`
 (Davison & Hinkley 1997, §6.3). Its ends are the **bias-corrected percentile** (BC) interval of that sample around
 the point prediction :math:`\\hat m(x) = g(f(x; \\hat\\theta))` (Efron 1987, "Better bootstrap confidence
 intervals", JASA 82:171; Efron & Tibshirani 1993, §14.3), the same rule the CMR decisions use
@@ -37,7 +39,7 @@ __all__ = ["MIN_DRAWS", "bc_ends", "extrapolates", "no_draws_reason", "predictio
 
 #: Fewest finite bootstrap draws at a row for an interval there.
 MIN_DRAWS = 2
-#: Predictive-sample size per row (draws times noise replicates), as :data:`mixlaw.fit.intervals.N_NOISE`.
+#: Predictive-sample size per row (draws times noise replicates), as :data:`mixlaw.fit.uncertainty.intervals.N_NOISE`.
 N_SAMPLE = 4000
 
 
@@ -76,7 +78,7 @@ def prediction_interval(
     when no row has one (no bootstrap, every resample failed, no residual degrees of freedom), else ``None`` (rows
     left without an interval then had fewer than :data:`MIN_DRAWS` finite draws: :func:`no_draws_reason`).
     """
-    from mixlaw.fit.intervals import draw_predictions
+    from mixlaw.fit.uncertainty.intervals import draw_predictions
 
     n_rows = len(next(iter(x.values()))) if x else 0
     nan = np.full(n_rows, np.nan)
@@ -123,16 +125,16 @@ def size_calibrated(
     res: Any, train: Any, test: Any, target: str, size_column: str, lo: np.ndarray, hi: np.ndarray, seed: int
 ) -> tuple[np.ndarray, np.ndarray, str | None]:
     """``(lo, hi, summary)``: the BC interval widened about the point by the extrapolation calibration of the fit
-    (:mod:`mixlaw.fit.calibrate`: a K-fold over the training sizes and forward cuts along ``size_column``, each
+    (:mod:`mixlaw.fit.evaluate.calibrate`: a K-fold over the training sizes and forward cuts along ``size_column``, each
     nested fit's errors standardised by its own standard errors), by ``max(1, sqrt(c² + γ² d²))`` in fit space at
     each row's e-folds ``d`` beyond the fitted sizes. Unchanged, with ``summary`` ``None``, where no nested fit
     can be formed."""
     import pandas as pd
 
-    from mixlaw.fit.calibrate import Calibration, calibrate
-    from mixlaw.fit.data import FitData
-    from mixlaw.fit.intervals import inputs_of
-    from mixlaw.fit.refine import decision_max_iter
+    from mixlaw.fit.evaluate.calibrate import Calibration, calibrate
+    from mixlaw.fit.problem.data import FitData
+    from mixlaw.fit.solver.refine import decision_max_iter
+    from mixlaw.fit.uncertainty.intervals import inputs_of
 
     law = res.law
     data = FitData(law, train, target=target, input_map=res.input_map, group_column="run_id")

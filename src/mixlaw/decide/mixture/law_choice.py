@@ -81,7 +81,7 @@ class LawChoice:
 
 def _fit_quiet(law: Any, rows: pd.DataFrame, target: str, random_state: int) -> Any:
     from mixlaw.fit import fit_law
-    from mixlaw.fit.refine import decision_max_iter
+    from mixlaw.fit.solver.refine import decision_max_iter
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # health is read from the result below

@@ -43,7 +43,7 @@ FALLBACK_ITER = 3000
 
 def _fit_predict(law: Any, rows: pd.DataFrame, target: str, at: Mapping[str, float], seed: int) -> tuple[float, Any]:
     from mixlaw.fit import fit_law
-    from mixlaw.fit.refine import decision_max_iter
+    from mixlaw.fit.solver.refine import decision_max_iter
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # boundary notes on 4-10 point curves are expected; statuses are returned
@@ -62,7 +62,7 @@ def _curves(
     adaptive limit, and if that fit does not finish either (converged or stalled) its key is appended to
     ``unfinished`` (its prediction is still used, and counted)."""
     from mixlaw.fit import fit_batch
-    from mixlaw.fit.refine import decision_max_iter
+    from mixlaw.fit.solver.refine import decision_max_iter
 
     out: dict[Any, float] = {}
     by_x: dict[tuple[float, ...], list[Any]] = {}
@@ -97,7 +97,7 @@ def _fit_one(
     """The last resort of :func:`_curves`: one robust fit from the mean curve's estimate under the adaptive limit.
     Returns its prediction and whether it finished (converged or stalled)."""
     from mixlaw.fit import fit_law
-    from mixlaw.fit.refine import decision_max_iter
+    from mixlaw.fit.solver.refine import decision_max_iter
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -194,9 +194,9 @@ def nested(
     "validation": {"n", "mae", "mre", "bias", "spearman", "predictions"} | None}``.
 
     ``max_iter``: iteration cap of every fit the decision makes (``--max-iter``;
-    :func:`mixlaw.fit.refine.decision_iterations`); ``None`` (default): their own limits.
+    :func:`mixlaw.fit.solver.refine.decision_iterations`); ``None`` (default): their own limits.
     """
-    from mixlaw.fit.refine import decision_iterations
+    from mixlaw.fit.solver.refine import decision_iterations
 
     with decision_iterations(max_iter):
         from mixlaw.laws import get_law

@@ -281,7 +281,7 @@ def optimize_mixture(
     else:
         lo, hi = cons.bounds()
         starts = np.array([project_box_simplex(np.asarray(p, dtype=np.float64), lo, hi) for p in starts])
-    from mixlaw.fit.pools import threads
+    from mixlaw.fit.solver.pools import threads
 
     ends, vals = [], []
     with threads(1):  # SLSQP's small dense solves: a multi-threaded BLAS only spins (D = 20: 16.5 s → 1.2 s CPU)

@@ -95,7 +95,7 @@ def _build(law_name: str, law_options: Mapping[str, Any], domains: Sequence[str]
 def _fit_recorded(law: Any, rows: pd.DataFrame, target: str, random_state: int) -> tuple[Any, list[Any]]:
     """The fit and the warnings it raised (recorded, not emitted)."""
     from mixlaw.fit import fit_law
-    from mixlaw.fit.refine import decision_max_iter
+    from mixlaw.fit.solver.refine import decision_max_iter
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -119,14 +119,15 @@ def _draws(res: Any, rows: pd.DataFrame, counts: np.ndarray) -> tuple[list[Fitte
 
     ``counts`` ``(B, n_mix)`` says how often each mixture was drawn; every row of a mixture gets its count as its
     weight (the same objective as duplicating the rows). The resamples run under the adaptive limit with the
-    noise-scaled stall test (:mod:`mixlaw.fit.refine`), the failed ones are rescued from the point and from where
-    they stopped (:func:`mixlaw.fit.bootstrap.refit_resamples`); those still unusable are ``None`` and counted in
+    noise-scaled stall test (:mod:`mixlaw.fit.solver.refine`), the failed ones are rescued from the point and from where
+    they stopped (:func:`mixlaw.fit.uncertainty.bootstrap.refit_resamples`); those still unusable are ``None`` and
+    counted in
     the returned ``{"n_unusable", "n_rescued", "status"}`` (a resample without any row of this target is unusable).
     """
-    from mixlaw.fit.batch import threads
-    from mixlaw.fit.bootstrap import refit_resamples
-    from mixlaw.fit.data import FitData
-    from mixlaw.fit.refine import decision_max_iter
+    from mixlaw.fit.problem.data import FitData
+    from mixlaw.fit.solver.batch import threads
+    from mixlaw.fit.solver.refine import decision_max_iter
+    from mixlaw.fit.uncertainty.bootstrap import refit_resamples
 
     law = res.law
     data = FitData(law, rows, target=res.target, input_map=res.input_map, group_column=None)
@@ -203,10 +204,10 @@ def optimize(
     progress on stderr; ``None``: silent.
 
     ``max_iter``: iteration cap of every fit the decision makes (``--max-iter``;
-    :func:`mixlaw.fit.refine.decision_iterations`); ``None`` (default): their own limits.
+    :func:`mixlaw.fit.solver.refine.decision_iterations`); ``None`` (default): their own limits.
     """
-    from mixlaw.fit.pools import threads
-    from mixlaw.fit.refine import decision_iterations
+    from mixlaw.fit.solver.pools import threads
+    from mixlaw.fit.solver.refine import decision_iterations
 
     # one thread in torch and BLAS: the fits and solves here are small; extra threads only spin on a shared machine
     with decision_iterations(max_iter), threads(1):
@@ -478,9 +479,9 @@ def _extrapolation(
     fits: Mapping[str, Any], doms: Sequence[str], w: Any, fixed: Mapping[str, float]
 ) -> dict[str, str]:
     """Per fitted target, how far the optimum (its mixture at the fixed inputs, e.g. the target size) lies beyond
-    the fitted range of each input (:mod:`mixlaw.fit.extrapolation`; targets predicted inside every range are
+    the fitted range of each input (:mod:`mixlaw.fit.evaluate.extrapolation`; targets predicted inside every range are
     left out): "×2.2 in n_params beyond the largest fitted (1.13e+05)"."""
-    from mixlaw.fit.extrapolation import extrapolation_of
+    from mixlaw.fit.evaluate.extrapolation import extrapolation_of
 
     at = {f"w_{d}": [float(v)] for d, v in zip(doms, np.asarray(w, dtype=np.float64), strict=True)}
     at |= {k: [float(v)] for k, v in fixed.items()}
@@ -645,7 +646,7 @@ def _bootstrap(
                     CJ[k].append(jc)
                     CR[k].append(jc - at_opt)
     fits_info = {t: info for t, (_, info) in refits.items()}  # per law: unusable and rescued resamples
-    from mixlaw.fit.resampling import interval_status
+    from mixlaw.fit.uncertainty.resampling import interval_status
 
     status = interval_status(n_failed, B)  # weak when the bands rest on <= 80 % of the resamples
     if not W:

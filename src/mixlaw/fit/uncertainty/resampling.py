@@ -1,5 +1,6 @@
 """How bootstrap resamples are drawn: the schemes, their targets and multiplicities (refitting and judging them is
-:mod:`mixlaw.fit.bootstrap`, whose docstring describes every scheme), and when an interval built from them is weak.
+:mod:`mixlaw.fit.uncertainty.bootstrap`, whose docstring describes every scheme), and when an interval built from them
+is weak.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import numpy as np
 from mixlaw.errors import InputError
 
 if TYPE_CHECKING:
-    from mixlaw.fit.data import FitData
+    from mixlaw.fit.problem.data import FitData
     from mixlaw.laws import Law
 
 __all__ = [
@@ -82,7 +83,7 @@ def single_row_runs(groups: np.ndarray | None, n: int) -> bool:
 
 def resolve_scheme(scheme: str, data: FitData, *, has_params: bool = True) -> str:
     """The scheme that runs for ``scheme`` on ``data``: ``"auto"`` is ``"runs"`` where some run has several rows,
-    else ``"residuals"`` (pooled: a fixed design, :mod:`mixlaw.fit.bootstrap`); ``"runs"`` without the point
+    else ``"residuals"`` (pooled: a fixed design, :mod:`mixlaw.fit.uncertainty.bootstrap`); ``"runs"`` without the point
     estimate."""
     if scheme != "auto":
         return scheme
@@ -144,7 +145,7 @@ def draw_resamples(
     Y: np.ndarray
     W: np.ndarray | None
     if scheme == "parametric" and params is not None:
-        from mixlaw.fit.fitted import residual_sd
+        from mixlaw.fit.uncertainty.fitted import residual_sd
 
         fitted = np.asarray(law.evaluate(data.x_np, params), dtype=np.float64).reshape(-1)
         sd = residual_sd(law, data, params) or 0.0

@@ -1,7 +1,8 @@
-"""The step rule's pieces for :func:`mixlaw.fit.solve.solve`: the loss, damped steps, the damping ladder, geodesic
+"""The step rule's pieces for :func:`mixlaw.fit.solver.solve.solve`: the loss, damped steps, the damping ladder,
+geodesic
 acceleration, trial objectives, and the finite-difference repair of Jacobian entries that reverse mode overflowed.
 
-Split out of :mod:`mixlaw.fit.solve` (the 500-line limit); :mod:`mixlaw.fit.solve` re-exports ``rho``,
+Split out of :mod:`mixlaw.fit.solver.solve` (the 500-line limit); :mod:`mixlaw.fit.solver.solve` re-exports ``rho``,
 ``ResidualFn`` and ``LADDER``.
 """
 
@@ -188,7 +189,7 @@ def split_jacobian(
     ``J = (∂r/∂θ)(∂θ/∂u)``: the map ``u → θ`` (exp, softmax, the bounds' clamp) is differentiated once per row, by
     one reverse pass over ``F`` copies of the row (``F`` = the number of natural entries), and the law once per
     point, by one reverse pass over ``n`` copies of the *natural* parameters. The one-pass Jacobian of
-    :func:`mixlaw.fit.solve._residuals_and_jacobian` runs the map over ``n`` copies instead, which on the CAMEL
+    :func:`mixlaw.fit.solver.solve._residuals_and_jacobian` runs the map over ``n`` copies instead, which on the CAMEL
     k = 3 fit (28 internal coordinates, softmax blocks, 200 points) costs most of the pass. The product is formed
     per natural entry over the internal coordinates it depends on (its nonzero columns of ``∂θ/∂u``), so an entry
     that overflowed in either factor (reverse mode at a subnormal ``K``, see :func:`repair_jacobian`) spoils only

@@ -1,6 +1,7 @@
 """Fits that finish: the adaptive iteration limit and the re-polish of starts that stopped at the cap.
 
-The solver (:func:`mixlaw.fit.solve.solve`) stops a row when it converges, or when it *stalls* — its objective fell
+The solver (:func:`mixlaw.fit.solver.solve.solve`) stops a row when it converges, or when it *stalls* — its objective
+fell
 by less than ``stall_tol`` (relative) over ``stall_window`` iterations, or, for resamples and batch problems under
 the adaptive limit, by less than :data:`ADAPTIVE_STALL_UNITS` of one noise unit (the mean loss per data point).
 With ``max_iter=None`` (the default of :class:`~mixlaw.fit.Fitter`) the cap is :data:`AUTO_MAX_ITER`, so a row
@@ -22,7 +23,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from mixlaw.fit.solve import STATUS_MAX_ITER, STATUS_STALLED, ResidualFn, SolveResult, solve
+from mixlaw.fit.solver.solve import STATUS_MAX_ITER, STATUS_STALLED, ResidualFn, SolveResult, solve
 
 __all__ = [
     "ADAPTIVE_STALL_TOL",
@@ -45,7 +46,7 @@ AUTO_MAX_ITER = 10_000
 #: The iteration limit decisions pass for their many internal fits (the schedule-aware CMR, the mixture comparison,
 #: optimum and nested pipeline, their bootstrap resamples and last-resort refits): the adaptive limit (``None``). It
 #: was a hard 300 while the old step rule crawled (the CAMEL fits of ``examples/mixture_probe`` stopped at it, 4 of
-#: 5); with the geodesic rule of :mod:`mixlaw.fit.solve` and the point fit's noise-scaled stall test those fits
+#: 5); with the geodesic rule of :mod:`mixlaw.fit.solver.solve` and the point fit's noise-scaled stall test those fits
 #: finish. The one-start resample refits of ``mix optimize`` and the nested pipeline's last resort
 #: kept a 300 cap (``DECISION_REFIT_MAX_ITER``, removed) until the resamples were refitted in one batched solve.
 DECISION_MAX_ITER: int | None = None
@@ -90,9 +91,11 @@ def stall_tol_for(cap: int) -> float:
     return ADAPTIVE_STALL_TOL if cap >= AUTO_MAX_ITER else HARD_STALL_TOL
 
 
-#: The noise-scaled stall test of the adaptive limit (``stall_units`` of :func:`mixlaw.fit.solve.solve`): a row whose
+#: The noise-scaled stall test of the adaptive limit (``stall_units`` of :func:`mixlaw.fit.solver.solve.solve`): a row
+# whose
 #: objective fell by less than this fraction of one noise unit — the mean Huber loss per data point — over two of the
-#: solver's 30-iteration windows (:data:`mixlaw.fit.solve.UNITS_WINDOWS`: a curved valley can be crawled slowly for one
+#: solver's 30-iteration windows (:data:`mixlaw.fit.solver.solve.UNITS_WINDOWS`: a curved valley can be crawled slowly
+# for one
 #: window before the steps lengthen) stops as ``stalled``: what it could still gain at that pace is far inside the
 #: objective's noise. It applies to the many refits around a point estimate (bootstrap resamples, the problems of
 #: :func:`~mixlaw.fit.fit_batch`), not to the point fit itself, which follows a flat valley to convergence (the OLMo-
@@ -115,7 +118,7 @@ def stall_units_for(cap: int) -> float | None:
 
 #: The noise-scaled stall test of a *point* fit under the adaptive limit (the resamples' fraction), for every start
 #: but the lowest of its problem (``spare_best``), which runs on to convergence or the relative test. With the
-#: geodesic step rule (:mod:`mixlaw.fit.solve`) genuine valleys are followed in hundreds of iterations, so what
+#: geodesic step rule (:mod:`mixlaw.fit.solver.solve`) genuine valleys are followed in hundreds of iterations, so what
 #: still runs into the thousands is a start whose parameters run off to infinity with vanishing gain: on the
 #: ``cmr_law`` recovery test, rows with two parameters diverging to ∓3e4 at 1.5e-3 (best row 5.6e-10) ran 10,000
 #: iterations under both step rules and now stop within 1,000. The README's ``mix optimize`` (1b) without the

@@ -1,9 +1,11 @@
 """How fast the out-of-sample error of the extrapolation calibration grows with distance, from its nested fits.
 
 :func:`error_model` gives the inflation and growth of the standardised fold errors along the primary (size) axis;
-:func:`axis_excess` the additive error per unit of distance along each other axis (:mod:`mixlaw.fit.calib_axes`).
-Both read the :class:`~mixlaw.fit.calib_folds.FoldErrors` of :func:`mixlaw.fit.calibrate.fold_errors`; the model
-they feed is :class:`mixlaw.fit.calibrate.Calibration`.
+:func:`axis_excess` the additive error per unit of distance along each other axis
+(:mod:`mixlaw.fit.evaluate.calib_axes`).
+Both read the :class:`~mixlaw.fit.evaluate.calib_folds.FoldErrors` of
+:func:`mixlaw.fit.evaluate.calibrate.fold_errors`; the model
+they feed is :class:`mixlaw.fit.evaluate.calibrate.Calibration`.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import math
 
 import numpy as np
 
-from mixlaw.fit.calib_folds import FoldErrors
+from mixlaw.fit.evaluate.calib_folds import FoldErrors
 
 __all__ = ["axis_excess", "error_model"]
 
@@ -22,7 +24,7 @@ def error_model(fe: FoldErrors, forward_only: bool = False) -> tuple[float, floa
     primary axis, from the K-fold and the primary axis's own cuts (the other axes' cuts feed :func:`axis_excess`).
 
     ``forward_only``: the growth from the forward cuts alone (when the K-fold leaves out whole runs, their excess
-    is the new-run term of :mod:`mixlaw.fit.calib_runs`, not a growth with distance)."""
+    is the new-run term of :mod:`mixlaw.fit.evaluate.calib_runs`, not a growth with distance)."""
     z2 = (fe.e / fe.sd) ** 2
     ok = np.isfinite(z2) & _primary_folds(fe)
     dist = fe.d * fe.span  # e-folds beyond the fold's fitted range
@@ -51,7 +53,8 @@ def axis_excess(fe: FoldErrors) -> tuple[np.ndarray, int]:
     """``(κ, n)``: the additive extrapolation error per unit of distance along each *other* axis of ``fe`` (fit space;
     0 for the primary axis, whose growth is the ratio of :func:`error_model`), and the folds behind it.
 
-    From the folds that hold out the far end of another axis (:mod:`mixlaw.fit.calib_axes`): each fold's mean excess
+    From the folds that hold out the far end of another axis (:mod:`mixlaw.fit.evaluate.calib_axes`): each fold's mean
+    excess
     of the squared held-out error over its own residual variance, ``X_j = mean(e² − s_j²)``, regressed on its mean
     squared distances beyond its fitted range along those axes, ``X_j ≈ Σ_a κ_a² D_{ja}``, by non-negative least
     squares (Lawson & Hanson 1974; each fold counts once, as its rows share one fitted law). Distances in e-folds,

@@ -19,7 +19,7 @@ from mixlaw.errors import InputError
 from mixlaw.laws import Law
 
 if TYPE_CHECKING:
-    from mixlaw.fit.data import FitData
+    from mixlaw.fit.problem.data import FitData
 
 __all__ = ["Fitted", "draw_predictions", "inputs_of", "residual_sd"]
 

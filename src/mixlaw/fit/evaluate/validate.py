@@ -12,7 +12,7 @@ Two more ways to say what is held out, given instead of a scheme's default: ``ho
 safe expression grammar, :mod:`mixlaw.expr`, e.g. ``n_params > 5e9``) and ``largest`` (the rows of the ``K``
 largest distinct values of ``size_column``). With ``bootstrap`` the fold fits carry bootstrap draws and every
 held-out point gets an interval (``lo``/``hi`` at ``level``); ``coverage`` adds the share of held-out points inside
-the 50/80/95 % intervals and their mean relative width (:mod:`mixlaw.fit.coverage`).
+the 50/80/95 % intervals and their mean relative width (:mod:`mixlaw.fit.evaluate.coverage`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ Scheme = Literal["leave-largest-out", "rollout", "leave-group-out"]
 
 
 def identifiability_columns(ident: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The identifiability verdict of a fold fit as fold-table columns (:mod:`mixlaw.fit.identify`): ``identified``
+    """The identifiability verdict of a fold fit as fold-table columns (:mod:`mixlaw.fit.uncertainty.identify`):
+    ``identified``
     (ok / weak / unidentifiable), ``rank`` (of ``n_parameters``), ``weakest`` direction, ``running_off`` and
     ``at_bounds`` (parameter names, ``;``-joined); empty for a fit without the check."""
     if not ident:
@@ -63,7 +64,7 @@ class ValidationResult:
     folds: pd.DataFrame
     coverage: dict[str, Any] | None = None
     """With ``coverage=True``: ``{"interval", "n", "mae", "mre", "levels": [{"level", "coverage",
-    "mean_rel_width"}, ...]}`` over the held-out points (see :func:`mixlaw.fit.coverage.coverage_summary`)."""
+    "mean_rel_width"}, ...]}`` over the held-out points (see :func:`mixlaw.fit.evaluate.coverage.coverage_summary`)."""
     level: float = 0.95
     interval: str = "prediction"
     resample: str | None = None
@@ -74,7 +75,8 @@ class ValidationResult:
     @property
     def warnings(self) -> list[str]:
         """The fold fits' calibration warnings (e.g. extrapolation in size is unreliable) and what their data do not
-        pin down (:mod:`mixlaw.fit.identify`: a weak or unidentifiable fold, a parameter running off), each once."""
+        pin down (:mod:`mixlaw.fit.uncertainty.identify`: a weak or unidentifiable fold, a parameter running off),
+        each once."""
         seen = [w for f in self.fits for w in (f.calibration or {}).get("warnings", [])]
         for f in self.fits:
             ident = f.identifiability or {}
@@ -98,7 +100,7 @@ class ValidationResult:
         if st.str.startswith("weak").any():  # > 20 % of a fold's resamples unusable: its intervals are a selection
             note += f" (WEAK in {int(st.str.startswith('weak').sum())} of {len(st)} folds: > 20 % unusable)"
         if "method" in self.points and (self.points["method"].astype(str) == "calibrated").any():
-            from mixlaw.fit.calibrate import Calibration
+            from mixlaw.fit.evaluate.calibrate import Calibration
 
             n_cal = int((self.points["method"].astype(str) == "calibrated").sum())
             cals = [Calibration.from_dict(f.calibration) for f in self.fits if f.calibration is not None]
@@ -223,14 +225,15 @@ def validate_law(
         With ``bootstrap`` in ``fit_settings``: the ``level`` interval (``prediction`` or ``confidence``) of every
         held-out point (columns ``lo``, ``hi``); ``coverage`` also measures the 50/80/95 % intervals.
     method
-        Prediction-interval method (:func:`mixlaw.fit.intervals.band`): ``auto`` (the extrapolation-calibrated
+        Prediction-interval method (:func:`mixlaw.fit.uncertainty.intervals.band`): ``auto`` (the
+        extrapolation-calibrated
         interval: with ``bootstrap`` the fold fits carry their calibration), ``calibrated`` or ``bootstrap``;
         recorded per point (column ``method``) and in ``coverage``.
     fit_settings
         Passed to :func:`mixlaw.fit.fit_law` (``n_polish``, ``random_state``, ``bootstrap``, ``loss``, ...).
     """
-    from mixlaw.fit.coverage import LEVELS, coverage_summary, point_intervals
-    from mixlaw.fit.extrapolation import extrapolation_of, texts
+    from mixlaw.fit.evaluate.coverage import LEVELS, coverage_summary, point_intervals
+    from mixlaw.fit.evaluate.extrapolation import extrapolation_of, texts
 
     law_obj = get_law(law, **dict(law_options or {}))
     table = table.reset_index(drop=True)

@@ -1,7 +1,8 @@
-"""The nested-fit masks and distances of the extrapolation calibration (:mod:`mixlaw.fit.calibrate`, split out of it).
+"""The nested-fit masks and distances of the extrapolation calibration (:mod:`mixlaw.fit.evaluate.calibrate`, split
+out of it).
 
 Grouped K-fold over sizes (or runs, or rows), forward cuts along the calibration axis between size clusters, and the
-within-run forward cuts of :mod:`mixlaw.fit.calib_runs`; the log-distances beyond a fitted range.
+within-run forward cuts of :mod:`mixlaw.fit.evaluate.calib_runs`; the log-distances beyond a fitted range.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mixlaw.fit.calib_axes import AxisGrowth, axis_masks
-from mixlaw.fit.data import FitData
+from mixlaw.fit.evaluate.calib_axes import AxisGrowth, axis_masks
+from mixlaw.fit.problem.data import FitData
 
 __all__ = ["WITHIN_FRACTIONS", "FoldErrors", "within_run_masks"]
 
@@ -60,12 +61,12 @@ class FoldErrors:
     """The fold fit's residual variance ``Σ r² / (n_fit − p)`` (fit space; NaN without residual dof)."""
     jack: np.ndarray | None = None
     """Grouped-jackknife variance of the K-fold fits' predictions at the error's row, ``(K − 1)/K · Σ_j (p_j −
-    p̄)²`` over the ``K`` K-fold fits (fit space; :func:`mixlaw.fit.calib_runs.fold_spread`)."""
+    p̄)²`` over the ``K`` K-fold fits (fit space; :func:`mixlaw.fit.evaluate.calib_runs.fold_spread`)."""
     dists: np.ndarray | None = None
     """``(errors, A)`` distance of the row beyond the fold's fitted range along each of :attr:`axes` (e-folds for
-    positive axes, :mod:`mixlaw.fit.calib_axes`)."""
+    positive axes, :mod:`mixlaw.fit.evaluate.calib_axes`)."""
     axes: tuple[AxisGrowth, ...] = ()
-    """The axes of the fit (:func:`mixlaw.fit.calib_axes.fit_axes`), the primary first."""
+    """The axes of the fit (:func:`mixlaw.fit.evaluate.calib_axes.fit_axes`), the primary first."""
     cut: np.ndarray | None = None
     """Name of the axis whose far end the error's fold holds out (``""`` for K-fold and within-run folds)."""
 

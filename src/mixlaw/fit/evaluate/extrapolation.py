@@ -98,7 +98,7 @@ def _text(items: list[dict[str, Any]]) -> str:
 def extrapolation_of(result: Any, data: Mapping[str, Any]) -> list[dict[str, Any] | None]:
     """:func:`extrapolation` of a :class:`~mixlaw.fit.result.FitResult` at the rows of ``data`` (a table or an
     ``--at`` mapping; inputs looked up through the fit's ``input_map``)."""
-    from mixlaw.fit.fitted import inputs_of
+    from mixlaw.fit.uncertainty.fitted import inputs_of
 
     return extrapolation(result.input_ranges, inputs_of(result, data), result.input_map)
 

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 
 from mixlaw.errors import InputError
-from mixlaw.fit.data import FitData
-from mixlaw.fit.pools import threads
-from mixlaw.fit.refits import USABLE, _refit, internal_starts, rescue
+from mixlaw.fit.problem.data import FitData
+from mixlaw.fit.solver.pools import threads
+from mixlaw.fit.solver.refits import USABLE, _refit, internal_starts, rescue
 from mixlaw.laws import Law, get_law
 
 __all__ = ["BatchFit", "fit_batch", "threads"]
@@ -23,7 +23,8 @@ class BatchFit:
     """Result of :func:`fit_batch`: one parameter set per target row (``NaN`` where the problem has no estimate).
 
     ``status`` is the final state of each problem's best row; only ``converged`` and ``stalled`` problems have
-    parameters (the usable-row rule of :mod:`mixlaw.fit.bootstrap`). ``params`` has the flat natural columns.
+    parameters (the usable-row rule of :mod:`mixlaw.fit.uncertainty.bootstrap`). ``params`` has the flat natural
+    columns.
     """
 
     law_name: str
@@ -70,10 +71,11 @@ def fit_batch(
 
     The building block of residual and parametric bootstraps (and of any "same design, many responses"
     problem): row ``b`` of ``targets`` (shape ``(B, n)``) is fitted from its own starts, every start of every
-    problem is a row of the same vectorised solve (see :func:`mixlaw.fit.solve.solve`). Problems are judged by
-    the usable-row rule of :mod:`mixlaw.fit.bootstrap` (:func:`~mixlaw.fit.refits.refit` does the work), and a
+    problem is a row of the same vectorised solve (see :func:`mixlaw.fit.solver.solve.solve`). Problems are judged by
+    the usable-row rule of :mod:`mixlaw.fit.uncertainty.bootstrap` (:func:`~mixlaw.fit.solver.refits.refit` does the
+    work), and a
     problem without an estimate is refitted from its first start and from where its best row stopped
-    (:func:`~mixlaw.fit.refits.rescue`, as every bootstrap resample) before it is counted in ``n_failed``.
+    (:func:`~mixlaw.fit.solver.refits.rescue`, as every bootstrap resample) before it is counted in ``n_failed``.
 
     Parameters
     ----------
@@ -87,7 +89,7 @@ def fit_batch(
         Natural-unit starts: one list of dicts shared by every problem, or ``B`` lists (one per problem; each of
         the same length ``k``).
     loss, delta, max_iter, ftol, xtol, n_threads
-        As in :class:`~mixlaw.fit.Fitter` (``max_iter=None``: the adaptive limit of :mod:`mixlaw.fit.refine`).
+        As in :class:`~mixlaw.fit.Fitter` (``max_iter=None``: the adaptive limit of :mod:`mixlaw.fit.solver.refine`).
     """
     law_obj = get_law(law)
     Y = np.atleast_2d(np.asarray(targets, dtype=np.float64))

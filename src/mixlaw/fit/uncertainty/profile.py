@@ -4,7 +4,8 @@ Why
 ---
 A fit can report ``converged`` with a parameter the data do not pin down: fitted on runs of at most 4 epochs, the
 data-constrained law's repetition decay ``R_D*`` ran to 1.1e17 (no discount at all) because nothing in the data
-distinguishes 15 from 1e17. The local test of :mod:`mixlaw.fit.identify` scales every Jacobian column to unit norm,
+distinguishes 15 from 1e17. The local test of :mod:`mixlaw.fit.uncertainty.identify` scales every Jacobian column to
+unit norm,
 so a column that is tiny because the parameter has run off to where it no longer matters looks as good as any. And
 a prediction that depends on that parameter (60 epochs) then gets the narrow interval of a bootstrap whose
 resamples run off the same way.
@@ -17,7 +18,8 @@ positive parameter, and reaching into its plausible range — ``1e-3``–``1e3``
 it, two more points per decade beyond six: ``R_D*`` at 8.5e16 is scanned down to 1e-3; for a bounded one, its whole
 range; else ``θ_j ± SCAN·max(1, |θ_j|)`` linearly). A value is
 *accepted* where the fit-space sum of squares rises by at most ``χ²₁(0.95) · σ̂²`` (``σ̂²`` the residual variance,
-:func:`mixlaw.fit.fitted.residual_sd`): a profile likelihood-ratio set (Raue et al., *Bioinformatics* 25 (2009)
+:func:`mixlaw.fit.uncertainty.fitted.residual_sd`): a profile likelihood-ratio set (Raue et al., *Bioinformatics* 25
+(2009)
 1923) with the other parameters held instead of re-optimised, so a subset of the true profile set. The parameter
 
 - *runs off* when the accepted set reaches an end of the scan (the data cannot bound it on that side: a change by
@@ -25,7 +27,7 @@ range; else ``θ_j ± SCAN·max(1, |θ_j|)`` linearly). A value is
 - has the *profile range* ``[lo, hi]`` of its accepted values (contiguous with the estimate).
 
 The fit's identifiability verdict carries both (``running_off``, ``profile``) for the parameters that run off and
-those :mod:`mixlaw.fit.identify` finds undetermined or weak. A prediction's interval then carries them
+those :mod:`mixlaw.fit.uncertainty.identify` finds undetermined or weak. A prediction's interval then carries them
 (:func:`profile_envelope`): the base interval moved to the prediction at every accepted value of each such
 parameter, its ends the union — never a narrow interval on a parameter the data do not pin down. Where the scan
 reaches its end, the interval says that it is bounded only by the scan (``unbounded``).
@@ -74,7 +76,7 @@ def _grid(law: Law, name: str, value: float) -> tuple[np.ndarray, bool, bool]:
 
 
 def _fit_space(law: Law, flat: np.ndarray, x: Mapping[str, np.ndarray]) -> np.ndarray:
-    from mixlaw.fit.fitted import draw_predictions
+    from mixlaw.fit.uncertainty.fitted import draw_predictions
 
     with np.errstate(all="ignore"):
         return draw_predictions(law, flat, x)
@@ -87,7 +89,8 @@ def loose_parameters(
     """``{"running_off": [...], "profile": {name: [lo, hi, open_lo, open_hi]}}`` of a fit (module docstring).
 
     ``x``, ``y``: the fitted rows (natural target units); ``sd``: the residual sd in fit space (nothing is scanned
-    without it); ``flagged``: parameter names (:mod:`mixlaw.fit.identify`'s undetermined and weak ones) whose profile
+    without it); ``flagged``: parameter names (:mod:`mixlaw.fit.uncertainty.identify`'s undetermined and weak ones)
+    whose profile
     range is recorded even when they do not run off."""
     out: dict[str, Any] = {"running_off": [], "profile": {}}
     if sd is None or not sd > 0 or not len(y):

@@ -1,6 +1,7 @@
 """Intervals on predictions: the parameter uncertainty of a fit propagated through its law, plus residual noise.
 
-For a fit with bootstrap draws :math:`\\hat\\theta_b` (:mod:`mixlaw.fit.bootstrap`), the prediction at inputs
+For a fit with bootstrap draws :math:`\\hat\\theta_b` (:mod:`mixlaw.fit.uncertainty.bootstrap`), the prediction at
+inputs
 :math:`x` in the law's fit space (``log`` for log-space laws) is :math:`m_b(x) = g(f(x; \\hat\\theta_b))` with
 :math:`g = \\log` or the identity.
 
@@ -17,9 +18,11 @@ Both are percentile intervals of a bootstrap distribution: they are as honest as
 question (resample model sizes, ``sizes``, when predicting a larger model; see ``docs/laws.md``).
 
 Prediction intervals have two methods (``method``): ``calibrated`` — the *extrapolation-calibrated* interval of
-:mod:`mixlaw.fit.calibrate`: the bootstrap prediction interval widened by a factor that nested refits on parts of
+:mod:`mixlaw.fit.evaluate.calibrate`: the bootstrap prediction interval widened by a factor that nested refits on
+parts of
 the fitted data (K-fold over sizes, forward cuts along the size axis) measure, growing with the query's distance
-beyond the fitted range, plus, for runs that are curves, a new-run term (:mod:`mixlaw.fit.calib_runs`: leave-runs-out
+beyond the fitted range, plus, for runs that are curves, a new-run term (:mod:`mixlaw.fit.evaluate.calib_runs`:
+leave-runs-out
 and within-run forward cuts) — and ``bootstrap``, the percentile interval above. ``auto`` (the
 default) is ``calibrated`` wherever the fit carries its calibration (every user fit with a bootstrap, and the fold
 fits of ``validate``): a prediction interval is about a *new* observation — a larger model, a later step, a new
@@ -38,7 +41,7 @@ from typing import Any, Literal
 import numpy as np
 
 from mixlaw.errors import InputError
-from mixlaw.fit.fitted import Fitted, draw_predictions, inputs_of, residual_sd
+from mixlaw.fit.uncertainty.fitted import Fitted, draw_predictions, inputs_of, residual_sd
 from mixlaw.laws import Law
 
 __all__ = [
@@ -65,13 +68,14 @@ class Band:
     n_failed: int
     n_resamples: int
     method: str = "bootstrap"
-    """``bootstrap`` (percentile interval of the draws) or ``calibrated`` (:mod:`mixlaw.fit.calibrate`)."""
+    """``bootstrap`` (percentile interval of the draws) or ``calibrated`` (:mod:`mixlaw.fit.evaluate.calibrate`)."""
     calibrated: np.ndarray | None = None
     """``(m,)`` bool: the rows whose interval is extrapolation-calibrated (``None``: every row by ``method``)."""
     calibration: str | None = None
     """One line on the calibration behind the calibrated rows (nested fits, noise, growth)."""
     note: str | None = None
-    """What changed the ends after the method: loose parameters carried (:mod:`mixlaw.fit.profile`), the law's
+    """What changed the ends after the method: loose parameters carried (:mod:`mixlaw.fit.uncertainty.profile`), the
+    law's
     output range (``None``: nothing)."""
 
 
@@ -115,13 +119,14 @@ def band(
     method: Method = "auto",
 ) -> Band | None:
     """The ``level`` interval of ``kind`` at the input rows ``x`` (:func:`_band`), then carrying the parameters the
-    data do not pin down and clipped to the law's output range (:mod:`mixlaw.fit.profile`; :attr:`Band.note`)."""
+    data do not pin down and clipped to the law's output range (:mod:`mixlaw.fit.uncertainty.profile`;
+    :attr:`Band.note`)."""
     b = _band(result, x, level=level, kind=kind, seed=seed, method=method)
     if b is None:
         return None
     from dataclasses import replace
 
-    from mixlaw.fit.profile import carry_loose, clip_to_range
+    from mixlaw.fit.uncertainty.profile import carry_loose, clip_to_range
 
     lo, hi, loose = carry_loose(result, x, b.lo, b.hi)
     lo, hi, clipped = clip_to_range(result.law, lo, hi)
@@ -182,9 +187,10 @@ def _band(
 
 
 def _calibrated(result: Fitted, x: Mapping[str, np.ndarray], level: float, seed: int = 0) -> Band:
-    """The extrapolation-calibrated prediction interval (:mod:`mixlaw.fit.calibrate`) at the rows ``x``: the base
+    """The extrapolation-calibrated prediction interval (:mod:`mixlaw.fit.evaluate.calibrate`) at the rows ``x``: the
+    base
     interval widened about its centre (in fit space) by the calibration's factor at each row's distance."""
-    from mixlaw.fit.calibrate import Calibration
+    from mixlaw.fit.evaluate.calibrate import Calibration
 
     cal = Calibration.from_dict(result.calibration or {})
     law = result.law

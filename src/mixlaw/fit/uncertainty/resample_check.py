@@ -16,7 +16,8 @@ Miller 2008, *Rev. Econ. Stat.* 90: 414.)
 What
 ----
 After the resamples are refitted, every usable resample whose rows are a proper subset of the fitted rows is checked
-with the package's own identifiability test (:func:`mixlaw.fit.identify.assess`, the test every fit reports), on the
+with the package's own identifiability test (:func:`mixlaw.fit.uncertainty.identify.assess`, the test every fit
+reports), on the
 rows it holds: it is flagged when it is ``unidentifiable`` at its *own* estimate but not at the point estimate (and
 the full data are not ``unidentifiable``). A flagged resample is refitted once from the point estimate; an
 identifiable refit with an objective no higher replaces it (counted in ``n_rescued``: the flagged fit was a
@@ -41,10 +42,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from mixlaw.fit.refits import BootstrapDraws, point_centre, refit
+from mixlaw.fit.solver.refits import BootstrapDraws, point_centre, refit
 
 if TYPE_CHECKING:
-    from mixlaw.fit.data import FitData
+    from mixlaw.fit.problem.data import FitData
     from mixlaw.laws import Law
 
 __all__ = ["STATUS_UNIDENTIFIABLE", "point_identified", "screen_unidentified", "unidentified"]
@@ -67,7 +68,7 @@ def screen_unidentified(
 
     ``weights`` are the ``(B, n)`` multiplicities the resamples were drawn with (``None``: every row kept, nothing
     to check); ``params`` the point estimate (``None``: not checked). A flagged resample is first refitted from the
-    point estimate (``targets``, ``seeds`` and ``solver`` as :func:`mixlaw.fit.refits.refit` takes them; no
+    point estimate (``targets``, ``seeds`` and ``solver`` as :func:`mixlaw.fit.solver.refits.refit` takes them; no
     refit without ``seeds``): a usable, identifiable refit with an objective no higher than the flagged fit's
     replaces it (the flagged fit was a degenerate local optimum, e.g. a power law at ``α = 0`` where only ``E + A``
     is determined) and counts as rescued; otherwise the resample is unusable, status ``unidentifiable``."""
@@ -112,7 +113,7 @@ def screen_unidentified(
 
 def point_identified(law: Law, data: FitData, flat: np.ndarray) -> bool:
     """Whether the full data determine the law at the flat natural parameters ``flat`` (not ``unidentifiable``)."""
-    from mixlaw.fit.identify import assess
+    from mixlaw.fit.uncertainty.identify import assess
 
     u = law.to_internal(law.unflatten(np.asarray(flat, dtype=np.float64)))
     return bool(assess(law, data.x_np, data.y, u, at_bound=_at_bound(law, flat))["status"] != STATUS_UNIDENTIFIABLE)
@@ -120,7 +121,8 @@ def point_identified(law: Law, data: FitData, flat: np.ndarray) -> bool:
 
 def unidentified(law: Law, data: FitData, flat: np.ndarray, held: np.ndarray, point: np.ndarray | None = None) -> bool:
     """Whether the fit ``flat`` (flat natural parameters) on the rows ``held`` (bool mask) has run to where those rows
-    cannot identify the law (:func:`mixlaw.fit.identify.assess` says ``unidentifiable`` at ``flat``) although they do
+    cannot identify the law (:func:`mixlaw.fit.uncertainty.identify.assess` says ``unidentifiable`` at ``flat``)
+    although they do
     at the point estimate ``point`` (module docstring; without ``point``: unidentifiable at ``flat``). ``False`` when
     every row is held."""
     if held.all():
@@ -133,7 +135,7 @@ def unidentified(law: Law, data: FitData, flat: np.ndarray, held: np.ndarray, po
 
 
 def _unidentifiable_at(law: Law, x: Mapping[str, np.ndarray], y: np.ndarray, flat: np.ndarray) -> bool:
-    from mixlaw.fit.identify import assess
+    from mixlaw.fit.uncertainty.identify import assess
 
     u = law.to_internal(law.unflatten(np.asarray(flat, dtype=np.float64)))
     return bool(assess(law, x, y, u, at_bound=_at_bound(law, flat))["status"] == STATUS_UNIDENTIFIABLE)

@@ -51,8 +51,8 @@ def _owners(law: Law) -> list[str]:
 
 def _jacobian(law: Law, x: Mapping[str, torch.Tensor], y: torch.Tensor, u: np.ndarray) -> np.ndarray:
     """``J`` (n × P) of the fit-space residuals at internal ``u`` (one reverse pass, a parameter copy per row)."""
-    from mixlaw.fit.data import make_residuals
-    from mixlaw.fit.solve import _residuals_and_jacobian
+    from mixlaw.fit.problem.data import make_residuals
+    from mixlaw.fit.solver.solve import _residuals_and_jacobian
 
     residuals = make_residuals(law, x, y)
     U = torch.as_tensor(np.asarray(u, dtype=np.float64).reshape(1, -1))
@@ -220,7 +220,7 @@ def _blamed_inputs(
 
 
 def assess_fit(law: Law, data: Any, u: np.ndarray, params: Mapping[str, Any], solver_status: str) -> dict[str, Any]:
-    """:func:`assess` of a fit on its :class:`~mixlaw.fit.data.FitData`, with ``solver_status`` (what the solver
+    """:func:`assess` of a fit on its :class:`~mixlaw.fit.problem.data.FitData`, with ``solver_status`` (what the solver
     said before the identifiability check) recorded beside it."""
     flat = law.flatten(params)
     at_bound = [n for n, v in zip(law.flat_names, flat, strict=True) if law.spec(n).at_bound(float(v))]
@@ -237,10 +237,11 @@ def assess_fit(law: Law, data: Any, u: np.ndarray, params: Mapping[str, Any], so
 
 
 def _add_loose(law: Law, data: Any, params: Mapping[str, Any], info: dict[str, Any]) -> None:
-    """Parameters the data do not bound (:func:`mixlaw.fit.profile.loose_parameters`): ``running_off`` and the
+    """Parameters the data do not bound (:func:`mixlaw.fit.uncertainty.profile.loose_parameters`): ``running_off`` and
+    the
     ``profile`` ranges that intervals carry; a fit whose parameter runs off is ``weak``, saying which."""
-    from mixlaw.fit.fitted import residual_sd
-    from mixlaw.fit.profile import SCAN, loose_parameters
+    from mixlaw.fit.uncertainty.fitted import residual_sd
+    from mixlaw.fit.uncertainty.profile import SCAN, loose_parameters
 
     flagged = [*info.get("undetermined", []), *info.get("weak", [])]
     loose = loose_parameters(law, data.x_np, data.y, params, residual_sd(law, data, params), flagged)

@@ -4,7 +4,8 @@ Why
 ---
 A prediction can leave the fitted data along any input, not only along model size: more tokens per parameter, more
 epochs of the same unique tokens, more compute at fitted sizes, a longer schedule, a mixture share beyond the fitted
-ones. The calibration of :mod:`mixlaw.fit.calibrate` measured the growth of the out-of-sample error along one axis
+ones. The calibration of :mod:`mixlaw.fit.evaluate.calibrate` measured the growth of the out-of-sample error along one
+axis
 (the size input), so a query beyond the fitted epochs or compute at fitted sizes got the interval of an interpolation.
 
 What
@@ -23,7 +24,8 @@ The *axes* of a fit are
   tokens).
 
 Nested refits hold out the far end of each axis (:func:`axis_masks`: fit the rows with the axis at most a cut,
-predict the rest; for shares also the near end), and :func:`mixlaw.fit.calib_growth.error_model` estimates one growth
+predict the rest; for shares also the near end), and :func:`mixlaw.fit.evaluate.calib_growth.error_model` estimates
+one growth
 per axis from every nested fit's held-out errors, jointly (non-negative least squares over the folds), so that an
 axis that moves with another (compute with size on a Chinchilla grid) does not count twice.
 """
@@ -36,7 +38,7 @@ from typing import Literal
 
 import numpy as np
 
-from mixlaw.fit.extrapolation import is_share
+from mixlaw.fit.evaluate.extrapolation import is_share
 
 __all__ = [
     "DERIVED",
@@ -53,7 +55,7 @@ __all__ = [
 
 #: Distinct values an input needs over the fitted rows to be an axis (two values give no cut with a fitted middle).
 MIN_DISTINCT = 3
-#: Forward cuts per axis besides the primary (size) axis, which keeps :data:`mixlaw.fit.calib_folds.N_CUTS`.
+#: Forward cuts per axis besides the primary (size) axis, which keeps :data:`mixlaw.fit.evaluate.calib_folds.N_CUTS`.
 N_AXIS_CUTS = 4
 #: Axes at most (the primary first, then the derived ones, then the law's inputs in order): each adds nested fits.
 MAX_AXES = 6
@@ -83,7 +85,7 @@ class AxisGrowth:
     n_cuts: int = 0
     """Nested fits that hold out the far end of this axis."""
     term: str = "additive"
-    """``ratio`` (the primary axis: :meth:`mixlaw.fit.calibrate.Calibration.factor`) or ``additive``."""
+    """``ratio`` (the primary axis: :meth:`mixlaw.fit.evaluate.calibrate.Calibration.factor`) or ``additive``."""
 
     def distance(self, x: Mapping[str, np.ndarray], m: int) -> np.ndarray:
         """``(m,)`` distance of each row beyond ``[lo, hi]`` (0 inside, 0 where the axis cannot be formed), on the

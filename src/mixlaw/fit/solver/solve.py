@@ -40,7 +40,8 @@ the best row before (most rows > 2e-3), and the fit finishes (every row stalled 
 for that benchmark only.
 
 Cost per iteration. The Jacobian goes through the natural parameters where the residual
-function exposes its two stages (:func:`~mixlaw.fit.steps.split_jacobian`, the same numbers to 1e-11): the map from
+function exposes its two stages (:func:`~mixlaw.fit.solver.steps.split_jacobian`, the same numbers to 1e-11): the map
+from
 internal to natural parameters is differentiated once per row instead of once per data point, 90 → 55 ms for 200
 CAMEL rows. Resample refits, which start at the point estimate near their own optimum, use the *lazy* ladder
 (``ladder="lazy"``): the rungs 0.1, 1, 10 (with their accelerations and the old rule's steps) first, the rungs 1e3
@@ -59,7 +60,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from mixlaw.fit.steps import (
+from mixlaw.fit.solver.steps import (
     LADDER,
     LADDER_FIRST,
     LADDER_REST,
@@ -87,7 +88,7 @@ UNITS_WINDOWS = 2
 #: scaling and geodesic acceleration; ``"ladder"`` — the ladder without the acceleration; ``"old"`` — the rule of
 #: before (two candidate steps at one μ, Marquardt scaling from the current diagonal, μ ÷5 / ×10).
 _RULE: Literal["new", "old", "ladder"] = "new"
-#: The Jacobian by the chain rule through the natural parameters (:func:`~mixlaw.fit.steps.split_jacobian`) where
+#: The Jacobian by the chain rule through the natural parameters (:func:`~mixlaw.fit.solver.steps.split_jacobian`) where
 #: the residual function exposes its stages; ``False`` (private, for benchmarks): the one-pass Jacobian everywhere.
 _TWO_STAGE = True
 
@@ -141,7 +142,7 @@ def _residuals_and_jacobian(
     then depends on copy ``(k, i)`` only, so the gradient of ``Σ r`` with respect to the copies *is* the Jacobian.
     This is much cheaper than ``P`` forward-mode passes (forward AD of scalar–tensor ops takes slow
     decomposition paths in PyTorch) or ``n`` reverse passes. Entries that reverse mode overflowed where the
-    residuals are finite are finite differences instead (:func:`~mixlaw.fit.steps.repair_jacobian`).
+    residuals are finite are finite differences instead (:func:`~mixlaw.fit.solver.steps.repair_jacobian`).
     """
     two = split_jacobian(residuals, U.detach(), pid, n) if _TWO_STAGE else None
     if two is not None:
@@ -211,7 +212,7 @@ def solve(
         When given, a row also stalls when its objective fell by less than ``stall_units`` *noise units* over the
         last :data:`UNITS_WINDOWS` windows (60 iterations by default), the unit being the row's mean loss per data
         point, ``f / Σ_i W_i`` (one unit of the Huber loss per point: the scale on which the data can tell two
-        parameter sets apart). This is the test of the adaptive iteration limit (:mod:`mixlaw.fit.refine`): a row
+        parameter sets apart). This is the test of the adaptive iteration limit (:mod:`mixlaw.fit.solver.refine`): a row
         crawling along a valley by less than that is stopped, since what it still gains is negligible against the
         noise of the objective. Two windows, not one: a valley can be crawled slowly for a window before the
         steps lengthen (a one-decade power law started far off: 0.012 units over iterations 5-35, then 2.26 units
@@ -233,9 +234,10 @@ def solve(
         When a list, one dict per iteration: ``rows``, ``f``, ``accept``, ``mu``, ``winner``, ``step``, ``x``.
     ladder
         ``"full"``: every iteration tries every rung of :data:`LADDER`. ``"lazy"`` (the resample refits, which
-        start at the point estimate, near their own optimum): the rungs :data:`~mixlaw.fit.steps.LADDER_FIRST`
+        start at the point estimate, near their own optimum): the rungs :data:`~mixlaw.fit.solver.steps.LADDER_FIRST`
         first, with their accelerations and the old rule's steps, and the rungs
-        :data:`~mixlaw.fit.steps.LADDER_REST` only for the rows none of those improved (see :func:`_lazy_candidates`).
+        :data:`~mixlaw.fit.solver.steps.LADDER_REST` only for the rows none of those improved (see
+        :func:`_lazy_candidates`).
     """
     _rule = _rule or _RULE
     # A private, writable copy: torch warns about (and must never write through) a read-only view such as the
@@ -363,7 +365,7 @@ def solve(
         # A row whose objective is finite but whose derivatives overflowed (a parameter run to the edge of the
         # representable range, e.g. a mixture weight underflowing to 0 after thousands of accepted steps) cannot
         # take another step. If its objective fell from the start and its point is finite, it stops as stalled
-        # with its last objective (the point fit re-polishes a stalled estimate, see mixlaw.fit.refine), at any
+        # with its last objective (the point fit re-polishes a stalled estimate, see mixlaw.fit.solver.refine), at any
         # iteration; a row that never descended fails (a resample is then rescued). Before the chain-rule Jacobian this
         # took more than stall_window iterations, so the same row failed at iteration 30 and stalled at 31.
         # (Whether it fell is counted from accepted steps, not by comparing f with the start's objective: the two
@@ -423,7 +425,7 @@ def solve(
 #: Cells (rows × trial points × data points) of one chunk of an iteration of :func:`solve`: above it the active
 #: rows are processed in chunks (:func:`_row_chunks`), so the memory of a fit is linear in its data points. At
 #: 4.5e6 cells (36 MB per float64 tensor) a 32-start fit is one chunk up to 6,400 points; the 240-point Epoch fit
-#: and every bootstrap chunk (:data:`mixlaw.fit.bootstrap.CHUNK_CELLS` × 22 trial points) stay one chunk.
+#: and every bootstrap chunk (:data:`mixlaw.fit.uncertainty.bootstrap.CHUNK_CELLS` × 22 trial points) stay one chunk.
 ITER_CELLS = 4_500_000
 
 

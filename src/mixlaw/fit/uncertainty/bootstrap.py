@@ -2,7 +2,7 @@
 
 The usable-row rule
 -------------------
-A solver row (one start of one problem, see :mod:`mixlaw.fit.solve`) is **usable** when its final state — that of
+A solver row (one start of one problem, see :mod:`mixlaw.fit.solver.solve`) is **usable** when its final state — that of
 the row it was merged into, for a merged row — is ``converged`` or ``stalled`` (the objective stopped decreasing
 measurably: final to the solver's precision, parameters not certified) and its objective is finite. Rows that ran
 out of iterations (``max_iter``) or failed are not usable. The estimate of a problem is its usable row with the
@@ -17,10 +17,11 @@ status ``max_iter`` and warns; resamples have no such fallback.
 
 Resampling schemes
 ------------------
-How each scheme draws its resamples is :mod:`mixlaw.fit.resampling` (:func:`~mixlaw.fit.resampling.draw_resamples`).
+How each scheme draws its resamples is :mod:`mixlaw.fit.uncertainty.resampling`
+(:func:`~mixlaw.fit.uncertainty.resampling.draw_resamples`).
 
 - ``"auto"`` (the default of :class:`~mixlaw.fit.Fitter` and the CLI;
-  :func:`~mixlaw.fit.resampling.resolve_scheme`): ``"runs"`` where some run has several rows (loss curves,
+  :func:`~mixlaw.fit.uncertainty.resampling.resolve_scheme`): ``"runs"`` where some run has several rows (loss curves,
   schedules), ``"residuals"`` where every run is a single row (final checkpoints of a ladder, digitised points,
   one row per mixture). Those designs are *fixed*: the sizes, token
   counts and mixtures were chosen, not sampled. Drawing rows with replacement then changes the design itself —
@@ -37,10 +38,13 @@ How each scheme draws its resamples is :mod:`mixlaw.fit.resampling` (:func:`~mix
 - ``"rows"``: draw rows (evaluation points) with replacement.
 - ``"residuals"``: keep the design, refit ``fitted + residuals`` with the residuals resampled with replacement
   *within* each run (for designs with one run per condition, where dropping runs leaves the law undetermined);
-  where every run is a single row the residuals are pooled (:func:`~mixlaw.fit.resampling.resample_targets`).
+  where every run is a single row the residuals are pooled
+  (:func:`~mixlaw.fit.uncertainty.resampling.resample_targets`).
 - ``"parametric"``: keep the design, refit ``fitted + σ̂ z`` (``z`` standard normal, ``σ̂`` the residual standard
-  deviation in the fit space, :func:`mixlaw.fit.fitted.residual_sd`): the law and Gaussian noise taken as true.
-- ``"wild"``: the wild cluster bootstrap (:func:`~mixlaw.fit.resampling.wild_targets`): keep the design, refit
+  deviation in the fit space, :func:`mixlaw.fit.uncertainty.fitted.residual_sd`): the law and Gaussian noise taken as
+  true.
+- ``"wild"``: the wild cluster bootstrap (:func:`~mixlaw.fit.uncertainty.resampling.wild_targets`): keep the design,
+  refit
   ``fitted + v_g · r`` with each run's residual vector ``r`` multiplied by one random weight ``v_g`` (Webb's six
   points). For curves from few runs, where drawing runs whole leaves resamples that cannot identify the law (three
   MultiPowerLaw schedules: 19 of 40 ``runs`` resamples unusable at 25M, 0 of 40 ``wild``).
@@ -63,10 +67,10 @@ import numpy as np
 import pandas as pd
 
 from mixlaw.errors import InputError
-from mixlaw.fit.data import FitData
-from mixlaw.fit.refits import USABLE, BootstrapDraws, Loss, _refit, point_centre, rescue
-from mixlaw.fit.resample_check import screen_unidentified
-from mixlaw.fit.resampling import (
+from mixlaw.fit.problem.data import FitData
+from mixlaw.fit.solver.refits import USABLE, BootstrapDraws, Loss, _refit, point_centre, rescue
+from mixlaw.fit.uncertainty.resample_check import screen_unidentified
+from mixlaw.fit.uncertainty.resampling import (
     LOST_MAX,
     SCHEME_CHOICES,
     SCHEMES,

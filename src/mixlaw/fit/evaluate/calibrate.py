@@ -2,7 +2,8 @@
 
 Why
 ---
-A bootstrap prediction interval (:mod:`mixlaw.fit.intervals`, method ``bootstrap``) adds the *in-sample* residual
+A bootstrap prediction interval (:mod:`mixlaw.fit.uncertainty.intervals`, method ``bootstrap``) adds the *in-sample*
+residual
 noise to the parameter spread of a resampling scheme. Both describe interpolation. A scaling law is used to
 extrapolate, and a held-out larger model (or a later step) carries *extrapolation* error: the law's
 misspecification and the lever arm of its exponents, which grow with how far the prediction reaches. The fitted
@@ -20,7 +21,7 @@ Nested validation inside the fitted rows only (the held-out points of a validati
   (cuts between sizes, at up to 8 of them from the median size up to the second largest), predict the larger ones.
 
 Every fold fit is one problem of a single batched solve warm-started from the point estimate
-(:func:`mixlaw.fit.refits.refit`, at least :data:`FOLD_MIN_ITER` iterations, failed folds rescued once). A fold
+(:func:`mixlaw.fit.solver.refits.refit`, at least :data:`FOLD_MIN_ITER` iterations, failed folds rescued once). A fold
 repeating another (the cut below the largest size is the K-fold that leaves it out) is dropped.
 
 Each held-out error ``e`` (fit space: log for log-space laws) of a fold fit is *standardised* by that fold fit's own
@@ -40,20 +41,23 @@ such rows) and ``γ²`` (``growth``) the fold-level least-squares slope, through
 freedom cannot be standardised and are left out (``c = 1``, ``γ = 0`` when none is left).
 
 The **extrapolation-calibrated interval** at inputs ``x`` is the base prediction interval — the bootstrap one of
-:mod:`mixlaw.fit.intervals` (the full fit's parameter spread plus Student-t noise), or ``ŷ ± t σ̂`` without draws —
+:mod:`mixlaw.fit.uncertainty.intervals` (the full fit's parameter spread plus Student-t noise), or ``ŷ ± t σ̂``
+without draws —
 widened about its centre in fit space (the geometric mean of its ends for log-space laws) by
 
 .. math:: f(x) = \\max\\left(1, \\sqrt{c^2 + \\gamma^2 d(x)^2}\right),
 
 ``d(x)`` the e-folds of the query beyond the full fit's range of the axis (0 inside). It is never narrower than the
 base interval: the calibration adds the extrapolation error that the nested fits show and the base interval does
-not carry. ``mixlaw.fit.intervals`` makes it the default (``method="auto"``) for predictions that extrapolate.
+not carry. ``mixlaw.fit.uncertainty.intervals`` makes it the default (``method="auto"``) for predictions that
+extrapolate.
 
 Where the K-fold leaves out *runs that are curves* (many evaluations per run, no size clusters: schedules,
 mixtures), a new run's own deviation from the law is not a ratio on the fit's standard error: the ratio ``c`` is
-then 1 and :mod:`mixlaw.fit.calib_runs` adds a new-run term in quadrature (leave-runs-out excess ``τ``, growing by
+then 1 and :mod:`mixlaw.fit.evaluate.calib_runs` adds a new-run term in quadrature (leave-runs-out excess ``τ``,
+growing by
 ``κ`` per e-fold beyond a typical run's end as forward cuts *within* every run show), Student-t with ``k`` runs;
-``τ`` is jackknife-corrected to the full fit's new-run error (:func:`mixlaw.fit.calib_runs.new_run_sd`).
+``τ`` is jackknife-corrected to the full fit's new-run error (:func:`mixlaw.fit.evaluate.calib_runs.new_run_sd`).
 
 The distance is in e-folds, not in fitted log-spans, because the standardisation has already divided out the lever
 arm (a fit on a narrower span has a proportionally larger ``se``); what remains — the law bending away from the
@@ -72,11 +76,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from mixlaw.fit.calib_axes import AxisGrowth, axis_distance, axis_values, fit_axes
-from mixlaw.fit.calib_delta import delta_sd as _delta_sd
-from mixlaw.fit.calib_folds import FoldErrors, _cluster_top, _log_distance, _masks, _rel_distance, _unit
-from mixlaw.fit.calib_growth import axis_excess, error_model
-from mixlaw.fit.data import FitData
+from mixlaw.fit.evaluate.calib_axes import AxisGrowth, axis_distance, axis_values, fit_axes
+from mixlaw.fit.evaluate.calib_delta import delta_sd as _delta_sd
+from mixlaw.fit.evaluate.calib_folds import FoldErrors, _cluster_top, _log_distance, _masks, _rel_distance, _unit
+from mixlaw.fit.evaluate.calib_growth import axis_excess, error_model
+from mixlaw.fit.problem.data import FitData
 from mixlaw.laws import Law
 
 __all__ = ["Calibration", "calibrate", "calibration_axis", "fold_errors"]
@@ -129,14 +133,15 @@ class Calibration:
     """Notes for the user (e.g. ``forward_ratio`` above :data:`RELIABLE_RATIO`: extrapolation is unreliable)."""
     run_sd: float = 0.0
     """Between-run error ``τ`` (fit space) of a *new run*: the excess of the leave-runs-out errors over their folds'
-    own standard errors (:mod:`mixlaw.fit.calib_runs`); 0 when the folds are over sizes or runs are single rows."""
+    own standard errors (:mod:`mixlaw.fit.evaluate.calib_runs`); 0 when the folds are over sizes or runs are single
+    rows."""
     run_dof: int = 0
     """Held-out runs behind ``run_sd`` (the Student-t degrees of freedom of its term)."""
     unit: str = "sizes"
     """What the K-fold leaves out: ``sizes`` (clusters of the size column), ``runs`` or ``rows``."""
     step_growth: float = 0.0
     """Growth ``κ`` (fit space, per e-fold of the axis) of the new-run term beyond the fitted range, from the
-    forward cuts within every run (:mod:`mixlaw.fit.calib_runs`)."""
+    forward cuts within every run (:mod:`mixlaw.fit.evaluate.calib_runs`)."""
     n_within: int = 0
     """Within-run forward cuts behind ``step_growth``."""
     run_top: float = float("nan")
@@ -147,9 +152,9 @@ class Calibration:
     """``τ̂`` before the jackknife correction: the leave-runs-out excess, the folds' own parameter error included."""
     fold_var: float = 0.0
     """Mean grouped-jackknife variance ``v̄_J`` of the leave-runs-out fits' predictions (fit space): the full fit's
-    parameter error on a run (:mod:`mixlaw.fit.calib_runs`, "Jackknife")."""
+    parameter error on a run (:mod:`mixlaw.fit.evaluate.calib_runs`, "Jackknife")."""
     axes: tuple[AxisGrowth, ...] = ()
-    """Every axis of the fit with its fitted range and growth (:mod:`mixlaw.fit.calib_axes`; the primary
+    """Every axis of the fit with its fitted range and growth (:mod:`mixlaw.fit.evaluate.calib_axes`; the primary
     ``axis`` first). Empty for a calibration saved before axes existed: ``axis`` and ``growth`` alone."""
 
     def distances(self, x: Mapping[str, np.ndarray], m: int) -> np.ndarray:
@@ -169,7 +174,8 @@ class Calibration:
 
     def axis_half(self, level: float, x: Mapping[str, np.ndarray], m: int) -> np.ndarray:
         """``(m,)`` half-width (fit space) of the other axes' extrapolation term at ``level``:
-        ``z_{(1+level)/2} · sqrt(Σ_a κ_a² d_a(x)²)`` (:func:`~mixlaw.fit.calib_growth.axis_excess`; 0 inside every
+        ``z_{(1+level)/2} · sqrt(Σ_a κ_a² d_a(x)²)`` (:func:`~mixlaw.fit.evaluate.calib_growth.axis_excess`; 0 inside
+        every
         fitted range)."""
         if not self.axes:
             return np.zeros(m)
@@ -211,7 +217,8 @@ class Calibration:
 
     def run_half(self, level: float, d: np.ndarray | float = 0.0, carried: float = 0.0) -> np.ndarray:
         """Half-width (fit space) of the new-run term at ``level`` and distance ``d``:
-        ``t_k((1 + level) / 2) · sqrt(max(0, τ² − carried) + κ² d²)`` (0 without one; :mod:`mixlaw.fit.calib_runs`).
+        ``t_k((1 + level) / 2) · sqrt(max(0, τ² − carried) + κ² d²)`` (0 without one;
+        :mod:`mixlaw.fit.evaluate.calib_runs`).
 
         ``carried``: the part of ``τ²`` the base interval already carries (the full fit's parameter error over
         runs, :attr:`fold_var`, when the base bootstrap resamples the same runs)."""
@@ -296,9 +303,9 @@ def fold_errors(
     """Refit the law on the grouped K-fold and forward-cut masks (module docstring) and predict what each left out.
 
     ``None`` when no fold can be formed or none is usable."""
-    from mixlaw.fit.calib_runs import run_distance
-    from mixlaw.fit.fitted import draw_predictions
-    from mixlaw.fit.refits import refit, rescue
+    from mixlaw.fit.evaluate.calib_runs import run_distance
+    from mixlaw.fit.solver.refits import refit, rescue
+    from mixlaw.fit.uncertainty.fitted import draw_predictions
 
     axis = calibration_axis(law, data, size_input)
     axes = fit_axes(tuple(law.inputs), data.x_np, axis)
@@ -390,16 +397,16 @@ def calibrate(
 
     ``seeds`` are internal starts (the point estimate first); ``clusters`` one integer label per row (the
     factorised size column: the groups of the K-fold; runs without it); ``solver`` is passed to
-    :func:`mixlaw.fit.refits.refit` (``loss``, ``delta``, ``max_iter``, ``ftol``, ``xtol``).
+    :func:`mixlaw.fit.solver.refits.refit` (``loss``, ``delta``, ``max_iter``, ``ftol``, ``xtol``).
     """
-    from mixlaw.fit.fitted import residual_sd
+    from mixlaw.fit.uncertainty.fitted import residual_sd
 
     fe = fold_errors(law, data, seeds, size_input=size_input, clusters=clusters, rng=rng, **solver)
     if fe is None:
         return None
     axis = fe.axis
     sd = residual_sd(law, data, params)
-    from mixlaw.fit.calib_runs import fold_spread, new_run_sd, run_excess, run_top, step_growth
+    from mixlaw.fit.evaluate.calib_runs import fold_spread, new_run_sd, run_excess, run_top, step_growth
 
     run_sd, run_dof = run_excess(fe)
     raw, fold_var = run_sd, (fold_spread(fe) if run_dof > 0 else 0.0)

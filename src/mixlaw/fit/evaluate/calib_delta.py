@@ -1,11 +1,11 @@
-"""The delta-method standard error of a new observation under a nested fit (:mod:`mixlaw.fit.calibrate`)."""
+"""The delta-method standard error of a new observation under a nested fit (:mod:`mixlaw.fit.evaluate.calibrate`)."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from mixlaw.fit.data import FitData
+from mixlaw.fit.problem.data import FitData
 from mixlaw.laws import Law
 
 __all__ = ["delta_sd"]
@@ -21,7 +21,8 @@ def delta_sd(law: Law, data: FitData, flat: np.ndarray, fit: np.ndarray, y: np.n
     Reverse mode can overflow where the law does not: a law that takes ``log`` of a log-mapped parameter (CAMEL's
     ``log K_i`` of ``K_i = exp(u)``) has an ``inf`` column once ``K_i`` is subnormal (a fit on the ridge
     ``K_i → 0``, ``α_i → ∞``), although every prediction is finite. Such columns are *dropped* (those parameters
-    held at their values) rather than differenced as the solver does (:func:`mixlaw.fit.steps.repair_jacobian`): a
+    held at their values) rather than differenced as the solver does
+    (:func:`mixlaw.fit.solver.steps.repair_jacobian`): a
     subnormal parameter carries 4-5 digits, and on that ridge the dropped direction is (nearly) that of ``α_i``'s
     column, so the Jacobian's span, hence the lever, is (nearly) unchanged. Before, one such column made the
     standard error NaN on every row, so a calibration standardised none of its nested fits' errors and widened

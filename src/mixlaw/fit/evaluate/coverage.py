@@ -1,7 +1,8 @@
 """Coverage measured, not assumed: intervals of held-out points and the share of them that the intervals contain.
 
 :func:`point_intervals` adds ``lo``/``hi`` (at the main level) and ``lo_<pct>``/``hi_<pct>`` per level to the
-held-out points of one validation fold, from that fold's bootstrap draws (:func:`mixlaw.fit.intervals.band`).
+held-out points of one validation fold, from that fold's bootstrap draws
+(:func:`mixlaw.fit.uncertainty.intervals.band`).
 :func:`coverage_summary` reports, over every held-out point, the share with ``lo ≤ observed ≤ hi`` at each of the
 50/80/95 % levels and the mean relative width ``(hi − lo) / predicted``, beside the mean absolute error. A
 well-calibrated 95 % prediction interval contains about 95 % of new observations; one that contains all of them is
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import pandas as pd
 
-from mixlaw.fit.intervals import Interval, Method, band, inputs_of
+from mixlaw.fit.uncertainty.intervals import Interval, Method, band, inputs_of
 
 if TYPE_CHECKING:
     from mixlaw.fit.result import FitResult

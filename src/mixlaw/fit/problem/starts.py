@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from mixlaw.errors import InputError
-from mixlaw.fit.data import FitData
-from mixlaw.fit.refits import internal_starts
+from mixlaw.fit.problem.data import FitData
+from mixlaw.fit.solver.refits import internal_starts
 from mixlaw.laws import Law
 
 __all__ = ["SCREEN_CELLS", "StartSet", "build_starts", "choose_polish", "distinct", "screen_chunks", "user_starts"]

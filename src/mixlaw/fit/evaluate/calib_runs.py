@@ -5,7 +5,8 @@ Why
 When the rows are curves — many evaluations of each of a few runs (training schedules, mixtures) — a prediction
 for a *new* run carries that run's own deviation from the law (a schedule the law describes less well than the
 fitted ones), shared by all of its points. Neither the bootstrap (resampling the fitted runs describes the
-parameter spread) nor a ratio on it (:mod:`mixlaw.fit.calibrate`, whose ratio assumes the extra error scales with
+parameter spread) nor a ratio on it (:mod:`mixlaw.fit.evaluate.calibrate`, whose ratio assumes the extra error scales
+with
 the fit's own standard error) carries it: on the MultiPowerLaw curves three 24k-step schedules give a bootstrap
 interval 0.25 % wide, and held-out schedules miss by up to 0.8 %.
 
@@ -44,7 +45,8 @@ fit's prediction, and a fold's is ``K/(K − 1)`` times it. So the new-run error
 (:func:`new_run_sd`; unbiased for ``τ²(1 + 1/K)`` in that reading: ``tests/test_calib_runs.py``), the ``run_sd`` a
 calibration stores (``run_excess`` keeps ``τ̂``, ``fold_var`` ``v̄_J``). Where the base interval is itself a bootstrap
 over the same runs, it already carries the full fit's parameter error over runs, ``≈ v̄_J``, and the interval uses
-``max(0, τ̂_new² − v̄_J)`` (:meth:`mixlaw.fit.calibrate.Calibration.run_half`, ``carried``): the same variance is not
+``max(0, τ̂_new² − v̄_J)`` (:meth:`mixlaw.fit.evaluate.calibrate.Calibration.run_half`, ``carried``): the same
+variance is not
 added twice. With three MultiPowerLaw schedules this takes the new-run term from ``τ̂`` 0.0015 to 0.0009 (100M) and
 0.0008 to 0.0005 (400M).
 
@@ -55,10 +57,13 @@ Along the curves
 ----------------
 A new run may also reach further along the axis (more steps, a larger LR area) than the fitted ones, and a law
 can bend away from a run's later part (the annealing of a long cosine). Pooled forward cuts along the axis
-(:mod:`mixlaw.fit.calibrate`) mostly leave out the tail of the longest run, which need not show it. So where the
+(:mod:`mixlaw.fit.evaluate.calibrate`) mostly leave out the tail of the longest run, which need not show it. So where
+the
 runs are curves, the calibration also cuts *within every run*: fit the first
-:data:`~mixlaw.fit.calib_folds.WITHIN_FRACTIONS` of each run's rows (ordered along the axis), predict the rest of
-each run (:func:`~mixlaw.fit.calib_folds.within_run_masks`; a cut that repeats a pooled one, as on a grid shared
+:data:`~mixlaw.fit.evaluate.calib_folds.WITHIN_FRACTIONS` of each run's rows (ordered along the axis), predict the
+rest of
+each run (:func:`~mixlaw.fit.evaluate.calib_folds.within_run_masks`; a cut that repeats a pooled one, as on a grid
+shared
 by all runs, is dropped). A held-out row's distance is the e-folds of the axis
 beyond its own run's fitted part, ``d_r`` (:func:`run_distance`); the excess of fold ``j`` grows as
 
@@ -77,7 +82,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from mixlaw.fit.calib_folds import FoldErrors
+    from mixlaw.fit.evaluate.calib_folds import FoldErrors
 
 __all__ = [
     "MIN_ROWS",

@@ -2,9 +2,11 @@
 
 :func:`refit` solves many problems over the same inputs (bootstrap resamples, validation folds, calibration folds,
 a batch of fits) in chunked batched solves and keeps, per problem, its usable row with the lowest objective (the
-usable-row rule of :mod:`mixlaw.fit.bootstrap`); :func:`rescue` refits the problems left without an estimate once
-more from the point estimate and from where they stopped. :mod:`mixlaw.fit.bootstrap` draws the resamples and
-:mod:`mixlaw.fit.resample_check` screens them; both use this module, which uses neither.
+usable-row rule of :mod:`mixlaw.fit.uncertainty.bootstrap`); :func:`rescue` refits the problems left without an
+estimate once
+more from the point estimate and from where they stopped. :mod:`mixlaw.fit.uncertainty.bootstrap` draws the resamples
+and
+:mod:`mixlaw.fit.uncertainty.resample_check` screens them; both use this module, which uses neither.
 """
 
 from __future__ import annotations
@@ -18,9 +20,16 @@ import pandas as pd
 import torch
 
 from mixlaw.errors import InputError
-from mixlaw.fit.data import FitData, make_residuals, project_internal
-from mixlaw.fit.refine import iteration_cap, stall_tol_for, stall_units_for
-from mixlaw.fit.solve import STATUS_CONVERGED, STATUS_FAILED, STATUS_STALLED, SolveResult, objective_values, solve
+from mixlaw.fit.problem.data import FitData, make_residuals, project_internal
+from mixlaw.fit.solver.refine import iteration_cap, stall_tol_for, stall_units_for
+from mixlaw.fit.solver.solve import (
+    STATUS_CONVERGED,
+    STATUS_FAILED,
+    STATUS_STALLED,
+    SolveResult,
+    objective_values,
+    solve,
+)
 from mixlaw.laws import Law
 
 __all__ = [
@@ -43,7 +52,7 @@ USABLE: tuple[str, ...] = (STATUS_CONVERGED, STATUS_STALLED)
 #: Rows × points of one batched solve; larger bootstraps are solved in chunks of resamples.
 CHUNK_CELLS = 200_000
 
-#: The damping ladder of the resample refits (``ladder`` of :func:`mixlaw.fit.solve.solve`): ``"lazy"`` — the
+#: The damping ladder of the resample refits (``ladder`` of :func:`mixlaw.fit.solver.solve.solve`): ``"lazy"`` — the
 #: lower rungs first, the upper ones only for the rows they did not improve. A resample starts at the point
 #: estimate, near its own optimum, where the lower rungs win nearly every step (88 % of the accepted steps of the
 #: full ladder on the CAMEL k = 3 SlimPajama bootstrap); measured in ``benchmarks/mixture_fit.py``'s docstring.
@@ -67,7 +76,8 @@ class BootstrapDraws:
     n_rescued: int = 0
     """Resamples that failed from the seeds and were recovered by the rescue refit."""
     n_unidentifiable: int = 0
-    """Resamples whose rows cannot identify the law (:mod:`mixlaw.fit.resample_check`), counted in ``n_failed``."""
+    """Resamples whose rows cannot identify the law (:mod:`mixlaw.fit.uncertainty.resample_check`), counted in
+    ``n_failed``."""
     fallback: str = ""
     """Why ``"auto"`` ran another scheme than the one it resolved to (empty when it did not; :func:`bootstrap_law`)."""
 

@@ -30,7 +30,7 @@ class FitData:
         group_column: str | None = "run_id",
         source: str = "table",
     ) -> None:
-        from mixlaw.fit.features import add_features  # the one feature path: derived inputs for every fit
+        from mixlaw.fit.problem.features import add_features  # the one feature path: derived inputs for every fit
 
         input_map = dict(input_map or {})
         df = table if isinstance(table, pd.DataFrame) else pd.DataFrame(dict(table))
