@@ -12,7 +12,8 @@ probe runs to buy). Like a law, it is one small module with a registry entry (:m
   payload; ``to_json``/``from_json`` round-trip it exactly.
 
 A decision that only writes :meth:`~Decision.estimate` gets intervals from the contract: the run-level bootstrap of
-:mod:`mixlaw.uncertainty` re-evaluates it on resampled runs and counts the resamples that gave no answer. A decision
+:mod:`mixlaw.fit.uncertainty.from_draws` re-evaluates it on resampled runs and counts the resamples that gave no
+answer. A decision
 whose intervals need more (paired draws, resampled fits) overrides :meth:`~Decision.decide`. The CLI (``mixlaw
 decide``), the JSON output and the HTML report section read only this contract, so a decision registered from a
 third-party package or a user's file gets all three with no other change.
@@ -34,8 +35,8 @@ from enum import Enum, StrEnum
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from mixlaw.fit.uncertainty.from_draws import Interval, bootstrap_answers, interval_from_draws
 from mixlaw.options import IntervalOptions, SolverOptions
-from mixlaw.uncertainty import Interval, bootstrap_answers, interval_from_draws
 
 if TYPE_CHECKING:
     import pandas as pd

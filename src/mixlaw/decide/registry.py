@@ -7,7 +7,7 @@
 - :func:`load_decision_file` runs a user's Python file that defines and registers one (``--decision-file``).
 
 A decision found any of these ways gets ``mixlaw decide``, ``--json``, the report section and the bootstrap of
-:mod:`mixlaw.uncertainty` with no other change.
+:mod:`mixlaw.fit.uncertainty.from_draws` with no other change.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from mixlaw.decide.contract import (
 )
 from mixlaw.decide.registry import register_decision
 from mixlaw.errors import InputError
-from mixlaw.uncertainty import Interval
+from mixlaw.fit.uncertainty.from_draws import Interval
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from mixlaw.decide.contract import Answer, Decision, DecisionContext, DecisionResult, Estimate, Reason, Status, reason
 from mixlaw.decide.registry import register_decision
 from mixlaw.errors import InputError
-from mixlaw.uncertainty import Interval
+from mixlaw.fit.uncertainty.from_draws import Interval
 
 if TYPE_CHECKING:
     import pandas as pd

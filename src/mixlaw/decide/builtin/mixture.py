@@ -26,7 +26,7 @@ from mixlaw.decide.contract import (
 )
 from mixlaw.decide.registry import register_decision
 from mixlaw.errors import InputError
-from mixlaw.uncertainty import Interval, interval_health
+from mixlaw.fit.uncertainty.from_draws import Interval, interval_health
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from mixlaw.errors import InputError
+from mixlaw.fit.uncertainty.from_draws import LOST_MAX, interval_health
 
 if TYPE_CHECKING:
     from mixlaw.fit.problem.data import FitData
@@ -37,17 +38,14 @@ SCHEMES: tuple[str, ...] = ("runs", "rows", "residuals", "parametric", "sizes", 
 """The resampling schemes that run (``"auto"`` resolves to one of them, :func:`resolve_scheme`)."""
 SCHEME_CHOICES: tuple[str, ...] = ("auto", *SCHEMES)
 """What a user may ask for."""
-#: An interval is ``weak``, not ``ok``, when more than this share of its resamples is unusable (failed, unfinished
-#: or unable to identify the law): it then describes the usable resamples only, a selection the scheme did not
-#: draw. The same share makes a CMR decision weak (:data:`mixlaw.decide.cmr.common.BOOT_LOST_MAX`).
-LOST_MAX = 0.2
 
 
 def interval_status(n_failed: int, n_resamples: int) -> str:
     """``"ok"``, ``"weak: …"`` (more than :data:`LOST_MAX` of the resamples unusable) or ``"none"`` (no bootstrap)."""
-    if n_resamples <= 0:
+    health = interval_health(n_failed, n_resamples)
+    if health == "none":
         return "none"
-    if n_failed > LOST_MAX * n_resamples:
+    if health == "weak":
         return (
             f"weak: {n_failed} of {n_resamples} resamples unusable (> {LOST_MAX:.0%}); the intervals describe the "
             f"{n_resamples - n_failed} usable ones"

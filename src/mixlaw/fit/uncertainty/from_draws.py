@@ -48,8 +48,9 @@ __all__ = [
 
 _N = NormalDist()
 
-#: An interval is weak when more than this share of its resamples is unusable: it then describes a selection of
-#: resamples that the scheme did not draw.
+#: An interval is ``weak``, not ``ok``, when more than this share of its resamples is unusable (failed, unfinished
+#: or unable to identify the law): it then describes the usable resamples only, a selection the scheme did not
+#: draw. Fits (:func:`mixlaw.fit.uncertainty.resampling.interval_status`) and decisions use this one share.
 LOST_MAX = 0.2
 
 
