@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from mixlaw.cli import app
 from mixlaw.errors import InputError
-from mixlaw.fit.solver.refine import decision_iterations, decision_max_iter
+from mixlaw.options import DEFAULT_SOLVER, SolverOptions
 
 REPO = Path(__file__).resolve().parents[1]
 MIX = str(REPO / "examples" / "mixture_probe" / "runs.csv")
@@ -26,17 +26,25 @@ def test_every_verb_that_fits_takes_max_iter(verb: list[str]) -> None:
     assert "--max-iter" in r.output
 
 
-def test_decision_iterations_scopes_the_cap() -> None:
-    assert decision_max_iter() is None and decision_max_iter(300) == 300
-    with decision_iterations(7):
-        assert decision_max_iter() == 7 and decision_max_iter(300) == 7
-        with decision_iterations(None):  # no cap inside: each fit's own limit again
-            assert decision_max_iter(300) == 300
-        assert decision_max_iter(None) == 7
-    assert decision_max_iter() is None
-    with pytest.raises(InputError, match="--max-iter"):
-        with decision_iterations(0):
-            pass
+def test_solver_options_carry_the_cap() -> None:
+    """The cap travels as an explicit, frozen option: set, it overrides every fit's own limit; unset, each fit
+    keeps its own (``None``: the adaptive limit); a cap below 1 is a one-line error naming the field."""
+    assert DEFAULT_SOLVER.cap(None) is None and DEFAULT_SOLVER.cap(300) == 300
+    capped = SolverOptions(max_iter=7)
+    assert capped.cap(None) == 7 and capped.cap(300) == 7
+    assert SolverOptions(max_iter=None).cap(300) == 300  # no cap: each fit's own limit again
+    with pytest.raises(AttributeError):
+        capped.max_iter = 8  # type: ignore[misc]  # frozen: no fit can change another's cap
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(InputError, match="max_iter"):
+            SolverOptions(max_iter=bad)  # type: ignore[arg-type]
+
+
+def test_no_hidden_iteration_state() -> None:
+    """No module of the package keeps a context variable (the cap reached the solvers through one)."""
+    src = REPO / "src" / "mixlaw"
+    offenders = [str(p.relative_to(src)) for p in src.rglob("*.py") if "contextvars" in p.read_text(encoding="utf-8")]
+    assert offenders == []
 
 
 def _spy(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
@@ -79,16 +87,14 @@ def test_mix_optimize_caps_every_fit(monkeypatch: pytest.MonkeyPatch, cap: int |
 def test_cmr_caps_every_fit(monkeypatch: pytest.MonkeyPatch, cap: int | None) -> None:
     """The constant-LR CMR fits its curves, ratio laws and CMR laws with its own profiled least squares (a
     pattern search of at most 200 rounds) and the engine: every one asks the decision's cap."""
-    import mixlaw.fit.solver.refine as refine
-
     got: list[Any] = []
-    real = refine.decision_max_iter
+    real = SolverOptions.cap
 
-    def spy(default: int | None = None) -> int | None:
-        got.append(real(default))
+    def spy(self: SolverOptions, default: int | None = None) -> int | None:
+        got.append(real(self, default))
         return got[-1]
 
-    monkeypatch.setattr(refine, "decision_max_iter", spy)
+    monkeypatch.setattr(SolverOptions, "cap", spy)
     args = ["cmr", CMR, "--general-eval", "general", "--domain-eval", "legal", "--bootstrap", "3", "--json"]
     r = CliRunner().invoke(app, args + ([] if cap is None else ["--max-iter", str(cap)]))
     assert r.exit_code == 0, r.output

@@ -199,14 +199,14 @@ def test_bootstrap_intervals_hold_their_point_when_resamples_sit_off_centre() ->
     fits converge, one-start resample refits keep a cap) still give an interval holding the point, where the plain
     percentile interval of the same draws (measured on the shipped mixture experiment: natural's regret +0.1085
     against [+0.0149, +0.0955]) would not."""
-    from mixlaw.decide.mixture.optimum import _q
+    from mixlaw.decide.mixture.paired import bc_pair
 
     rng = np.random.default_rng(3)
     draws = 1.0 + np.abs(rng.normal(0.0, 0.1, 200))  # every draw above the point 0.95
-    lo, hi = _q(draws, 0.95, 0.95)
+    lo, hi = bc_pair(draws, 0.95, 0.95)
     assert lo <= 0.95 <= hi and np.quantile(draws, 0.025) > 0.95
     centred = rng.normal(0.0, 1.0, 4000)
-    lo, hi = _q(centred, 0.95, 0.0)  # a centred sample: the BC interval is about the percentile interval (the
+    lo, hi = bc_pair(centred, 0.95, 0.0)  # a centred sample: the BC interval is about the percentile interval (the
     # sample's median is not exactly 0, so the bias correction moves the ends by a few hundredths)
     assert lo == pytest.approx(np.quantile(centred, 0.025), abs=0.08)
     assert hi == pytest.approx(np.quantile(centred, 0.975), abs=0.08)

@@ -98,7 +98,7 @@ def test_optimize_refits_every_resample_in_one_batch_as_the_duplicated_rows_woul
     """``mix optimize``'s resamples: the drawn mixtures' counts as point weights give the fit of the duplicated rows;
     a resample that draws no row of the target is unusable and counted, not dropped."""
     from mixlaw.decide.mixture.checks import mixture_groups
-    from mixlaw.decide.mixture.optimum import _draws
+    from mixlaw.decide.mixture.paired import refit_draws
     from mixlaw.fit import fit_law
     from mixlaw.fit.fitter import objective_at
 
@@ -110,7 +110,7 @@ def test_optimize_refits_every_resample_in_one_batch_as_the_duplicated_rows_woul
         res = fit_law(law, df, target="loss", random_state=0, max_iter=None)
     rng = np.random.default_rng(7)
     counts = np.stack([np.bincount(rng.integers(0, 10, 10), minlength=10) for _ in range(3)] + [np.zeros(10, int)])
-    draws, info = _draws(res, df, counts)
+    draws, info = refit_draws(res, df, counts)
     assert info["n_unusable"] == 1 and draws[3] is None and all(d is not None for d in draws[:3]), info
     for b in range(3):
         dup = df.iloc[np.repeat(np.arange(len(df)), counts[b, df["_mixture"].to_numpy()])].reset_index(drop=True)

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from mixlaw.decide.mixture.api import optimize
-from mixlaw.decide.mixture.optimum import tokens_rule
+from mixlaw.decide.mixture.targets import tokens_rule
 from mixlaw.errors import InputError
 from mixlaw.laws import get_law
 

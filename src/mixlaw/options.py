@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from mixlaw.errors import InputError
 
 __all__ = [
     "MAX_RESAMPLES",
     "MAX_ITER_LIMIT",
+    "DEFAULT_SOLVER",
     "IntervalOptions",
     "SolverOptions",
     "check_level",
@@ -64,13 +65,32 @@ def check_count(value: Any, name: str, *, minimum: int = 0, maximum: int) -> int
 
 @dataclass(frozen=True)
 class SolverOptions:
-    """How hard each fit works.
+    """How hard each fit works; passed explicitly to every function that fits (``--max-iter`` of the verbs).
+
+    The one rule: an explicit ``max_iter`` is a hard cap on every fit a computation makes — point fits, bootstrap
+    refits, rescues, and the rounds of the profiled least-squares search of the CMR decision. ``None`` (the
+    default) leaves each fit its own limit, read through :meth:`cap` from a named default declared once where the
+    fit is made:
+
+    - every engine fit (:func:`mixlaw.fit.fit_law`, :func:`mixlaw.fit.fit_batch`, the bootstrap refits): the
+      adaptive limit (``None``), which stops a row when its objective no longer falls measurably
+      (:mod:`mixlaw.fit.refine`);
+    - the profiled least-squares search of :mod:`mixlaw.decide.cmr.profile`: ``PROFILE_ROUNDS`` rounds of its
+      pattern search (it halves its step until the exponents are known to its tolerance, far sooner);
+    - the nested mixture pipeline's second batched attempt on curves whose first one ran out of iterations:
+      ``FALLBACK_ITER`` iterations (:mod:`mixlaw.decide.mixture.nested`);
+    - each simulated fit of ``plan --simulate``: ``SIM_MAX_ITER`` iterations (:mod:`mixlaw.design.simulate`; many
+      replicates, a hard cap keeps the simulation's time bounded).
 
     Parameters
     ----------
     max_iter
-        Iteration cap of every fit (point fits, resample refits, rescues). ``None`` (default): each fit's own
-        limit — the adaptive one, which stops a row when its objective no longer falls measurably.
+        Iteration cap of every fit, ``>= 1``; ``None`` (default): each fit's own limit, as above.
+
+    Examples
+    --------
+    >>> SolverOptions().cap(200), SolverOptions(max_iter=7).cap(200), SolverOptions().cap(None)
+    (200, 7, None)
     """
 
     max_iter: int | None = None
@@ -80,9 +100,19 @@ class SolverOptions:
             object.__setattr__(self, "max_iter", check_count(self.max_iter, "max_iter", minimum=1,
                                                              maximum=MAX_ITER_LIMIT))  # fmt: skip
 
+    @overload
+    def cap(self, default: int) -> int: ...
+    @overload
+    def cap(self, default: None) -> int | None: ...
+
     def cap(self, default: int | None) -> int | None:
-        """The iteration limit of one fit: ``max_iter`` when set, else that fit's own ``default``."""
+        """The iteration limit of one fit: ``max_iter`` when set, else that fit's own ``default`` (``None``: the
+        adaptive limit)."""
         return default if self.max_iter is None else self.max_iter
+
+
+#: The solver options of a computation that was given none: every fit at its own limit.
+DEFAULT_SOLVER = SolverOptions()
 
 
 @dataclass(frozen=True)

@@ -132,6 +132,7 @@ def run_cmr_job(
     ``make_progress(total, quiet)`` builds the progress display (callable with a count, and ``close()``)."""
     from mixlaw.decide.cmr import critical_mixture_ratio_by_domain
     from mixlaw.decide.cmr.schedule import resolve_schedule_law, schedule_cmr_by_size
+    from mixlaw.options import SolverOptions
     from mixlaw.schedules import Schedule
 
     sched_results: list[Any] | None = None
@@ -155,6 +156,7 @@ def run_cmr_job(
         if c_method not in ("fit", "corr_grid"):
             raise InputError(f"--c-method must be 'fit' or 'corr_grid', got {c_method!r}")
         lam = parse_lambda(lagrange)
+        solver = SolverOptions(max_iter=max_iter)
         sched = None if schedule is None else Schedule.parse(schedule)
         frame = load_table(table, where, include_schedule=sched is not None, options=table_options,
                            evals=(general_eval, *domain_eval), base_eval=base_eval)  # fmt: skip
@@ -165,7 +167,7 @@ def run_cmr_job(
             sched_results = schedule_cmr_by_size(
                 frame, sched, general_eval=general_eval, domain_eval=domain_eval[0], ratio_column=ratio_column,
                 size_column=size_column, epsilon=epsilon, budget_steps=budget_steps, budget_tokens=budget_tokens,
-                tokens_per_step=tokens_per_step, bootstrap=bootstrap, random_state=seed, law=law, max_iter=max_iter,
+                tokens_per_step=tokens_per_step, bootstrap=bootstrap, random_state=seed, law=law, solver=solver,
                 level=level,
             )  # fmt: skip
             budgets = {r.budget_tokens for r in sched_results}
@@ -185,7 +187,7 @@ def run_cmr_job(
                 ratio_column=ratio_column, size_column=size_column, epsilon=epsilon, lagrange_mult=lam,
                 budget_tokens=dec_budget, ratio_law=ratio_law, c_method=c_method, pin_zero=pin_zero,
                 bootstrap=bootstrap, random_state=seed, relative_to_control=relative_to_control,
-                validate=validate, progress=progress, max_iter=max_iter, level=level,
+                validate=validate, progress=progress, solver=solver, level=level,
             )  # fmt: skip
 
         decisions: dict[str, Any] = {}

@@ -110,6 +110,7 @@ def compare_cmd(
 ) -> None:
     """Fit each mixture law on the rows outside the holdout and score its predictions of the held-out rows."""
     from mixlaw.decide.mixture.api import compare
+    from mixlaw.options import SolverOptions
 
     df = _load(runs, table_kw(locals()), target)
     out = compare(
@@ -122,7 +123,7 @@ def compare_cmd(
         bootstrap=bootstrap,
         random_state=random_state,
         source=runs.name,
-        max_iter=max_iter,
+        solver=SolverOptions(max_iter=max_iter),
         level=level,
         progress=_stderr_progress("mix compare"),
     )
@@ -270,6 +271,7 @@ def optimize_cmd(
         check_output_path(report, "--report")  # before the run: a directory or a missing one failed only after it
     from mixlaw import api
     from mixlaw.decide.mixture.api import compare, optimize
+    from mixlaw.options import SolverOptions
 
     df = _load(runs, table_kw(locals()), target or ["loss"])
     constraints = {
@@ -300,7 +302,7 @@ def optimize_cmd(
         candidates=_evaluate(evaluate, _domains(domains), df),
         random_state=random_state,
         source=runs.name,
-        max_iter=max_iter,
+        solver=SolverOptions(max_iter=max_iter),
         level=level,
         progress=_stderr_progress("mix optimize"),
     )
@@ -317,7 +319,7 @@ def optimize_cmd(
             bootstrap=min(bootstrap, 50) if bootstrap else 20,
             random_state=random_state,
             source=runs.name,
-            max_iter=max_iter,
+            solver=SolverOptions(max_iter=max_iter),
             level=level,
         )
         out["report"] = str(write_mix_report(report, out, held, source=runs.name))
@@ -424,6 +426,7 @@ def nested_cmd(
     """Data Mixing Laws' nested pipeline: step law → size law → mixture law at a target (size, step)."""
     from mixlaw import api
     from mixlaw.decide.mixture.nested import nested
+    from mixlaw.options import SolverOptions
 
     df = _load(runs, table_kw(locals()))
     out = nested(
@@ -439,7 +442,7 @@ def nested_cmd(
         law_options=api.parse_options(law_option),
         random_state=random_state,
         source=runs.name,
-        max_iter=max_iter,
+        solver=SolverOptions(max_iter=max_iter),
         tie_size_exponent=tie_size_exponent,
     )
     if as_json:

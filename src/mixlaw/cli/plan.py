@@ -77,6 +77,7 @@ def plan_cmd(
     """
     from mixlaw import limits
     from mixlaw.design.plan import parse_prior, plan, sweep_toml
+    from mixlaw.options import SolverOptions
 
     limits.count(simulate, "--simulate", lo=0, hi=MAX_SIMULATE)  # 100,000 replicates ran away
     limits.count(floor_runs, "--floor-runs", hi=MAX_RUNS)  # 2^63 was a traceback
@@ -127,7 +128,7 @@ def plan_cmd(
         seed=seed,
         cost=cost,
         cost_unit=cost_unit,
-        max_iter=max_iter,
+        solver=SolverOptions(max_iter=max_iter),
     )
     alloc = res["allocation"]
     if out is not None:

@@ -16,6 +16,7 @@ from typing import Any
 from mixlaw.design.budget import CostFn, SizeSpec, parse_budget, resolve_sizes
 from mixlaw.design.strategies import Allocation, Strategy, allocate, parse_strategies
 from mixlaw.errors import InputError
+from mixlaw.options import DEFAULT_SOLVER, SolverOptions
 
 __all__ = ["DEFAULT_SCHEDULE", "natural_prior", "parse_prior", "plan", "plan_to_dict", "sweep_toml"]
 
@@ -88,11 +89,12 @@ def plan(
     seed: int = 0,
     cost: CostFn | None = None,
     cost_unit: str = "FLOPs",
-    max_iter: int | None = None,
+    solver: SolverOptions = DEFAULT_SOLVER,
 ) -> dict[str, Any]:
     """Allocate ``budget`` over ``sizes`` with ``strategy`` (and each ``compare`` strategy); simulate if asked.
 
-    ``max_iter`` caps the iterations of every fit of the simulation (``--max-iter``; default the simulator's 200).
+    ``solver`` caps the iterations of every fit of the simulation (:class:`~mixlaw.options.SolverOptions`,
+    ``--max-iter``; default the simulator's :data:`~mixlaw.design.simulate.SIM_MAX_ITER`).
 
     Returns ``{"sizes", "target", "budget", "allocation" (the chosen one), "compare": [allocations],
     "simulation": SimResult | None, "notes"}``; allocations are :class:`Allocation` objects.
@@ -124,6 +126,7 @@ def plan(
     compared = [allocate(s, size_specs, b.flops, doms, **opts) for s in others]
     sim = None
     if simulate:
+        from mixlaw.design.simulate import SIM_MAX_ITER
         from mixlaw.design.simulate import simulate as run_sim
 
         sim = run_sim(
@@ -137,7 +140,7 @@ def plan(
             k=k,
             seed=seed,
             allocation=opts,
-            max_iter=200 if max_iter is None else int(max_iter),  # the simulator's default cap
+            max_iter=solver.cap(SIM_MAX_ITER),
         )
     return {
         "sizes": size_specs,

@@ -34,6 +34,10 @@ from mixlaw.design.budget import SizeSpec
 from mixlaw.design.strategies import Allocation, Strategy, allocate, mixture_pool
 from mixlaw.errors import InputError
 
+#: Iterations of each simulated fit when the solver options set no cap (``plan --simulate`` without
+#: ``--max-iter``): many replicates are refitted, so a hard cap keeps the simulation's time bounded.
+SIM_MAX_ITER = 200
+
 __all__ = ["Priors", "SimResult", "draw_truth", "simulate"]
 
 METRICS = ("rmse", "regret", "spearman")
@@ -168,7 +172,7 @@ def simulate(
     priors: Priors = Priors(),
     n_test: int = 512,
     n_polish: int = 8,
-    max_iter: int = 200,
+    max_iter: int = SIM_MAX_ITER,
     seed: int = 0,
     allocation: Mapping[str, Any] | None = None,
     max_runs: int = 5000,

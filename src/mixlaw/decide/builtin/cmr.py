@@ -99,7 +99,7 @@ class CriticalMixtureRatio(Decision):
             ratio_column=options.ratio_column, size_column=options.size_column, budget_tokens=options.budget_tokens,
             ratio_law=options.ratio_law, relative_to_control=options.relative_to_control, bootstrap=resamples,
             level=ctx.intervals.level, random_state=ctx.intervals.seed, control_reading=False,
-            max_iter=ctx.solver.max_iter,
+            solver=ctx.solver,
         )  # fmt: skip
 
     def estimate(self, table: pd.DataFrame, options: CMROptions, ctx: DecisionContext) -> Estimate:

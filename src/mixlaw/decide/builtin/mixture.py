@@ -111,7 +111,7 @@ class MixOptimum(Decision):
         return optimize(
             table, law=o.law, domains=list(o.domains), target=list(o.targets), weights=dict(o.weights) or None,
             target_size=o.target_size, bootstrap=resamples, level=ctx.intervals.level,
-            random_state=ctx.intervals.seed or 0, candidates=cands, max_iter=ctx.solver.max_iter,
+            random_state=ctx.intervals.seed or 0, candidates=cands, solver=ctx.solver,
         )  # fmt: skip
 
     def estimate(self, table: pd.DataFrame, options: OptimumOptions, ctx: DecisionContext) -> Estimate:
@@ -201,7 +201,7 @@ class MixCompare(Decision):
         out = compare(
             table, domains=list(options.domains), targets=list(options.targets), holdout=options.holdout,
             models=",".join(options.models), bootstrap=ctx.intervals.resamples, level=ctx.intervals.level,
-            random_state=ctx.intervals.seed or 0, max_iter=ctx.solver.max_iter,
+            random_state=ctx.intervals.seed or 0, solver=ctx.solver,
         )  # fmt: skip
         values: dict[str, float | None] = {}
         reasons: list[Reason] = []
@@ -256,7 +256,7 @@ class MixNested(Decision):
         out = nested(
             table, domains=list(options.domains), target_size=options.target_size, target_step=options.target_step,
             target=options.target, mixture_law=options.mixture_law, random_state=ctx.intervals.seed or 0,
-            max_iter=ctx.solver.max_iter,
+            solver=ctx.solver,
         )  # fmt: skip
         values: dict[str, float | None] = {}
         for i, m in enumerate(out.get("mixtures", [])):

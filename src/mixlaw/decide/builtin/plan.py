@@ -60,7 +60,7 @@ class ProbePlan(Decision):
         res = plan(
             sizes=list(options.sizes), target_size=options.target_size, budget=options.budget,
             domains=list(options.domains), strategy=options.strategy, simulate=options.simulate,
-            tokens_per_param=options.tokens_per_param, seed=ctx.intervals.seed or 0, max_iter=ctx.solver.max_iter,
+            tokens_per_param=options.tokens_per_param, seed=ctx.intervals.seed or 0, solver=ctx.solver,
         )  # fmt: skip
         a = res["allocation"]
         values: dict[str, float | None] = {"runs": float(a.n_runs), "distinct_mixtures": float(a.distinct_mixtures),

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
-from mixlaw.fit.uncertainty.resampling import LOST_MAX
+from mixlaw.errors import InputError
+from mixlaw.fit.resampling import LOST_MAX
 from mixlaw.laws import Law, get_law
+from mixlaw.options import DEFAULT_SOLVER, SolverOptions
 
 STATUS_OK = "ok"
 STATUS_WEAK = "weak"
@@ -29,6 +32,72 @@ BOOT_LOST_MAX = LOST_MAX
 
 DEFAULT_LAMBDAS: tuple[float, ...] = (100.0, 300.0, 1000.0, 3000.0, 7000.0, math.inf)
 DEFAULT_EPSILONS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1)
+
+
+def check_args(
+    epsilon: float, lagrange_mult: float, budget_tokens: float | None, bootstrap: int, level: float = 0.95
+) -> None:
+    """One-line errors for impossible settings."""
+    if not 0 < level < 1:
+        raise InputError(f"--level {level}: expected a number in (0, 1)")
+    if not (math.isfinite(epsilon) and epsilon >= 0):
+        raise InputError(f"epsilon must be a finite number ≥ 0, got {epsilon}")
+    if not lagrange_mult > 0:
+        raise InputError(f"lagrange_mult must be > 0 or inf, got {lagrange_mult}")
+    if budget_tokens is not None and not budget_tokens > 0:
+        raise InputError(f"budget_tokens must be > 0, got {budget_tokens}")
+    if bootstrap < 0:
+        raise InputError(f"bootstrap must be ≥ 0, got {bootstrap}")
+
+
+@dataclass(frozen=True)
+class CMRSettings:
+    """How one size's CMR is decided: the settings every stage of the per-size pipeline reads.
+
+    :func:`mixlaw.decide.cmr.critical_mixture_ratio` builds one from its arguments (their meaning is documented
+    there) and hands the same object to every size, to the other reading and to the held-out checks.
+
+    Parameters
+    ----------
+    epsilon
+        Tolerated rise of the general loss at the budget (nats/token), ``>= 0``.
+    lagrange_mult
+        λ of the stationarity condition (``inf``: ``T0`` at the peak of ``ΔL_gen``), ``> 0``.
+    budget_tokens, token_unit
+        CPT budget in tokens and tokens per ``T`` unit (``None``: from the runs, and ``budget / 100``).
+    ratio_law, c_method
+        The ratio law (or ``"auto"``) and how ``ratio_exp`` finds its offset (``"fit"`` or ``"corr_grid"``).
+    pin_zero
+        Pin ``ΔL(0) = 0`` in the increment laws.
+    fit_loss
+        ``"l2"`` (exact profiled least squares) or ``"huber"`` (engine fits).
+    level
+        Coverage of the bootstrap intervals, in (0, 1).
+    t0_search_factor
+        How far beyond the budget (× the budget) ``T0`` is searched.
+    batched
+        Fit all resamples of a size in one solve per law (``False``: one by one, the reference).
+    solver
+        Iteration caps of every fit (:class:`~mixlaw.options.SolverOptions`).
+    """
+
+    epsilon: float = 0.05
+    lagrange_mult: float = math.inf
+    budget_tokens: float | None = None
+    token_unit: float | None = None
+    ratio_law: str = "auto"
+    c_method: str = "fit"
+    pin_zero: bool = False
+    fit_loss: str = "l2"
+    level: float = 0.95
+    t0_search_factor: float = 10.0
+    batched: bool = True
+    solver: SolverOptions = DEFAULT_SOLVER
+
+    def __post_init__(self) -> None:
+        check_args(self.epsilon, self.lagrange_mult, self.budget_tokens, 0, self.level)
+        if self.c_method not in ("fit", "corr_grid"):
+            raise InputError(f"c_method must be 'fit' or 'corr_grid', got {self.c_method!r}")
 
 
 @lru_cache(maxsize=256)

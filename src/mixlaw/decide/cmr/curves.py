@@ -21,6 +21,7 @@ from mixlaw.decide.cmr.profile import fit_profiled, is_separable
 from mixlaw.decide.cmr.ratio import engine_fit
 from mixlaw.errors import FitError, InputError
 from mixlaw.laws import Law
+from mixlaw.options import DEFAULT_SOLVER, SolverOptions
 
 __all__ = ["RatioCurves", "SizeFits", "curve_laws", "fit_size", "bootstrap_size"]
 
@@ -82,23 +83,23 @@ def curve_laws(token_unit: float, pin_zero: bool, names: tuple[str, str] = DEFAU
 
 
 def _fit_many(
-    law: Law, t: np.ndarray, Y: np.ndarray, fit_loss: str, batched: bool = True
+    law: Law, t: np.ndarray, Y: np.ndarray, fit_loss: str, batched: bool = True, solver: SolverOptions = DEFAULT_SOLVER
 ) -> list[tuple[dict[str, float] | None, str]]:
     """Fit ``law`` to every row of ``Y`` on the same tokens: one profiled solve (``batched=False``: one solve per
-    row, the reference the batching is tested against), or engine fits as fallback."""
+    row, the reference the batching is tested against), or engine fits as fallback; ``solver``: their caps."""
     if is_separable(law) and fit_loss == "l2" and not batched:
         out1 = []
         for y in Y:
-            f1 = fit_profiled(law, {"tokens": t}, y[None])
+            f1 = fit_profiled(law, {"tokens": t}, y[None], solver=solver)
             out1.append((f1.params[0], str(f1.status[0])))
         return out1
     if is_separable(law) and fit_loss == "l2":
-        pf = fit_profiled(law, {"tokens": t}, Y)
+        pf = fit_profiled(law, {"tokens": t}, Y, solver=solver)
         return [(pf.params[b], str(pf.status[b])) for b in range(Y.shape[0])]
     out: list[tuple[dict[str, float] | None, str]] = []
     for y in Y:
         try:
-            p = engine_fit(law, pd.DataFrame({"tokens": t, "y": y}), "y", loss=fit_loss, sink=[])
+            p = engine_fit(law, pd.DataFrame({"tokens": t, "y": y}), "y", loss=fit_loss, sink=[], solver=solver)
             out.append((law.canonical(p), "converged"))
         except FitError:
             out.append((None, "failed"))
@@ -120,8 +121,9 @@ def fit_size(
     fit_loss: str,
     sink: list[str] | None = None,
     laws: tuple[str, str] = DEFAULT_CURVE_LAWS,
+    solver: SolverOptions = DEFAULT_SOLVER,
 ) -> SizeFits:
-    """Fit every ratio's increment curves of one size (evaluations with ``T > 0``)."""
+    """Fit every ratio's increment curves of one size (evaluations with ``T > 0``) under ``solver``'s caps."""
     d = inc[inc["size"] == size]
     fitted = d[d["tokens"] > 0]
     if fitted.empty:
@@ -176,7 +178,7 @@ def fit_size(
         t = np.array(key)
         Yd = np.stack([base[r]["obs_dom"] for r, _ in members])
         Yg = np.stack([base[r]["obs_gen"] for r, _ in members])
-        fd, fg = _fit_many(dom_law, t, Yd, fit_loss), _fit_many(gen_law, t, Yg, fit_loss)
+        fd, fg = _fit_many(dom_law, t, Yd, fit_loss, solver=solver), _fit_many(gen_law, t, Yg, fit_loss, solver=solver)
         for i, (r, _) in enumerate(members):
             fits[r] = {"dom_params": fd[i][0], "dom_status": fd[i][1], "gen_params": fg[i][0],
                        "gen_status": fg[i][1]}  # fmt: skip
@@ -227,8 +229,9 @@ def _inflate(resid: np.ndarray, n_par: int) -> np.ndarray:
 
 
 def bootstrap_size(
-    sf: SizeFits, n_boot: int, rng: np.random.Generator, fit_loss: str, batched: bool = True
-) -> list[SizeFits]:
+    sf: SizeFits, n_boot: int, rng: np.random.Generator, fit_loss: str, batched: bool = True,
+    solver: SolverOptions = DEFAULT_SOLVER,
+) -> list[SizeFits]:  # fmt: skip
     """Residual bootstrap within runs: every ratio's curves refitted on ``fitted + resampled residuals``.
 
     Why residuals and not runs: with one run per (size, ratio), resampling runs drops whole ratios and leaves the
@@ -236,7 +239,7 @@ def bootstrap_size(
     token values for a 5-parameter curve. One index draw is shared by the general and the domain curve of a run
     (keeps their correlation at an evaluation). Evaluations along one trajectory are autocorrelated, so the
     intervals are a lower bound on the seed-to-seed spread. All ``ratios × resamples`` refits of a law are one
-    solve.
+    solve, under ``solver``'s caps.
     """
     dom_law, gen_law = curve_laws(sf.token_unit, sf.pin_zero, sf.laws)
     use = [c for c in sf.curves if c.gen_params is not None and c.dom_params is not None]
@@ -257,8 +260,8 @@ def bootstrap_size(
             Yg.append(fg[None] + (_inflate(c.obs_gen - fg, len(gen_law.param_names)))[idx])
             Yd.append(fd[None] + (_inflate(c.obs_dom - fd, len(dom_law.param_names)))[idx])
             idxs.append(idx)
-        fd_all = _fit_many(dom_law, t, np.concatenate(Yd), fit_loss, batched)
-        fg_all = _fit_many(gen_law, t, np.concatenate(Yg), fit_loss, batched)
+        fd_all = _fit_many(dom_law, t, np.concatenate(Yd), fit_loss, batched, solver)
+        fg_all = _fit_many(gen_law, t, np.concatenate(Yg), fit_loss, batched, solver)
         near = np.isclose(t, sf.budget_tokens, rtol=5e-3)
         for i, c in enumerate(members):
             # The observed end-of-budget increments are resampled around the *observations* (not the curve fit,

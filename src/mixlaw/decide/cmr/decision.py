@@ -41,6 +41,7 @@ from mixlaw.decide.cmr.t0 import (
     observed_shape,
 )
 from mixlaw.laws import Law
+from mixlaw.options import DEFAULT_SOLVER, SolverOptions
 
 T0_OBSERVED = "observed peak"
 #: A fitted turning point up to this factor past the last evaluation still feeds the CMR law (beyond it the peak
@@ -211,8 +212,9 @@ def cmr_points(rows: list[dict[str, Any]]) -> list[tuple[float, float]]:
 
 
 def fit_cmr_laws(
-    law: Law, points: list[list[tuple[float, float]]], weights: Mapping[float, float] | None = None
-) -> list[dict[str, float] | None]:
+    law: Law, points: list[list[tuple[float, float]]], weights: Mapping[float, float] | None = None,
+    solver: SolverOptions = DEFAULT_SOLVER,
+) -> list[dict[str, float] | None]:  # fmt: skip
     """The CMR law ``R = α4 T^s4 + β3`` through each list of points, all in one profiled solve.
 
     ``weights`` (per ratio; default 1) weight the least squares: :func:`t0_weights` gives ``1/σ²`` of each
@@ -220,7 +222,7 @@ def fit_cmr_laws(
     ``T`` (``α4·s4 < 0``: more tokens allowing a smaller share) is dropped: the CMR law must be increasing; its
     exponent is searched up to :data:`S4_MAX` = 1 only, so that it is also concave (every published CMR law is:
     laws.md §6.6, s4 = 0.27, 0.14, −0.15, −0.42): a convex fit through noisy turning points would extrapolate a
-    share that grows faster and faster with the budget."""
+    share that grows faster and faster with the budget. ``solver``: the cap of the profiled search."""
     out: list[dict[str, float] | None] = [None] * len(points)
     use = [i for i, p in enumerate(points) if len({q[1] for q in p}) >= MIN_RATIOS_CMR_LAW]
     if not use:
@@ -233,7 +235,7 @@ def fit_cmr_laws(
         for j, (t, r) in enumerate(points[i]):
             T[k, j], R[k, j] = t, r
             W[k, j] = 1.0 if weights is None else float(weights.get(r, 1.0))
-    pf = fit_profiled(_IncreasingConcave(law), {"tokens": T}, R, weights=W)  # type: ignore[arg-type]
+    pf = fit_profiled(_IncreasingConcave(law), {"tokens": T}, R, weights=W, solver=solver)  # type: ignore[arg-type]
     for k, i in enumerate(use):
         p = pf.params[k]
         if p is not None and float(p["alpha4"]) * float(p["s4"]) < 0:

@@ -9,13 +9,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mixlaw.decide.cmr.common import DEFAULT_EPSILONS, DEFAULT_LAMBDAS
+from mixlaw.decide.cmr.common import DEFAULT_EPSILONS, DEFAULT_LAMBDAS, CMRSettings, check_args
 from mixlaw.decide.cmr.data import has_control, prepare_increments, resolve_columns
 from mixlaw.decide.cmr.data import relative_to_control as _relative
-from mixlaw.decide.cmr.pipeline import check_args, cmr_size_trend, decide_size
+from mixlaw.decide.cmr.pipeline import cmr_size_trend, decide_size
 from mixlaw.decide.cmr.ratio import resolve_ratio_law
 from mixlaw.decide.cmr.result import CMRDecision, SizeCMR
 from mixlaw.errors import InputError
+from mixlaw.options import DEFAULT_SOLVER, SolverOptions
 
 __all__ = ["critical_mixture_ratio", "critical_mixture_ratio_by_domain"]
 
@@ -46,7 +47,7 @@ def critical_mixture_ratio(
     validate: bool = False,
     progress: Callable[[Any, int], None] | None = None,
     batched: bool = True,
-    max_iter: int | None = None,
+    solver: SolverOptions = DEFAULT_SOLVER,
 ) -> CMRDecision:
     """Critical mixture ratio per model size, with bootstrap intervals and a λ × ε sensitivity table.
 
@@ -91,69 +92,66 @@ def critical_mixture_ratio(
     batched
         Fit all resamples of a size in one solve per law (default); ``False`` fits them one by one (same answers:
         the reference the batching is tested against).
-    max_iter
-        Iteration cap of every fit the decision makes (``--max-iter``;
-        :func:`mixlaw.fit.solver.refine.decision_iterations`); ``None`` (default): their own limits.
+    solver
+        Iteration caps of every fit the decision makes — curves, resample refits, ratio and CMR laws
+        (:class:`~mixlaw.options.SolverOptions`, ``--max-iter``); default: each fit's own limit.
     """
-    from mixlaw.fit.solver.refine import decision_iterations
+    if not isinstance(table, pd.DataFrame):
+        raise InputError(f"expected a pandas DataFrame, got {type(table).__name__}")
+    check_args(epsilon, lagrange_mult, budget_tokens, bootstrap, level)
+    if ratio_law != "auto":
+        resolve_ratio_law(ratio_law)
+    if c_method not in ("fit", "corr_grid"):
+        raise InputError(f"c_method must be 'fit' or 'corr_grid', got {c_method!r}")
+    cols = resolve_columns(table, general_eval, domain_eval, ratio_column, size_column)
+    inc_abs = prepare_increments(table, cols)
+    inc = _relative(inc_abs) if relative_to_control else inc_abs
+    rng = random_state if isinstance(random_state, np.random.Generator) else np.random.default_rng(random_state)
+    settings = CMRSettings(
+        epsilon=epsilon, lagrange_mult=lagrange_mult, budget_tokens=budget_tokens, token_unit=token_unit,
+        ratio_law=ratio_law, c_method=c_method, pin_zero=pin_zero, fit_loss=fit_loss, level=level,
+        t0_search_factor=t0_search_factor, batched=batched, solver=solver,
+    )  # fmt: skip
+    other = None
+    if control_reading and has_control(inc_abs):
+        other = inc_abs if relative_to_control else relative_to_control_safe(inc_abs)
+    sizes: list[SizeCMR] = []
+    sens_rows: list[dict[str, Any]] = []
+    boot_by_size: dict[Any, np.ndarray] = {}
+    for size in sorted(inc["size"].unique(), key=lambda v: (str(type(v)), v)):
+        s, sens, boot, _ = decide_size(inc, size, settings, bootstrap=bootstrap, rng=rng,
+                                       sensitivity_lambdas=sensitivity_lambdas,
+                                       sensitivity_epsilons=sensitivity_epsilons)  # fmt: skip
+        if other is not None and (other["size"] == size).any():
+            o, _, _, _ = decide_size(other, size, settings, bootstrap=bootstrap, rng=rng, sensitivity_lambdas=(),
+                                     sensitivity_epsilons=())  # fmt: skip
+            s = _with_reading(s, o, "relative to the R = 0 control" if not relative_to_control else "absolute")
+        sizes.append(s)
+        sens_rows += sens
+        if boot is not None:
+            boot_by_size[size] = boot
+        if progress is not None:
+            progress(size, bootstrap)
+    recorded = {
+        "general_eval": cols.general, "domain_eval": cols.domain, "ratio_column": cols.ratio,
+        "size_column": cols.size, "epsilon": epsilon, "lagrange_mult": "inf" if math.isinf(lagrange_mult) else
+        lagrange_mult, "budget_tokens": budget_tokens, "ratio_law": ratio_law, "c_method": c_method,
+        "pin_zero": pin_zero, "fit_loss": fit_loss, "bootstrap": bootstrap,
+        "bootstrap_unit": "residuals within each run (shared index for general/domain)", "level": level,
+        "t0_search_factor": t0_search_factor, "relative_to_control": relative_to_control,
+        "increments": (
+            "relative to the R = 0 control" if relative_to_control else "absolute (from each run's T = 0)"
+        ),
+    }  # fmt: skip
+    dec = CMRDecision(sizes=sizes, settings=recorded, increments=inc, sensitivity=pd.DataFrame(sens_rows),
+                      trend=cmr_size_trend(sizes, boot_by_size, level=level))  # fmt: skip
+    if validate:
+        from dataclasses import replace
 
-    with decision_iterations(max_iter):
-        if not isinstance(table, pd.DataFrame):
-            raise InputError(f"expected a pandas DataFrame, got {type(table).__name__}")
-        check_args(epsilon, lagrange_mult, budget_tokens, bootstrap, level)
-        if ratio_law != "auto":
-            resolve_ratio_law(ratio_law)
-        if c_method not in ("fit", "corr_grid"):
-            raise InputError(f"c_method must be 'fit' or 'corr_grid', got {c_method!r}")
-        cols = resolve_columns(table, general_eval, domain_eval, ratio_column, size_column)
-        inc_abs = prepare_increments(table, cols)
-        inc = _relative(inc_abs) if relative_to_control else inc_abs
-        rng = random_state if isinstance(random_state, np.random.Generator) else np.random.default_rng(random_state)
-        kw: dict[str, Any] = dict(
-            epsilon=epsilon, lagrange_mult=lagrange_mult, budget_tokens=budget_tokens, token_unit=token_unit,
-            ratio_law=ratio_law, c_method=c_method, pin_zero=pin_zero, fit_loss=fit_loss, level=level,
-            t0_search_factor=t0_search_factor, batched=batched,
-        )  # fmt: skip
-        other = None
-        if control_reading and has_control(inc_abs):
-            other = inc_abs if relative_to_control else relative_to_control_safe(inc_abs)
-        sizes: list[SizeCMR] = []
-        sens_rows: list[dict[str, Any]] = []
-        boot_by_size: dict[Any, np.ndarray] = {}
-        for size in sorted(inc["size"].unique(), key=lambda v: (str(type(v)), v)):
-            s, sens, boot, _ = decide_size(inc, size, bootstrap=bootstrap, rng=rng,
-                                           sensitivity_lambdas=sensitivity_lambdas,
-                                           sensitivity_epsilons=sensitivity_epsilons, **kw)  # fmt: skip
-            if other is not None and (other["size"] == size).any():
-                o, _, _, _ = decide_size(other, size, bootstrap=bootstrap, rng=rng, sensitivity_lambdas=(),
-                                         sensitivity_epsilons=(), **kw)  # fmt: skip
-                s = _with_reading(s, o, "relative to the R = 0 control" if not relative_to_control else "absolute")
-            sizes.append(s)
-            sens_rows += sens
-            if boot is not None:
-                boot_by_size[size] = boot
-            if progress is not None:
-                progress(size, bootstrap)
-        settings = {
-            "general_eval": cols.general, "domain_eval": cols.domain, "ratio_column": cols.ratio,
-            "size_column": cols.size, "epsilon": epsilon, "lagrange_mult": "inf" if math.isinf(lagrange_mult) else
-            lagrange_mult, "budget_tokens": budget_tokens, "ratio_law": ratio_law, "c_method": c_method,
-            "pin_zero": pin_zero, "fit_loss": fit_loss, "bootstrap": bootstrap,
-            "bootstrap_unit": "residuals within each run (shared index for general/domain)", "level": level,
-            "t0_search_factor": t0_search_factor, "relative_to_control": relative_to_control,
-            "increments": (
-                "relative to the R = 0 control" if relative_to_control else "absolute (from each run's T = 0)"
-            ),
-        }  # fmt: skip
-        dec = CMRDecision(sizes=sizes, settings=settings, increments=inc, sensitivity=pd.DataFrame(sens_rows),
-                          trend=cmr_size_trend(sizes, boot_by_size, level=level))  # fmt: skip
-        if validate:
-            from dataclasses import replace
+        from mixlaw.decide.cmr.validate import validate_decision
 
-            from mixlaw.decide.cmr.validate import validate_decision
-
-            dec = replace(dec, validation=validate_decision(dec, inc, bootstrap=bootstrap, rng=rng, **kw))
-        return dec
+        dec = replace(dec, validation=validate_decision(dec, inc, settings, bootstrap=bootstrap, rng=rng))
+    return dec
 
 
 def relative_to_control_safe(inc: pd.DataFrame) -> pd.DataFrame | None:

@@ -17,6 +17,7 @@ from mixlaw.decide.cmr.common import (
     R2_MIN,
     STATUS_OK,
     STATUS_WEAK,
+    CMRSettings,
     input_ok,
     law_of,
     size_json,
@@ -40,7 +41,7 @@ from mixlaw.decide.cmr.ratio import RatioLawFit, fit_ratio_law_batch, model_free
 from mixlaw.decide.cmr.reading import Reading
 from mixlaw.decide.cmr.result import SizeCMR
 from mixlaw.decide.cmr.trend import cmr_size_trend, trend_exclusion, trend_summary
-from mixlaw.errors import InputError
+from mixlaw.options import DEFAULT_SOLVER, SolverOptions
 
 __all__ = ["decide_size", "cmr_size_trend", "choose_ratio_law", "RatioFits", "trend_exclusion", "trend_summary"]
 
@@ -86,10 +87,10 @@ def _ratio_inputs(
 
 def ratio_fits_batch(
     sf: SizeFits, rows_list: Sequence[list[dict[str, Any]]], sfs: Sequence[SizeFits], law: str, c_method: str,
-    fit_loss: str, dom_law: str | None = None,
+    fit_loss: str, dom_law: str | None = None, solver: SolverOptions = DEFAULT_SOLVER,
 ) -> tuple[list[RatioFits], str | None]:  # fmt: skip
-    """The general and domain ratio laws of many decisions of one size (one solve per law); the domain loss is
-    fitted with ``dom_law`` (default ``law``), unweighted."""
+    """The general and domain ratio laws of many decisions of one size (one solve per law, under ``solver``'s
+    caps); the domain loss is fitted with ``dom_law`` (default ``law``), unweighted."""
     ratios, G, _, W, note = _ratio_inputs(sf, rows_list, sfs, law)
     dlaw = dom_law or law
     ratios_d, _, D, Wd, _ = _ratio_inputs(sf, rows_list, sfs, dlaw) if dlaw != law else (ratios, G, _, W, note)
@@ -98,8 +99,8 @@ def ratio_fits_batch(
     if ratios.size < need or ratios_d.size < need_d:
         msg = f"ratio law not fitted: too few ratios to fit (need ≥ {max(need, need_d)}), got {ratios.size}"
         return [(None, None, msg)] * len(rows_list), note
-    fg = fit_ratio_law_batch(ratios, G, law=law, weights=W, c_method=c_method, fit_loss=fit_loss)
-    fd = fit_ratio_law_batch(ratios_d, D, law=dlaw, weights=Wd, c_method=c_method, fit_loss=fit_loss)
+    fg = fit_ratio_law_batch(ratios, G, law=law, weights=W, c_method=c_method, fit_loss=fit_loss, solver=solver)
+    fd = fit_ratio_law_batch(ratios_d, D, law=dlaw, weights=Wd, c_method=c_method, fit_loss=fit_loss, solver=solver)
     out: list[RatioFits] = []
     for b in range(len(rows_list)):
         if int((W[b] > 0).sum()) < need or int((Wd[b] > 0).sum()) < need_d:
@@ -112,7 +113,7 @@ def ratio_fits_batch(
 
 
 def choose_domain_law(sf: SizeFits, rows: list[dict[str, Any]], ratio_law: str, general_law: str, c_method: str,
-                      fit_loss: str) -> str:  # fmt: skip
+                      fit_loss: str, solver: SolverOptions = DEFAULT_SOLVER) -> str:  # fmt: skip
     """The domain loss's ratio law: ``auto`` picks, as for the general loss, the candidate with the smallest
     residual RMS per degree of freedom, in units of each ratio's ΔL_dom curve residual RMS (domain losses fall
     steeply from R = 0 and flatten: a shape the general loss's law need not have)."""
@@ -121,7 +122,7 @@ def choose_domain_law(sf: SizeFits, rows: list[dict[str, Any]], ratio_law: str, 
     noise = {c.ratio: max(math.sqrt(c.mse_dom), NOISE_FLOOR) for c in sf.curves if math.isfinite(c.mse_dom)}
     best, best_z = general_law, math.inf
     for name in AUTO_RATIO_LAWS:
-        (fits,), _ = ratio_fits_batch(sf, [rows], [sf], name, c_method, fit_loss)
+        (fits,), _ = ratio_fits_batch(sf, [rows], [sf], name, c_method, fit_loss, solver=solver)
         fd = fits[1]
         if fd is None:
             continue
@@ -179,17 +180,17 @@ def ratio_law_rms(sf: SizeFits, rows: list[dict[str, Any]], fit: RatioLawFit | N
 
 def choose_ratio_law(
     sf: SizeFits, rows: list[dict[str, Any]], ratio_law: str, c_method: str, fit_loss: str,
-    scores: dict[str, float] | None = None,
+    scores: dict[str, float] | None = None, solver: SolverOptions = DEFAULT_SOLVER,
 ) -> str:  # fmt: skip
     """``auto``: the registered ratio law (of :data:`AUTO_RATIO_LAWS`) whose fit of the end-of-budget general
     loss has the smallest residual RMS in noise units per degree of freedom (:func:`ratio_law_rms`); a law with
     more than three parameters only with a residual degree of freedom to spare. Any other value is looked up in
-    the registry. ``scores`` (when given) receives each candidate's RMS."""
+    the registry. ``scores`` (when given) receives each candidate's RMS; ``solver``: the fits' caps."""
     if ratio_law != "auto":
         return resolve_ratio_law(ratio_law).name
     best, best_z = AUTO_RATIO_LAWS[0], math.inf
     for name in AUTO_RATIO_LAWS:
-        (fits,), _ = ratio_fits_batch(sf, [rows], [sf], name, c_method, fit_loss)
+        (fits,), _ = ratio_fits_batch(sf, [rows], [sf], name, c_method, fit_loss, solver=solver)
         z = ratio_law_rms(sf, rows, fits[0])
         if scores is not None:
             scores[name] = z
@@ -267,36 +268,31 @@ def _weak(sf: SizeFits, dec: Decision, n_boot: int, n_failed: int, misfit: float
 def decide_size(
     inc: pd.DataFrame,
     size: Any,
+    settings: CMRSettings,
     *,
-    epsilon: float,
-    lagrange_mult: float,
-    budget_tokens: float | None,
-    token_unit: float | None,
-    ratio_law: str,
-    c_method: str,
-    pin_zero: bool,
-    fit_loss: str,
     bootstrap: int,
-    level: float,
-    t0_search_factor: float,
     rng: np.random.Generator,
     sensitivity_lambdas: Sequence[float] = DEFAULT_LAMBDAS,
     sensitivity_epsilons: Sequence[float] = DEFAULT_EPSILONS,
     progress: Callable[[int], None] | None = None,
-    batched: bool = True,
 ) -> tuple[SizeCMR, list[dict[str, Any]], np.ndarray | None, list[RatioFits]]:
-    """The decision of one size: point estimate, ``bootstrap`` resamples (batched), the λ × ε table."""
+    """The decision of one size under ``settings``: point estimate, ``bootstrap`` resamples (batched), the λ × ε
+    table."""
+    epsilon, lagrange_mult, budget_tokens = settings.epsilon, settings.lagrange_mult, settings.budget_tokens
+    c_method, fit_loss, level, solver = settings.c_method, settings.fit_loss, settings.level, settings.solver
+    t0_search_factor, batched, ratio_law = settings.t0_search_factor, settings.batched, settings.ratio_law
     fit_notes: list[str] = []
-    sf = fit_size(inc, size, budget_tokens, token_unit, pin_zero, fit_loss, sink=fit_notes)
+    sf = fit_size(inc, size, budget_tokens, settings.token_unit, settings.pin_zero, fit_loss, sink=fit_notes,
+                  solver=solver)  # fmt: skip
     law = cmr_law(sf.token_unit)
     t0c: dict[tuple[float, float], Any] = {}
     turn = "dloss_general_abs" not in inc.columns  # relative to the control: tolerance only (see ratio_rows)
     kw: dict[str, Any] = dict(t0_search_factor=t0_search_factor, require_turn=turn)
     rows = ratio_rows(sf, epsilon=epsilon, lagrange_mult=lagrange_mult, t0_cache=t0c, **kw)
     scores: dict[str, float] = {}
-    rl_name = choose_ratio_law(sf, rows, ratio_law, c_method, fit_loss, scores=scores)
-    rl_dom = choose_domain_law(sf, rows, ratio_law, rl_name, c_method, fit_loss)
-    (rfit,), rl_note = ratio_fits_batch(sf, [rows], [sf], rl_name, c_method, fit_loss, rl_dom)
+    rl_name = choose_ratio_law(sf, rows, ratio_law, c_method, fit_loss, scores=scores, solver=solver)
+    rl_dom = choose_domain_law(sf, rows, ratio_law, rl_name, c_method, fit_loss, solver=solver)
+    (rfit,), rl_note = ratio_fits_batch(sf, [rows], [sf], rl_name, c_method, fit_loss, rl_dom, solver)
     ci: tuple[float, float] | None = None
     tol_ci: tuple[float, float] | None = None
     boot_cmr = None
@@ -305,21 +301,21 @@ def decide_size(
     n_failed = 0
     wts: dict[float, float] | None = None
     if bootstrap > 0:
-        bsfs = bootstrap_size(sf, bootstrap, rng, fit_loss, batched)
+        bsfs = bootstrap_size(sf, bootstrap, rng, fit_loss, batched, solver)
         if batched:  # every resample's T0, CMR-law and ratio-law fits: one vectorised solve each
             bt0 = t0_for_resamples(bsfs, lagrange_mult=lagrange_mult, t0_search_factor=t0_search_factor)
             brows = [ratio_rows(b, epsilon=epsilon, lagrange_mult=lagrange_mult, t0_given=g, **kw)
                      for b, g in zip(bsfs, bt0, strict=True)]  # fmt: skip
             wts = t0_weights(brows)
-            bparams = fit_cmr_laws(law, [cmr_points(r) for r in brows], wts)
-            boot_rfits, _ = ratio_fits_batch(sf, brows, bsfs, rl_name, c_method, fit_loss, rl_dom)
+            bparams = fit_cmr_laws(law, [cmr_points(r) for r in brows], wts, solver)
+            boot_rfits, _ = ratio_fits_batch(sf, brows, bsfs, rl_name, c_method, fit_loss, rl_dom, solver)
         else:  # one resample at a time (reference for the batched path)
             brows = [ratio_rows(b, epsilon=epsilon, lagrange_mult=lagrange_mult, **kw) for b in bsfs]
             wts = t0_weights(brows)
-            bparams = [fit_cmr_laws(law, [cmr_points(r)], wts)[0] for r in brows]
-            boot_rfits = [ratio_fits_batch(sf, [r], [b], rl_name, c_method, fit_loss, rl_dom)[0][0]
+            bparams = [fit_cmr_laws(law, [cmr_points(r)], wts, solver)[0] for r in brows]
+            boot_rfits = [ratio_fits_batch(sf, [r], [b], rl_name, c_method, fit_loss, rl_dom, solver)[0][0]
                           for b, r in zip(bsfs, brows, strict=True)]  # fmt: skip
-    (cparams,) = fit_cmr_laws(law, [cmr_points(rows)], wts)
+    (cparams,) = fit_cmr_laws(law, [cmr_points(rows)], wts, solver)
     dec = headline(sf, rows, cparams, rfit, epsilon, require_turn=turn)
     notes = fit_notes + ([rl_note] if rl_note else []) + dec.notes
     if budget_tokens is not None and budget_tokens > max(c.t_last for c in sf.curves):
@@ -363,7 +359,7 @@ def decide_size(
         for eps in sensitivity_epsilons:
             srows = ratio_rows(sf, epsilon=eps, lagrange_mult=lam, t0_cache=t0c, **kw)
             if prm is None:
-                (prm,) = fit_cmr_laws(law, [cmr_points(srows)], wts)
+                (prm,) = fit_cmr_laws(law, [cmr_points(srows)], wts, solver)
             sd = headline(sf, srows, prm, rfit, eps, require_turn=turn)
             sens.append({"n_params": size_json(size), "lagrange_mult": "inf" if math.isinf(lam) else lam,
                          "epsilon": eps, "cmr": sd.cmr, "status": sd.status,
@@ -427,19 +423,3 @@ def _explain_lambda_moves(sens: list[dict[str, Any]]) -> None:
             else:
                 cur["why_moves"] = (f"rises with λ: the CMR law refitted through the moved T0 ({cur['reading']} vs "
                                     f"{prev['reading']} at λ = {prev['lagrange_mult']})")  # fmt: skip
-
-
-def check_args(
-    epsilon: float, lagrange_mult: float, budget_tokens: float | None, bootstrap: int, level: float = 0.95
-) -> None:
-    """One-line errors for impossible settings."""
-    if not 0 < level < 1:
-        raise InputError(f"--level {level}: expected a number in (0, 1)")
-    if not (math.isfinite(epsilon) and epsilon >= 0):
-        raise InputError(f"epsilon must be a finite number ≥ 0, got {epsilon}")
-    if not lagrange_mult > 0:
-        raise InputError(f"lagrange_mult must be > 0 or inf, got {lagrange_mult}")
-    if budget_tokens is not None and not budget_tokens > 0:
-        raise InputError(f"budget_tokens must be > 0, got {budget_tokens}")
-    if bootstrap < 0:
-        raise InputError(f"bootstrap must be ≥ 0, got {bootstrap}")

@@ -27,8 +27,13 @@ from typing import Any
 import numpy as np
 
 from mixlaw.laws import Law
+from mixlaw.options import DEFAULT_SOLVER, SolverOptions
 
-__all__ = ["ProfiledFit", "is_separable", "fit_profiled"]
+__all__ = ["PROFILE_ROUNDS", "ProfiledFit", "is_separable", "fit_profiled"]
+
+#: Rounds of the compass search per problem when the solver options set no cap (``SolverOptions.max_iter`` is
+#: ``None``): the stencil halves whenever its centre stays best, so a problem reaches ``tol`` in a few dozen.
+PROFILE_ROUNDS = 200
 
 
 def is_separable(law: Law) -> bool:
@@ -93,13 +98,14 @@ def fit_profiled(
     *,
     weights: np.ndarray | None = None,
     tol: float = 5e-4,
-    max_iter: int = 200,
+    solver: SolverOptions = DEFAULT_SOLVER,
     chunk: int = 2_000_000,
 ) -> ProfiledFit:
     """Least squares of ``law`` for every row of ``Y`` (shape ``(B, n)``) on inputs ``x`` (``(n,)`` or ``(B, n)``).
 
     ``weights`` (``(B, n)``, 0 or 1 typically) leave points out of a problem (held-out ratios, CMR-law points of
-    ratios without a turning point). Returns :class:`ProfiledFit`.
+    ratios without a turning point). ``solver``: an explicit ``max_iter`` caps the rounds of the compass search
+    (default :data:`PROFILE_ROUNDS`). Returns :class:`ProfiledFit`.
     """
     Y = np.atleast_2d(np.asarray(Y, dtype=np.float64))
     B, n = Y.shape
@@ -154,9 +160,7 @@ def fit_profiled(
     centre = int(np.flatnonzero(np.all(offs == 0, axis=1))[0])
     cur = best_sse.copy()
     done = np.zeros(B, dtype=bool)
-    from mixlaw.fit.solver.refine import decision_max_iter
-
-    for _ in range(decision_max_iter(max_iter) or max_iter):  # --max-iter of the decision caps this search too
+    for _ in range(solver.cap(PROFILE_ROUNDS)):  # an explicit --max-iter caps this search too
         act = np.flatnonzero(~done & np.isfinite(cur))
         if act.size == 0:
             break

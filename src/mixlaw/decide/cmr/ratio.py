@@ -23,6 +23,7 @@ from mixlaw.decide.cmr.common import STATUS_OK, evaluate, input_ok, law_of, r2_m
 from mixlaw.decide.cmr.profile import fit_profiled, is_separable
 from mixlaw.errors import BoundaryWarning, ConvergenceWarning, FitError, InputError
 from mixlaw.laws import Law, get_law, law_names
+from mixlaw.options import DEFAULT_SOLVER, SolverOptions
 
 __all__ = [
     "RatioLawFit",
@@ -113,15 +114,15 @@ def engine_fit(
     starts: Sequence[Mapping[str, float]] | None = None,
     loss: str = "l2",
     sink: list[str] | None = None,
-    max_iter: int = 300,
+    solver: SolverOptions = DEFAULT_SOLVER,
 ) -> dict[str, float]:
     """One fit through the engine; returns the parameters or raises :class:`FitError`.
 
-    The engine's convergence/boundary warnings go to ``sink`` (the decision's notes) when it is given."""
+    The engine's convergence/boundary warnings go to ``sink`` (the decision's notes) when it is given. ``solver``:
+    its iteration cap (default: the engine's adaptive limit, :class:`~mixlaw.options.SolverOptions`)."""
     from mixlaw.fit import FitStatus, fit_law
-    from mixlaw.fit.solver.refine import decision_max_iter
 
-    kw: dict[str, Any] = {"loss": loss, "use_grid": starts is None, "max_iter": decision_max_iter(max_iter)}
+    kw: dict[str, Any] = {"loss": loss, "use_grid": starts is None, "max_iter": solver.cap(None)}
     if starts is not None:
         kw["starts"] = list(starts)
     if sink is None:
@@ -161,6 +162,7 @@ def fit_ratio_law(
     fit_loss: str = "l2",
     notes: list[str] | None = None,
     warm: Mapping[str, float] | None = None,
+    solver: SolverOptions = DEFAULT_SOLVER,
 ) -> RatioLawFit:
     """Fit a ratio law ``L(R)`` on losses at one budget.
 
@@ -182,6 +184,8 @@ def fit_ratio_law(
         When given, the engine's convergence/boundary warnings are appended here instead of being emitted.
     warm
         A previous fit's parameters, used as the only start of an engine fit.
+    solver
+        Iteration caps of the fit (:class:`~mixlaw.options.SolverOptions`; default: each fit's own limit).
     """
     r = np.asarray(ratio, dtype=np.float64)
     y = np.asarray(loss, dtype=np.float64)
@@ -204,7 +208,7 @@ def fit_ratio_law(
     elif c_method not in ("fit", "corr_grid"):
         raise InputError(f"c_method must be 'fit' or 'corr_grid', got {c_method!r}")
     elif is_separable(lw) and fit_loss == "l2":
-        pf = fit_profiled(lw, {"ratio": r}, y[None, :])
+        pf = fit_profiled(lw, {"ratio": r}, y[None, :], solver=solver)
         if pf.params[0] is None:
             raise FitError(f"fit of '{lw.name}' failed")
         params, method, status = pf.params[0], "fit", str(pf.status[0])
@@ -218,7 +222,8 @@ def fit_ratio_law(
             span = float(np.ptp(y)) or 1e-3
             beta = np.array([y.min() - span, float(np.mean(y)), y.max() + span, y.min() - 10 * span])
             starts = grid_starts(lw, beta=beta) if "beta" in lw.param_names else None  # type: ignore[assignment]
-        params = engine_fit(lw, pd.DataFrame({"ratio": r, "y": y}), "y", starts=starts, loss=fit_loss, sink=notes)
+        params = engine_fit(lw, pd.DataFrame({"ratio": r, "y": y}), "y", starts=starts, loss=fit_loss, sink=notes,
+                            solver=solver)  # fmt: skip
         method = "fit"
     yhat = evaluate(lw, {"ratio": r}, params)
     r2, mse = r2_mse(y, yhat)
@@ -227,17 +232,18 @@ def fit_ratio_law(
 
 def fit_ratio_law_batch(
     ratio: np.ndarray, Y: np.ndarray, *, law: str | Law, weights: np.ndarray | None = None, c_method: str = "fit",
-    fit_loss: str = "l2",
+    fit_loss: str = "l2", solver: SolverOptions = DEFAULT_SOLVER,
 ) -> list[RatioLawFit | None]:  # fmt: skip
     """One ratio-law fit per row of ``Y`` (``(B, n)`` losses at the ``n`` ratios), in one solve for a separable
-    law (rows of ``weights`` = 0 leave ratios out); other laws fall back to one engine fit per row."""
+    law (rows of ``weights`` = 0 leave ratios out); other laws fall back to one engine fit per row. ``solver``:
+    the iteration caps of every fit."""
     lw = resolve_ratio_law(law)
     r = np.asarray(ratio, dtype=np.float64)
     Y = np.atleast_2d(np.asarray(Y, dtype=np.float64))
     W = np.ones_like(Y) if weights is None else np.asarray(weights, dtype=np.float64)
     out: list[RatioLawFit | None] = []
     if is_separable(lw) and fit_loss == "l2" and not (lw.name == "ratio_exp" and c_method == "corr_grid"):
-        pf = fit_profiled(lw, {"ratio": r}, Y, weights=None if weights is None else W)
+        pf = fit_profiled(lw, {"ratio": r}, Y, weights=None if weights is None else W, solver=solver)
         for b, p in enumerate(pf.params):
             if p is None:
                 out.append(None)
@@ -249,7 +255,8 @@ def fit_ratio_law_batch(
     for b in range(Y.shape[0]):
         keep = W[b] > 0
         try:
-            out.append(fit_ratio_law(r[keep], Y[b, keep], law=lw, c_method=c_method, fit_loss=fit_loss, notes=[]))
+            out.append(fit_ratio_law(r[keep], Y[b, keep], law=lw, c_method=c_method, fit_loss=fit_loss, notes=[],
+                                     solver=solver))  # fmt: skip
         except (FitError, InputError):
             out.append(None)
     return out

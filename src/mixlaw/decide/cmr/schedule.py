@@ -12,6 +12,7 @@ import pandas as pd
 
 from mixlaw.decide.cmr.common import BOOT_LOST_MAX
 from mixlaw.errors import BoundaryWarning, ConvergenceWarning, InputError
+from mixlaw.options import DEFAULT_SOLVER, SolverOptions
 from mixlaw.schedules import Schedule
 
 if TYPE_CHECKING:
@@ -153,7 +154,7 @@ def schedule_cmr_by_size(
     random_state: int | None = 0,
     level: float = 0.95,
     law: str = "cpt_replay",
-    max_iter: int | None = None,
+    solver: SolverOptions = DEFAULT_SOLVER,
 ) -> list[SizeScheduleCMR]:
     """CMR under a CPT LR schedule per model size, from a ``cpt_replay`` fit of the general loss.
 
@@ -170,198 +171,190 @@ def schedule_cmr_by_size(
     The budget is ``budget_steps``, else ``budget_tokens / tokens_per_step``, else the schedule's length;
     ``tokens_per_step`` defaults to the table's tokens per step (CPT runs).
 
-    ``max_iter``: iteration cap of every fit the decision makes (``--max-iter``;
-    :func:`mixlaw.fit.solver.refine.decision_iterations`); ``None`` (default): their own limits.
+    ``solver``: iteration caps of every fit the decision makes, the point fit and its resample refits
+    (:class:`~mixlaw.options.SolverOptions`, ``--max-iter``); default: the engine's adaptive limit.
     """
-    from mixlaw.fit.solver.refine import decision_iterations
-
     if not 0 < level < 1:
         raise InputError(f"--level {level}: expected a number in (0, 1)")
-    with decision_iterations(max_iter):
-        from mixlaw.decide.cmr import resolve_columns
-        from mixlaw.decide.cpt import schedule_aware_cmr
-        from mixlaw.errors import FitError
-        from mixlaw.fit import fit_law
-        from mixlaw.fit.problem.features import add_features
-        from mixlaw.fit.solver.refine import decision_max_iter
-        from mixlaw.laws import get_law
-        from mixlaw.schedules import as_schedule
+    from mixlaw.decide.cmr import resolve_columns
+    from mixlaw.decide.cpt import schedule_aware_cmr
+    from mixlaw.errors import FitError
+    from mixlaw.fit import fit_law
+    from mixlaw.fit.features import add_features
+    from mixlaw.laws import get_law
+    from mixlaw.schedules import as_schedule
 
-        sched = schedule if isinstance(schedule, Schedule) else Schedule.parse(schedule)
-        if "schedule" not in table.columns:
-            raise InputError(
-                "--law cpt_replay needs each run's LR schedule: give a RunStore .db (schedules are stored per run) "
-                "or a table with a 'schedule' column",
-                column="schedule",
+    sched = schedule if isinstance(schedule, Schedule) else Schedule.parse(schedule)
+    if "schedule" not in table.columns:
+        raise InputError(
+            "--law cpt_replay needs each run's LR schedule: give a RunStore .db (schedules are stored per run) "
+            "or a table with a 'schedule' column",
+            column="schedule",
+        )
+    if "parent_run" not in table.columns or not _has_parent(table["parent_run"]).any():
+        raise InputError("--law cpt_replay needs CPT runs linked to their PT run by 'parent_run'", column="parent_run")
+    if budget_steps is not None and budget_steps < 1:
+        raise InputError(f"--budget-steps must be >= 1, got {budget_steps}")
+    if tokens_per_step is not None and not tokens_per_step > 0:
+        raise InputError(f"--tokens-per-step must be > 0, got {tokens_per_step}")
+    if budget_tokens is not None and not budget_tokens > 0:
+        raise InputError(f"--budget-tokens must be > 0, got {budget_tokens}")
+    cols = resolve_columns(table, general_eval, domain_eval, ratio_column, size_column)
+    frame = table.reset_index(drop=True).copy()
+    cpt_row = _has_parent(frame["parent_run"])
+    dname = cols.domain[len("loss_") :] if cols.domain.startswith("loss_") else cols.domain
+    if "domain" in frame.columns:  # a CPT run tagged with another domain is not a run of this one
+        tag = frame["domain"]
+        keep = ~cpt_row | tag.isna() | (tag.astype(str) == "") | (tag.astype(str) == dname)
+        frame, cpt_row = frame[keep].reset_index(drop=True), cpt_row[keep.to_numpy()]
+    share = pd.to_numeric(frame[cols.ratio], errors="coerce").to_numpy(dtype=np.float64)
+    share = np.where(~cpt_row & ~np.isfinite(share), 0.0, share)  # PT rows: general data only
+    bad = np.flatnonzero(~np.isfinite(share) | (share < 0) | (share > 1))
+    if bad.size:
+        raise InputError(
+            f"expected a domain share in [0, 1] for run '{frame['run_id'].iloc[bad[0]]}', got {share[bad[0]]!r}",
+            column=cols.ratio,
+        )
+    frame["replay_ratio"] = 1.0 - share  # the law's replay share r_pt; its LR areas come from the feature path
+    frame = add_features(frame, get_law(law), drop_undefined=False)
+    y = pd.to_numeric(frame[cols.general], errors="coerce").to_numpy(dtype=np.float64)
+    usable = (frame["s1_pt"].to_numpy() + frame["s1_cpt"].to_numpy() > 0) & np.isfinite(y)
+    sizes: list[tuple[Any, np.ndarray]]
+    if cols.size is None:
+        sizes = [(None, np.ones(len(frame), dtype=bool))]
+    else:
+        sv = frame[cols.size]
+        sizes = [(v, (sv == v).to_numpy()) for v in sorted(sv.dropna().unique())]
+    run_sched = frame.groupby(frame["run_id"].astype(str))["schedule"].first()
+    all_runs = set(table["run_id"].astype(str))
+    out: list[SizeScheduleCMR] = []
+    for k, (size, mask) in enumerate(sizes):
+        rows = frame[mask & usable]
+        cpt_mask = _has_parent(rows["parent_run"])
+        cpt_rows = rows[cpt_mask]
+        if cpt_rows.empty:  # e.g. a PT run whose CPT runs have not started: said, not dropped silently
+            out.append(
+                SizeScheduleCMR(
+                    n_params=size,
+                    schedule=sched,
+                    budget_steps=None,
+                    budget_tokens=None,
+                    tokens_per_step=tokens_per_step,
+                    pt_run=None,
+                    pt_schedule=None,
+                    branch_step=None,
+                    n_runs=int(rows["run_id"].nunique()),
+                    n_points=len(rows),
+                    trained_shares=[],
+                    status="no CPT runs with usable evaluations",
+                )
             )
-        if "parent_run" not in table.columns or not _has_parent(table["parent_run"]).any():
-            raise InputError(
-                "--law cpt_replay needs CPT runs linked to their PT run by 'parent_run'", column="parent_run"
-            )
-        if budget_steps is not None and budget_steps < 1:
-            raise InputError(f"--budget-steps must be >= 1, got {budget_steps}")
-        if tokens_per_step is not None and not tokens_per_step > 0:
-            raise InputError(f"--tokens-per-step must be > 0, got {tokens_per_step}")
-        if budget_tokens is not None and not budget_tokens > 0:
-            raise InputError(f"--budget-tokens must be > 0, got {budget_tokens}")
-        cols = resolve_columns(table, general_eval, domain_eval, ratio_column, size_column)
-        frame = table.reset_index(drop=True).copy()
-        cpt_row = _has_parent(frame["parent_run"])
-        dname = cols.domain[len("loss_") :] if cols.domain.startswith("loss_") else cols.domain
-        if "domain" in frame.columns:  # a CPT run tagged with another domain is not a run of this one
-            tag = frame["domain"]
-            keep = ~cpt_row | tag.isna() | (tag.astype(str) == "") | (tag.astype(str) == dname)
-            frame, cpt_row = frame[keep].reset_index(drop=True), cpt_row[keep.to_numpy()]
-        share = pd.to_numeric(frame[cols.ratio], errors="coerce").to_numpy(dtype=np.float64)
-        share = np.where(~cpt_row & ~np.isfinite(share), 0.0, share)  # PT rows: general data only
-        bad = np.flatnonzero(~np.isfinite(share) | (share < 0) | (share > 1))
-        if bad.size:
-            raise InputError(
-                f"expected a domain share in [0, 1] for run '{frame['run_id'].iloc[bad[0]]}', got {share[bad[0]]!r}",
-                column=cols.ratio,
-            )
-        frame["replay_ratio"] = 1.0 - share  # the law's replay share r_pt; its LR areas come from the feature path
-        frame = add_features(frame, get_law(law), drop_undefined=False)
-        y = pd.to_numeric(frame[cols.general], errors="coerce").to_numpy(dtype=np.float64)
-        usable = (frame["s1_pt"].to_numpy() + frame["s1_cpt"].to_numpy() > 0) & np.isfinite(y)
-        sizes: list[tuple[Any, np.ndarray]]
-        if cols.size is None:
-            sizes = [(None, np.ones(len(frame), dtype=bool))]
+            continue
+        notes: list[str] = []
+        parents = cpt_rows.groupby(cpt_rows["run_id"].astype(str))["parent_run"].first()
+        pt_run = str(parents.value_counts().index[0])
+        if parents.nunique() > 1:
+            notes.append(f"CPT runs branch from {parents.nunique()} PT runs; the plan starts from '{pt_run}'")
+        if pt_run not in all_runs or pt_run not in run_sched.index or run_sched[pt_run] is None:
+            raise InputError(f"PT run '{pt_run}' (parent_run of the CPT runs) is not in the table with a schedule")
+        pt_sched = as_schedule(run_sched[pt_run])
+        branch = None
+        if "parent_step" in cpt_rows.columns:
+            ps = pd.to_numeric(cpt_rows["parent_step"], errors="coerce").dropna()
+            branch = int(ps.mode().iloc[0]) if len(ps) else None
+        tps = tokens_per_step if tokens_per_step is not None else infer_tokens_per_step(cpt_rows)
+        if budget_steps is not None:
+            steps = int(budget_steps)
+        elif budget_tokens is not None:
+            if tps is None:
+                raise InputError("--budget-tokens needs --tokens-per-step (the table has no tokens/step to infer it)")
+            steps = int(round(budget_tokens / tps))
         else:
-            sv = frame[cols.size]
-            sizes = [(v, (sv == v).to_numpy()) for v in sorted(sv.dropna().unique())]
-        run_sched = frame.groupby(frame["run_id"].astype(str))["schedule"].first()
-        all_runs = set(table["run_id"].astype(str))
-        out: list[SizeScheduleCMR] = []
-        for k, (size, mask) in enumerate(sizes):
-            rows = frame[mask & usable]
-            cpt_mask = _has_parent(rows["parent_run"])
-            cpt_rows = rows[cpt_mask]
-            if cpt_rows.empty:  # e.g. a PT run whose CPT runs have not started: said, not dropped silently
-                out.append(
-                    SizeScheduleCMR(
-                        n_params=size,
-                        schedule=sched,
-                        budget_steps=None,
-                        budget_tokens=None,
-                        tokens_per_step=tokens_per_step,
-                        pt_run=None,
-                        pt_schedule=None,
-                        branch_step=None,
-                        n_runs=int(rows["run_id"].nunique()),
-                        n_points=len(rows),
-                        trained_shares=[],
-                        status="no CPT runs with usable evaluations",
-                    )
-                )
-                continue
-            notes: list[str] = []
-            parents = cpt_rows.groupby(cpt_rows["run_id"].astype(str))["parent_run"].first()
-            pt_run = str(parents.value_counts().index[0])
-            if parents.nunique() > 1:
-                notes.append(f"CPT runs branch from {parents.nunique()} PT runs; the plan starts from '{pt_run}'")
-            if pt_run not in all_runs or pt_run not in run_sched.index or run_sched[pt_run] is None:
-                raise InputError(f"PT run '{pt_run}' (parent_run of the CPT runs) is not in the table with a schedule")
-            pt_sched = as_schedule(run_sched[pt_run])
-            branch = None
-            if "parent_step" in cpt_rows.columns:
-                ps = pd.to_numeric(cpt_rows["parent_step"], errors="coerce").dropna()
-                branch = int(ps.mode().iloc[0]) if len(ps) else None
-            tps = tokens_per_step if tokens_per_step is not None else infer_tokens_per_step(cpt_rows)
-            if budget_steps is not None:
-                steps = int(budget_steps)
-            elif budget_tokens is not None:
-                if tps is None:
-                    raise InputError(
-                        "--budget-tokens needs --tokens-per-step (the table has no tokens/step to infer it)"
-                    )
-                steps = int(round(budget_tokens / tps))
-            else:
-                steps = sched.total_steps
-            tokens = float(steps * tps) if tps is not None else budget_tokens
-            shares = sorted({round(1.0 - float(v), 6) for v in cpt_rows["replay_ratio"]})
-            entry = SizeScheduleCMR(
-                n_params=size,
-                schedule=sched,
-                budget_steps=steps,
-                budget_tokens=tokens,
-                tokens_per_step=tps,
-                pt_run=pt_run,
-                pt_schedule=pt_sched.spec(),
-                branch_step=branch,
-                n_runs=int(rows["run_id"].nunique()),
-                n_points=len(rows),
-                trained_shares=shares,
-                notes=notes,
+            steps = sched.total_steps
+        tokens = float(steps * tps) if tps is not None else budget_tokens
+        shares = sorted({round(1.0 - float(v), 6) for v in cpt_rows["replay_ratio"]})
+        entry = SizeScheduleCMR(
+            n_params=size,
+            schedule=sched,
+            budget_steps=steps,
+            budget_tokens=tokens,
+            tokens_per_step=tps,
+            pt_run=pt_run,
+            pt_schedule=pt_sched.spec(),
+            branch_step=branch,
+            n_runs=int(rows["run_id"].nunique()),
+            n_points=len(rows),
+            trained_shares=shares,
+            notes=notes,
+        )
+        out.append(entry)
+        if len(shares) < 2:
+            notes.append(f"one trained domain share ({shares[0]:g}): the replay dependence is not determined")
+        cpt_specs = {as_schedule(v).spec() for v in cpt_rows.groupby("run_id")["schedule"].first().dropna()}
+        if len(cpt_specs) == 1 and sched.spec() not in cpt_specs:
+            notes.append(
+                f"every CPT run uses one schedule ({next(iter(cpt_specs))}): the CPT annealing term is fitted "
+                "without CPT schedule variation, so the CMR under another schedule leans on the law's form"
             )
-            out.append(entry)
-            if len(shares) < 2:
-                notes.append(f"one trained domain share ({shares[0]:g}): the replay dependence is not determined")
-            cpt_specs = {as_schedule(v).spec() for v in cpt_rows.groupby("run_id")["schedule"].first().dropna()}
-            if len(cpt_specs) == 1 and sched.spec() not in cpt_specs:
+        longest = int(cpt_rows["cpt_step"].max())
+        if steps > longest:
+            notes.append(f"budget {steps} steps is beyond the longest CPT run ({longest} steps): extrapolated")
+        if "lr" in rows.columns:
+            max_lr = float(pd.to_numeric(rows["lr"], errors="coerce").max())
+            if np.isfinite(max_lr) and max_lr > 0 and sched.peak_lr > 1.05 * max_lr:
                 notes.append(
-                    f"every CPT run uses one schedule ({next(iter(cpt_specs))}): the CPT annealing term is fitted "
-                    "without CPT schedule variation, so the CMR under another schedule leans on the law's form"
+                    f"schedule peak LR {sched.peak_lr:.3g} exceeds the largest logged LR {max_lr:.3g}: "
+                    "peak-LR extrapolation"
                 )
-            longest = int(cpt_rows["cpt_step"].max())
-            if steps > longest:
-                notes.append(f"budget {steps} steps is beyond the longest CPT run ({longest} steps): extrapolated")
-            if "lr" in rows.columns:
-                max_lr = float(pd.to_numeric(rows["lr"], errors="coerce").max())
-                if np.isfinite(max_lr) and max_lr > 0 and sched.peak_lr > 1.05 * max_lr:
-                    notes.append(
-                        f"schedule peak LR {sched.peak_lr:.3g} exceeds the largest logged LR {max_lr:.3g}: "
-                        "peak-LR extrapolation"
-                    )
-            try:  # fit warnings (convergence, bounds, failed resamples) become notes of this size
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always", ConvergenceWarning)
-                    warnings.simplefilter("always", BoundaryWarning)
-                    fit = fit_law(
-                        law,
-                        rows,
-                        target=cols.general,
-                        bootstrap=bootstrap,
-                        random_state=None if random_state is None else random_state + k,
-                        max_iter=decision_max_iter(),
-                    )
-            except FitError as exc:
-                entry.status = f"fit failed: {exc}"
-                continue
-            for w in caught:
-                if issubclass(w.category, (ConvergenceWarning, BoundaryWarning)):
-                    notes.append(str(w.message))
-                else:  # not ours to swallow
-                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-            entry.fit = fit
-            if fit.status.value != "converged":
-                notes.append(f"{law} fit status: {fit.status.value}")
-            res = schedule_aware_cmr(
-                fit,
-                sched,
-                epsilon,
-                budget_steps=steps,
-                pt_schedule=pt_sched,
-                branch_step=branch,
-                n_params=None if size is None else float(size),
-                level=level,
-            )
-            entry.result = res
-            entry.status = res.status
-            weak = []  # the same rules as the constant-LR decision (mixlaw.decide.cmr.pipeline._weak)
-            if fit.status.value != "converged":
-                weak.append(f"{law} fit {fit.status.value}")
-            if fit.n_bootstrap and fit.n_failed_resamples > BOOT_LOST_MAX * fit.n_bootstrap:
-                weak.append(f"{fit.n_failed_resamples} of {fit.n_bootstrap} bootstrap resamples unusable "
-                            f"(> {BOOT_LOST_MAX:.0%})")  # fmt: skip
-            if res.n_boot and res.n_boot_none > BOOT_LOST_MAX * res.n_boot:
-                weak.append(f"{res.n_boot_none} of {res.n_boot} bootstrap fits give no CMR (> {BOOT_LOST_MAX:.0%})")
-            if weak and res.status == "ok":
-                entry.status = f"weak ({'; '.join(weak)})"
-            if res.cmr is not None and shares and res.cmr > max(shares) + 1e-9:
-                notes.append(f"CMR {res.cmr:.3f} is above the largest trained share {max(shares):g}: extrapolated")
-            if res.n_boot_none:
-                notes.append(f"{res.n_boot_none} of {res.n_boot} bootstrap fits have no feasible share")
-        if all(r.pt_run is None for r in out):
-            raise InputError("no model size has CPT runs with usable evaluations for --law cpt_replay")
-        return out
+        try:  # fit warnings (convergence, bounds, failed resamples) become notes of this size
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", ConvergenceWarning)
+                warnings.simplefilter("always", BoundaryWarning)
+                fit = fit_law(
+                    law,
+                    rows,
+                    target=cols.general,
+                    bootstrap=bootstrap,
+                    random_state=None if random_state is None else random_state + k,
+                    max_iter=solver.cap(None),
+                )
+        except FitError as exc:
+            entry.status = f"fit failed: {exc}"
+            continue
+        for w in caught:
+            if issubclass(w.category, (ConvergenceWarning, BoundaryWarning)):
+                notes.append(str(w.message))
+            else:  # not ours to swallow
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        entry.fit = fit
+        if fit.status.value != "converged":
+            notes.append(f"{law} fit status: {fit.status.value}")
+        res = schedule_aware_cmr(
+            fit,
+            sched,
+            epsilon,
+            budget_steps=steps,
+            pt_schedule=pt_sched,
+            branch_step=branch,
+            n_params=None if size is None else float(size),
+            level=level,
+        )
+        entry.result = res
+        entry.status = res.status
+        weak = []  # the same rules as the constant-LR decision (mixlaw.decide.cmr.pipeline._weak)
+        if fit.status.value != "converged":
+            weak.append(f"{law} fit {fit.status.value}")
+        if fit.n_bootstrap and fit.n_failed_resamples > BOOT_LOST_MAX * fit.n_bootstrap:
+            weak.append(f"{fit.n_failed_resamples} of {fit.n_bootstrap} bootstrap resamples unusable "
+                        f"(> {BOOT_LOST_MAX:.0%})")  # fmt: skip
+        if res.n_boot and res.n_boot_none > BOOT_LOST_MAX * res.n_boot:
+            weak.append(f"{res.n_boot_none} of {res.n_boot} bootstrap fits give no CMR (> {BOOT_LOST_MAX:.0%})")
+        if weak and res.status == "ok":
+            entry.status = f"weak ({'; '.join(weak)})"
+        if res.cmr is not None and shares and res.cmr > max(shares) + 1e-9:
+            notes.append(f"CMR {res.cmr:.3f} is above the largest trained share {max(shares):g}: extrapolated")
+        if res.n_boot_none:
+            notes.append(f"{res.n_boot_none} of {res.n_boot} bootstrap fits have no feasible share")
+    if all(r.pt_run is None for r in out):
+        raise InputError("no model size has CPT runs with usable evaluations for --law cpt_replay")
+    return out

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mixlaw.decide.cmr.common import input_ok, is_number, law_of, size_json
+from mixlaw.decide.cmr.common import CMRSettings, input_ok, is_number, law_of, size_json
 from mixlaw.decide.cmr.curves import curve_laws, fit_size
 from mixlaw.decide.cmr.decision import budget_values, ratio_rows
 from mixlaw.decide.cmr.ratio import fit_ratio_law_batch
@@ -29,7 +29,7 @@ __all__ = ["validate_decision"]
 
 
 def _held_out_ratios(dec: CMRDecision, inc: pd.DataFrame, n_boot: int, rng: np.random.Generator,
-                     kw: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+                     st: CMRSettings) -> dict[str, Any]:  # fmt: skip
     from mixlaw.decide.cmr.pipeline import decide_size
 
     rows_out: list[dict[str, Any]] = []
@@ -37,9 +37,9 @@ def _held_out_ratios(dec: CMRDecision, inc: pd.DataFrame, n_boot: int, rng: np.r
     for s in dec.sizes:
         if s.ratio_law_general is None or s.ratio_law_domain is None:
             continue
-        sf = fit_size(inc, s.n_params, kw["budget_tokens"], kw["token_unit"], kw["pin_zero"], kw["fit_loss"])
-        rows = ratio_rows(sf, epsilon=kw["epsilon"], lagrange_mult=kw["lagrange_mult"],
-                          t0_search_factor=kw["t0_search_factor"])  # fmt: skip
+        sf = fit_size(inc, s.n_params, st.budget_tokens, st.token_unit, st.pin_zero, st.fit_loss, solver=st.solver)
+        rows = ratio_rows(sf, epsilon=st.epsilon, lagrange_mult=st.lagrange_mult,
+                          t0_search_factor=st.t0_search_factor)  # fmt: skip
         r, g, d = budget_values(sf, rows)
         law, dlaw = s.ratio_law_general.law, s.ratio_law_domain.law
         keep = input_ok(law_of(law), {"ratio": r}) & input_ok(law_of(dlaw), {"ratio": r})
@@ -64,8 +64,10 @@ def _held_out_ratios(dec: CMRDecision, inc: pd.DataFrame, n_boot: int, rng: np.r
             ed = np.stack([rng.choice(resid[x][1], size=B) if x in resid else np.zeros(B) for x in r], axis=1)
             G = np.vstack([g[None], g[None] + eg])
             D = np.vstack([d[None], d[None] + ed])
-            fg = fit_ratio_law_batch(r, G, law=law, weights=W, c_method=kw["c_method"], fit_loss=kw["fit_loss"])
-            fd = fit_ratio_law_batch(r, D, law=dlaw, weights=W, c_method=kw["c_method"], fit_loss=kw["fit_loss"])
+            fg = fit_ratio_law_batch(r, G, law=law, weights=W, c_method=st.c_method, fit_loss=st.fit_loss,
+                                     solver=st.solver)  # fmt: skip
+            fd = fit_ratio_law_batch(r, D, law=dlaw, weights=W, c_method=st.c_method, fit_loss=st.fit_loss,
+                                     solver=st.solver)  # fmt: skip
             if fg[0] is None or fd[0] is None:
                 continue
             pg, pdm = float(fg[0].predict(rj)), float(fd[0].predict(rj))
@@ -77,8 +79,8 @@ def _held_out_ratios(dec: CMRDecision, inc: pd.DataFrame, n_boot: int, rng: np.r
             lo_d, hi_d = np.quantile(bd, [0.025, 0.975]) if bd.size else (pdm, pdm)
             runs = set().union(*[set(c.run_ids) for c in sf.curves if c.ratio == rj])
             try:
-                without, _, _, _ = decide_size(inc[~inc["run_id"].isin(runs)], s.n_params, bootstrap=0, rng=rng,
-                                               sensitivity_lambdas=(), sensitivity_epsilons=(), **kw)  # fmt: skip
+                without, _, _, _ = decide_size(inc[~inc["run_id"].isin(runs)], s.n_params, st, bootstrap=0, rng=rng,
+                                               sensitivity_lambdas=(), sensitivity_epsilons=())  # fmt: skip
                 cmr_wo = without.cmr
             except (FitError, InputError):
                 cmr_wo = None
@@ -158,7 +160,10 @@ def _held_out_size(dec: CMRDecision) -> dict[str, Any] | None:
 
 
 def validate_decision(
-    dec: CMRDecision, inc: pd.DataFrame, *, bootstrap: int, rng: np.random.Generator, **kw: Any
+    dec: CMRDecision, inc: pd.DataFrame, settings: CMRSettings, *, bootstrap: int, rng: np.random.Generator
 ) -> dict[str, Any]:
-    """Held-out checks of ``dec`` (see the module docstring); ``kw`` are the decision's settings."""
-    return {"held_out_ratios": _held_out_ratios(dec, inc, bootstrap, rng, kw), "held_out_size": _held_out_size(dec)}
+    """Held-out checks of ``dec`` (see the module docstring) under the decision's ``settings``."""
+    return {
+        "held_out_ratios": _held_out_ratios(dec, inc, bootstrap, rng, settings),
+        "held_out_size": _held_out_size(dec),
+    }

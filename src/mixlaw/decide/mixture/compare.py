@@ -41,6 +41,7 @@ import pandas as pd
 from mixlaw.decide.mixture.checks import check_mixture, holdout_folds, metrics, target_rows
 from mixlaw.decide.mixture.intervals import extrapolates, size_calibrated
 from mixlaw.errors import InputError
+from mixlaw.options import DEFAULT_SOLVER, SolverOptions
 
 __all__ = ["BASELINES", "build_model", "compare", "interval_notes", "mixture_law_names", "parse_models"]
 
@@ -107,23 +108,23 @@ def build_model(name: str, opts: Mapping[str, Any], domains: Sequence[str], size
         raise InputError(f"--models {name}: {exc}") from None
 
 
-def _fit(law: Any, rows: pd.DataFrame, target: str, random_state: int, bootstrap: int) -> Any:
-    """The point fit under the decisions' iteration cap, then its bootstrap over runs (:func:`_resample`)."""
+def _fit(law: Any, rows: pd.DataFrame, target: str, random_state: int, bootstrap: int, solver: SolverOptions) -> Any:
+    """The point fit under ``solver``'s cap, then its bootstrap over runs (:func:`_resample`)."""
     from mixlaw.fit import fit_law
-    from mixlaw.fit.solver.refine import decision_max_iter
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        res = fit_law(law, rows, target=target, random_state=random_state, max_iter=decision_max_iter())
+        res = fit_law(law, rows, target=target, random_state=random_state, max_iter=solver.cap(None))
         if bootstrap and rows["run_id"].nunique() >= 3:
-            res = _resample(res, rows, target, int(bootstrap), random_state)
+            res = _resample(res, rows, target, int(bootstrap), random_state, solver)
     for w in caught:  # re-emit once, naming the model (boundary notes are expected on small fits)
         warnings.warn(f"{law.name} on {target}: {w.message}", w.category, stacklevel=3)
     return res
 
 
-def _resample(res: Any, rows: pd.DataFrame, target: str, n: int, random_state: int) -> Any:
-    """``res`` with ``n`` bootstrap resamples of the training runs, refitted from the point under the adaptive limit.
+def _resample(res: Any, rows: pd.DataFrame, target: str, n: int, random_state: int, solver: SolverOptions) -> Any:
+    """``res`` with ``n`` bootstrap resamples of the training runs, refitted from the point under the adaptive limit
+    (or ``solver``'s explicit cap).
 
     The resamples stop on convergence or on the noise-scaled stall test (:mod:`mixlaw.fit.solver.refine`), not at the
     decisions' 300-iteration cap: at that cap camel's resamples on SlimPajama 310M (leave-mixtures-out, 48 runs)
@@ -132,16 +133,15 @@ def _resample(res: Any, rows: pd.DataFrame, target: str, n: int, random_state: i
     """
     from dataclasses import replace
 
-    from mixlaw.fit.problem.data import FitData
-    from mixlaw.fit.solver.refine import decision_max_iter
-    from mixlaw.fit.uncertainty.bootstrap import bootstrap_law
+    from mixlaw.fit.bootstrap import bootstrap_law
+    from mixlaw.fit.data import FitData
 
     data = FitData(res.law, rows, target=target, input_map=res.input_map, group_column="run_id")
     seeds = np.asarray(res.law.to_internal(res.params), dtype=np.float64)[None, :]
     rng = np.random.default_rng([random_state, 1])
     boot = bootstrap_law(
         res.law, data, seeds, n=n, rng=rng, scheme="runs", params=res.params, loss=res.loss, delta=res.delta,
-        max_iter=decision_max_iter(None),
+        max_iter=solver.cap(None),
     )  # fmt: skip
     if boot.n_failed:
         warnings.warn(f"{boot.n_failed} of {n} bootstrap resamples failed to finish", UserWarning, stacklevel=2)
@@ -230,6 +230,7 @@ def _predict_model(
     random_state: int,
     bootstrap: int,
     level: float,
+    solver: SolverOptions,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, list[Any], str | None, dict[str, Any]]:
     """``(predicted, lo, hi, n_parameters, notes, calibration, transfer)`` for the test rows (NaN where the model makes
     no prediction or no interval; ``notes[i]`` is the one-line reason row ``i`` has no interval, ``None`` where it has
@@ -248,14 +249,14 @@ def _predict_model(
         if others and missing:
             raise InputError(f"--models {name}: the table has no column '{missing[0]}' (an input of {name})")
         if others:  # size-aware: one fit over every training row
-            res = _fit(law, train, target, random_state, bootstrap)
+            res = _fit(law, train, target, random_state, bootstrap, solver)
             pred = np.asarray(res.predict(test), dtype=np.float64)
             if not bootstrap:
                 return pred, out[1], out[2], n_par, notes, None, {}
             lo, hi, notes = _interval(res, test, level, random_state)
             cal = None
             if extrapolates(train, test, size_column):  # larger (smaller) models: intervals see size extrapolation
-                lo, hi, cal = size_calibrated(res, train, test, target, size_column, lo, hi, random_state)
+                lo, hi, cal = size_calibrated(res, train, test, target, size_column, lo, hi, random_state, solver)
             return pred, lo, hi, n_par, notes, cal, {}
     # Laws of the mixture alone and the blind baseline work per size (NaN at a size with no training rows).
     surrogate_line: str | None = None
@@ -321,7 +322,7 @@ def _predict_model(
             for i in rows:
                 notes[i] = f"no prediction: {len(tr)} training rows at {size_column} = {s:g} for {n_par} parameters"
             continue
-        res = _fit(law, tr, target, random_state, bootstrap)
+        res = _fit(law, tr, target, random_state, bootstrap, solver)
         out[0, sel] = res.predict(test[sel])
         if bootstrap:
             out[1, sel], out[2, sel], part = _interval(res, test[sel], level, random_state)
@@ -367,7 +368,7 @@ def compare(
     level: float = 0.95,
     random_state: int = 0,
     source: str = "table",
-    max_iter: int | None = None,
+    solver: SolverOptions = DEFAULT_SOLVER,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Fit each model on the rows outside the holdout, predict the holdout; one result per target.
@@ -380,13 +381,12 @@ def compare(
     "observed"}]}]}]}``. Rows without a value of a target are left out for that target only (``n_missing``).
     ``bootstrap = 0`` gives no intervals (``lo``/``hi``/``coverage`` NaN, ``null`` in JSON).
 
-    ``max_iter``: iteration cap of every fit the decision makes (``--max-iter``;
-    :func:`mixlaw.fit.solver.refine.decision_iterations`); ``None`` (default): their own limits.
+    ``solver``: iteration caps of every fit the decision makes, point fits, resample refits and calibration refits
+    (:class:`~mixlaw.options.SolverOptions`, ``--max-iter``); default: the engine's adaptive limit.
     """
-    from mixlaw.fit.solver.pools import threads
-    from mixlaw.fit.solver.refine import decision_iterations
+    from mixlaw.fit.pools import threads
 
-    with decision_iterations(max_iter), threads(1):  # small fits: extra torch/BLAS threads only spin
+    with threads(1):  # small fits: extra torch/BLAS threads only spin
         doms = list(domains)
         check_mixture(table, doms, source)
         if not 0 < level < 1:
@@ -420,7 +420,7 @@ def compare(
                 for m in masks:
                     train, test = sub[~m], sub[m]
                     p, a, b, n_par, why, cal, moved = _predict_model(
-                        name, opts, train, test, doms, target, size_column, random_state, bootstrap, level
+                        name, opts, train, test, doms, target, size_column, random_state, bootstrap, level, solver
                     )
                     transferred[np.flatnonzero(m)[moved.get("rows", [])]] = True
                     if moved.get("assumption") and moved["assumption"] not in assumptions:

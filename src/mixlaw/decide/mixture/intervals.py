@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from mixlaw.options import DEFAULT_SOLVER, SolverOptions
+
 __all__ = ["MIN_DRAWS", "bc_ends", "extrapolates", "no_draws_reason", "prediction_interval", "size_calibrated"]
 
 #: Fewest finite bootstrap draws at a row for an interval there.
@@ -122,19 +124,19 @@ def extrapolates(train: Any, test: Any, size_column: str) -> bool:
 
 
 def size_calibrated(
-    res: Any, train: Any, test: Any, target: str, size_column: str, lo: np.ndarray, hi: np.ndarray, seed: int
-) -> tuple[np.ndarray, np.ndarray, str | None]:
+    res: Any, train: Any, test: Any, target: str, size_column: str, lo: np.ndarray, hi: np.ndarray, seed: int,
+    solver: SolverOptions = DEFAULT_SOLVER,
+) -> tuple[np.ndarray, np.ndarray, str | None]:  # fmt: skip
     """``(lo, hi, summary)``: the BC interval widened about the point by the extrapolation calibration of the fit
     (:mod:`mixlaw.fit.evaluate.calibrate`: a K-fold over the training sizes and forward cuts along ``size_column``, each
     nested fit's errors standardised by its own standard errors), by ``max(1, sqrt(c² + γ² d²))`` in fit space at
     each row's e-folds ``d`` beyond the fitted sizes. Unchanged, with ``summary`` ``None``, where no nested fit
-    can be formed."""
+    can be formed. ``solver``: the caps of the calibration's refits."""
     import pandas as pd
 
-    from mixlaw.fit.evaluate.calibrate import Calibration, calibrate
-    from mixlaw.fit.problem.data import FitData
-    from mixlaw.fit.solver.refine import decision_max_iter
-    from mixlaw.fit.uncertainty.intervals import inputs_of
+    from mixlaw.fit.calibrate import Calibration, calibrate
+    from mixlaw.fit.data import FitData
+    from mixlaw.fit.intervals import inputs_of
 
     law = res.law
     data = FitData(law, train, target=target, input_map=res.input_map, group_column="run_id")
@@ -142,7 +144,7 @@ def size_calibrated(
     seeds = np.asarray(law.to_internal(res.params), dtype=np.float64)[None, :]
     cal = calibrate(
         law, data, res.params, seeds, size_input=size_column, clusters=clusters, rng=np.random.default_rng([seed, 2]),
-        loss=res.loss, delta=res.delta, max_iter=decision_max_iter(),
+        loss=res.loss, delta=res.delta, max_iter=solver.cap(None),
     )  # fmt: skip
     if cal is None:
         return lo, hi, None

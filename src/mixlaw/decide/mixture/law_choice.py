@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from mixlaw.errors import InputError
+from mixlaw.options import DEFAULT_SOLVER, SolverOptions
 
 __all__ = ["AUTO_CANDIDATES", "LawChoice", "LawChoiceStatus", "LawScore", "choose_law"]
 
@@ -79,13 +80,12 @@ class LawChoice:
                 "candidates": [s.to_dict() for s in self.scores], "text": self.text}  # fmt: skip
 
 
-def _fit_quiet(law: Any, rows: pd.DataFrame, target: str, random_state: int) -> Any:
+def _fit_quiet(law: Any, rows: pd.DataFrame, target: str, random_state: int, solver: SolverOptions) -> Any:
     from mixlaw.fit import fit_law
-    from mixlaw.fit.solver.refine import decision_max_iter
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # health is read from the result below
-        return fit_law(law, rows, target=target, random_state=random_state, max_iter=decision_max_iter())
+        return fit_law(law, rows, target=target, random_state=random_state, max_iter=solver.cap(None))
 
 
 def _problems(res: Any, target: str, rows: pd.DataFrame) -> list[str]:
@@ -116,8 +116,10 @@ def choose_law(
     law_options: Mapping[str, Mapping[str, Any]] | None = None,
     candidates: Sequence[str] = AUTO_CANDIDATES,
     random_state: int = 0,
+    solver: SolverOptions = DEFAULT_SOLVER,
 ) -> LawChoice:
-    """Choose among ``candidates`` by the nested size holdout (module docstring); ``rows``: ``{target: its rows}``."""
+    """Choose among ``candidates`` by the nested size holdout (module docstring); ``rows``: ``{target: its rows}``;
+    ``solver``: the caps of every fit."""
     from mixlaw.decide.mixture.compare import build_model
 
     sizes = np.unique(np.concatenate([np.asarray(r[size_column], dtype=np.float64) for r in rows.values()]))
@@ -131,18 +133,18 @@ def choose_law(
         k_used: int | None = None
         for target, r in rows.items():
             law = build_model(name, opts, domains, size_column)
-            full = _fit_quiet(law, r, target, random_state)
+            full = _fit_quiet(law, r, target, random_state, solver)
             if name == "camel":  # the k its health allows, as mix optimize would use it
                 from mixlaw.decide.mixture.camel_k import FitStatus, camel_health
 
                 while camel_health(full.law, full.params, r).status is FitStatus.DEGENERATE and full.law.k > 1:
                     law = build_model(name, {**opts, "k": full.law.k - 1}, domains, size_column)
-                    full = _fit_quiet(law, r, target, random_state)
+                    full = _fit_quiet(law, r, target, random_state, solver)
                 k_used = max(k_used or 0, full.law.k)
             problems += _problems(full, target, r)
             inner = r[np.asarray(r[size_column], dtype=np.float64) < top]
             outer = r[np.asarray(r[size_column], dtype=np.float64) >= top]
-            res = _fit_quiet(law, inner, target, random_state)
+            res = _fit_quiet(law, inner, target, random_state, solver)
             pred = np.asarray(res.predict(outer), dtype=np.float64)
             obs = outer[target].to_numpy(dtype=np.float64)
             rel = (pred - obs) / obs

@@ -34,35 +34,38 @@ import pandas as pd
 
 from mixlaw.decide.mixture.checks import check_mixture, metrics, mixture_groups, target_rows
 from mixlaw.errors import InputError
+from mixlaw.options import DEFAULT_SOLVER, SolverOptions
 
 __all__ = ["nested", "tied_size_law"]
 
-#: Iterations of the second, batched attempt on the curves whose first batched fit ran out of iterations.
+#: Iterations of the second, batched attempt on the curves whose first batched fit ran out of iterations (when the
+#: solver options set no cap: :class:`~mixlaw.options.SolverOptions`).
 FALLBACK_ITER = 3000
 
 
-def _fit_predict(law: Any, rows: pd.DataFrame, target: str, at: Mapping[str, float], seed: int) -> tuple[float, Any]:
+def _fit_predict(
+    law: Any, rows: pd.DataFrame, target: str, at: Mapping[str, float], seed: int, solver: SolverOptions
+) -> tuple[float, Any]:
     from mixlaw.fit import fit_law
-    from mixlaw.fit.solver.refine import decision_max_iter
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # boundary notes on 4-10 point curves are expected; statuses are returned
-        res = fit_law(law, rows, target=target, random_state=seed, max_iter=decision_max_iter(), n_polish=2)
+        res = fit_law(law, rows, target=target, random_state=seed, max_iter=solver.cap(None), n_polish=2)
     x = pd.DataFrame({k: [float(v)] for k, v in at.items()})
     return float(res.predict(x)[0]), res
 
 
 def _curves(
-    law: Any, x_col: str, curves: Mapping[Any, pd.Series], target: str, at: float, seed: int, unfinished: list[Any]
-) -> dict[Any, float]:
+    law: Any, x_col: str, curves: Mapping[Any, pd.Series], target: str, at: float, seed: int, unfinished: list[Any],
+    solver: SolverOptions,
+) -> dict[Any, float]:  # fmt: skip
     """Fit ``law`` (one input ``x_col``) to each curve ``{key: Series(y, index=x)}`` and predict each at ``at``.
 
     Curves that share their x values are fitted in one batched solve (:func:`mixlaw.fit.fit_batch`), started from
     the fit of their mean curve; a resulting problem without a usable estimate is refitted on its own under the
     adaptive limit, and if that fit does not finish either (converged or stalled) its key is appended to
-    ``unfinished`` (its prediction is still used, and counted)."""
+    ``unfinished`` (its prediction is still used, and counted). Every fit is capped by ``solver``."""
     from mixlaw.fit import fit_batch
-    from mixlaw.fit.solver.refine import decision_max_iter
 
     out: dict[Any, float] = {}
     by_x: dict[tuple[float, ...], list[Any]] = {}
@@ -71,19 +74,20 @@ def _curves(
     for xs, keys in by_x.items():
         x = pd.DataFrame({x_col: np.array(xs)})
         Y = np.stack([curves[k].to_numpy(dtype=np.float64) for k in keys])
-        _, mean_fit = _fit_predict(law, x.assign(**{target: Y.mean(axis=0)}), target, {x_col: at}, seed)
-        batch = fit_batch(law, x, Y, starts=[[mean_fit.params] for _ in keys], max_iter=decision_max_iter(None))
+        _, mean_fit = _fit_predict(law, x.assign(**{target: Y.mean(axis=0)}), target, {x_col: at}, seed, solver)
+        batch = fit_batch(law, x, Y, starts=[[mean_fit.params] for _ in keys], max_iter=solver.cap(None))
         params = [batch.row(b) for b in range(len(keys))]
         failed = [b for b, p in enumerate(params) if p is None]
         if failed:  # a flat valley (4 points, 3 parameters) runs out of iterations: all of them again, longer
             again = fit_batch(
-                law, x, Y[failed], starts=[[mean_fit.params] for _ in failed], max_iter=decision_max_iter(FALLBACK_ITER)
+                law, x, Y[failed], starts=[[mean_fit.params] for _ in failed], max_iter=solver.cap(FALLBACK_ITER)
             )
             for i, b in enumerate(failed):
                 params[b] = again.row(i)
         for b, key in enumerate(keys):
             if params[b] is None:
-                out[key], done = _fit_one(law, x.assign(**{target: Y[b]}), target, {x_col: at}, mean_fit.params, seed)
+                out[key], done = _fit_one(law, x.assign(**{target: Y[b]}), target, {x_col: at}, mean_fit.params, seed,
+                                          solver)  # fmt: skip
                 if not done:
                     unfinished.append(key)
             else:
@@ -92,17 +96,16 @@ def _curves(
 
 
 def _fit_one(
-    law: Any, rows: pd.DataFrame, target: str, at: Mapping[str, float], start: Any, seed: int
+    law: Any, rows: pd.DataFrame, target: str, at: Mapping[str, float], start: Any, seed: int, solver: SolverOptions
 ) -> tuple[float, bool]:
     """The last resort of :func:`_curves`: one robust fit from the mean curve's estimate under the adaptive limit.
     Returns its prediction and whether it finished (converged or stalled)."""
     from mixlaw.fit import fit_law
-    from mixlaw.fit.solver.refine import decision_max_iter
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = fit_law(law, rows, target=target, random_state=seed, starts=[start], use_grid=False, n_polish=1,
-                      max_iter=decision_max_iter())  # fmt: skip
+                      max_iter=solver.cap(None))  # fmt: skip
     done = res.starts["status"].isin(["converged", "stalled"]).any()
     return float(res.predict(pd.DataFrame({k: [float(v)] for k, v in at.items()}))[0]), bool(done)
 
@@ -115,6 +118,7 @@ def _mixture_stage(
     mtab: pd.DataFrame,
     target: str,
     seed: int,
+    solver: SolverOptions,
 ) -> tuple[Any, dict[str, Any]]:
     """The last stage on the predicted ``(r, L̂)`` of every mixture: a registered law of the mixture alone (the
     engine's fit), or a surrogate (``dml_mlp``: the released pipeline's boosted MLPs). Returns the fitted object (it
@@ -135,7 +139,7 @@ def _mixture_stage(
             f"the nested pipeline predicted {len(mtab)} mixture(s) at the target; the mixture law "
             f"'{name}' needs more than {law.n_internal}"
         )
-    _, mres = _fit_predict(law, mtab, target, {f"w_{d}": 1.0 / len(doms) for d in doms}, seed)
+    _, mres = _fit_predict(law, mtab, target, {f"w_{d}": 1.0 / len(doms) for d in doms}, seed, solver)
     return mres, {"law": name, "estimator": f"{name} (closed form, the engine's fit)", "params": mres.params,
                   "status": str(mres.status)}  # fmt: skip
 
@@ -182,7 +186,7 @@ def nested(
     random_state: int = 0,
     source: str = "table",
     tie_size_exponent: bool = False,
-    max_iter: int | None = None,
+    solver: SolverOptions = DEFAULT_SOLVER,
 ) -> dict[str, Any]:
     """Predict the mixture law of a ``target_size`` model at ``target_step`` from smaller, shorter runs.
 
@@ -193,102 +197,100 @@ def nested(
     "size_law": {"tied": bool, "alpha": float | None, "rms": float | None},
     "validation": {"n", "mae", "mre", "bias", "spearman", "predictions"} | None}``.
 
-    ``max_iter``: iteration cap of every fit the decision makes (``--max-iter``;
-    :func:`mixlaw.fit.solver.refine.decision_iterations`); ``None`` (default): their own limits.
+    ``solver``: iteration caps of every fit the decision makes (:class:`~mixlaw.options.SolverOptions`,
+    ``--max-iter``); default: the adaptive limit, and :data:`FALLBACK_ITER` for the second batched attempt.
     """
-    from mixlaw.fit.solver.refine import decision_iterations
+    from mixlaw.laws import get_law
 
-    with decision_iterations(max_iter):
-        from mixlaw.laws import get_law
-
-        doms = list(domains)
-        check_mixture(table, doms, source)
-        for c in (target, step_column, size_column):
-            if c not in table.columns:
-                raise InputError(f"{source} has no column '{c}' (the nested pipeline needs {target}, step and size)")
-            if not pd.api.types.is_numeric_dtype(table[c]) or pd.api.types.is_bool_dtype(table[c]):
-                raise InputError(f"expected column '{c}' of {source} to be numeric (it is the {target}, step or size "
-                                 f"column), got {table[c].dtype} values such as {str(table[c].iloc[0])[:30]!r}")
-        table, _ = target_rows(table.reset_index(drop=True), target, source)
-        fit_step = float(max_fit_step) if max_fit_step is not None else np.nextafter(float(target_step), -np.inf)
-        if fit_step >= float(target_step):
-            raise InputError(f"--max-fit-step {max_fit_step:g}: must lie below --target-step {target_step:g}")
-        table = table.assign(_mixture=mixture_groups(table, doms))
-        size = table[size_column].to_numpy(dtype=np.float64)
-        step = table[step_column].to_numpy(dtype=np.float64)
-        train = table[(size < float(target_size)) & (step <= fit_step)]
-        if train.empty:
-            raise InputError(f"--target-size {target_size:g}: no runs below it with steps <= {fit_step:g} to fit")
-        step_law = get_law("power_law", input=step_column)
-        size_law = get_law("power_law", input=size_column)
-        steps: dict[tuple[int, float], pd.Series] = {}
-        n_skip = 0
-        for (g, n), rows in train.groupby(["_mixture", size_column]):
-            curve = rows.groupby(step_column)[target].mean()  # one point per checkpoint
-            if len(curve) <= step_law.n_internal:
-                n_skip += 1
-                continue
-            steps[(int(g), float(n))] = curve
-        unfinished: list[Any] = []  # curves whose fits did not finish (counted in the result)
-        at_step = _curves(step_law, step_column, steps, target, target_step, random_state, unfinished)
-        per_mix: dict[int, dict[float, float]] = {}
-        for (g, n), v in at_step.items():
-            per_mix.setdefault(g, {})[n] = v
-        sizes_of = {}
-        for g, by_size in sorted(per_mix.items()):
-            if len(by_size) <= size_law.n_internal:
-                n_skip += 1
-                continue
-            sizes_of[g] = pd.Series(by_size).sort_index()
-        size_info: dict[str, Any] = {"tied": bool(tie_size_exponent), "alpha": None, "rms": None}
-        if tie_size_exponent and sizes_of:
-            common = max(
-                {tuple(c.index) for c in sizes_of.values()},
-                key=lambda k: sum(tuple(c.index) == k for c in sizes_of.values()),
-            )
-            keep = {g: c for g, c in sizes_of.items() if tuple(c.index) == common}
-            n_skip += len(sizes_of) - len(keep)  # a tied law needs the same sizes on every curve
-            preds, alpha, rms = tied_size_law(
-                np.array(common), np.stack([c.to_numpy() for c in keep.values()]), target_size
-            )
-            at_size = {g: float(v) for g, v in zip(keep, preds, strict=True)}
-            size_info |= {"alpha": alpha, "rms": rms}
-        else:
-            at_size = _curves(size_law, size_column, sizes_of, target, target_size, random_state, unfinished)
-        mixtures: list[dict[str, Any]] = []
-        for g, pred in sorted(at_size.items()):
-            first = table[table["_mixture"] == g].iloc[0]
-            mixtures.append({"weights": {d: float(first[f"w_{d}"]) for d in doms}, "predicted": pred,
-                             "sizes": {f"{k:g}": v for k, v in per_mix[g].items()}})  # fmt: skip
-        n_step, n_size = len(at_step), len(at_size)
-        mtab = pd.DataFrame([{**{f"w_{d}": m["weights"][d] for d in doms}, target: m["predicted"]} for m in mixtures])
-        mtab["run_id"] = [f"mix{i}" for i in range(len(mtab))]
-        mres, law_out = _mixture_stage(mixture_law, law_options or {}, doms, size_column, mtab, target, random_state)
-        out: dict[str, Any] = {
-            "target": target,
-            "target_size": float(target_size),
-            "target_step": float(target_step),
-            "max_fit_step": fit_step,
-            "n_step_fits": n_step,
-            "n_size_fits": n_size,
-            "n_skipped_curves": n_skip,
-            "n_unfinished_curves": len(unfinished),
-            "mixtures": mixtures,
-            "mixture_law": law_out,
-            "size_law": size_info,
-            "validation": None,
+    doms = list(domains)
+    check_mixture(table, doms, source)
+    for c in (target, step_column, size_column):
+        if c not in table.columns:
+            raise InputError(f"{source} has no column '{c}' (the nested pipeline needs {target}, step and size)")
+        if not pd.api.types.is_numeric_dtype(table[c]) or pd.api.types.is_bool_dtype(table[c]):
+            raise InputError(f"expected column '{c}' of {source} to be numeric (it is the {target}, step or size "
+                             f"column), got {table[c].dtype} values such as {str(table[c].iloc[0])[:30]!r}")
+    table, _ = target_rows(table.reset_index(drop=True), target, source)
+    fit_step = float(max_fit_step) if max_fit_step is not None else np.nextafter(float(target_step), -np.inf)
+    if fit_step >= float(target_step):
+        raise InputError(f"--max-fit-step {max_fit_step:g}: must lie below --target-step {target_step:g}")
+    table = table.assign(_mixture=mixture_groups(table, doms))
+    size = table[size_column].to_numpy(dtype=np.float64)
+    step = table[step_column].to_numpy(dtype=np.float64)
+    train = table[(size < float(target_size)) & (step <= fit_step)]
+    if train.empty:
+        raise InputError(f"--target-size {target_size:g}: no runs below it with steps <= {fit_step:g} to fit")
+    step_law = get_law("power_law", input=step_column)
+    size_law = get_law("power_law", input=size_column)
+    steps: dict[tuple[int, float], pd.Series] = {}
+    n_skip = 0
+    for (g, n), rows in train.groupby(["_mixture", size_column]):
+        curve = rows.groupby(step_column)[target].mean()  # one point per checkpoint
+        if len(curve) <= step_law.n_internal:
+            n_skip += 1
+            continue
+        steps[(int(g), float(n))] = curve
+    unfinished: list[Any] = []  # curves whose fits did not finish (counted in the result)
+    at_step = _curves(step_law, step_column, steps, target, target_step, random_state, unfinished, solver)
+    per_mix: dict[int, dict[float, float]] = {}
+    for (g, n), v in at_step.items():
+        per_mix.setdefault(g, {})[n] = v
+    sizes_of = {}
+    for g, by_size in sorted(per_mix.items()):
+        if len(by_size) <= size_law.n_internal:
+            n_skip += 1
+            continue
+        sizes_of[g] = pd.Series(by_size).sort_index()
+    size_info: dict[str, Any] = {"tied": bool(tie_size_exponent), "alpha": None, "rms": None}
+    if tie_size_exponent and sizes_of:
+        common = max(
+            {tuple(c.index) for c in sizes_of.values()},
+            key=lambda k: sum(tuple(c.index) == k for c in sizes_of.values()),
+        )
+        keep = {g: c for g, c in sizes_of.items() if tuple(c.index) == common}
+        n_skip += len(sizes_of) - len(keep)  # a tied law needs the same sizes on every curve
+        preds, alpha, rms = tied_size_law(
+            np.array(common), np.stack([c.to_numpy() for c in keep.values()]), target_size
+        )
+        at_size = {g: float(v) for g, v in zip(keep, preds, strict=True)}
+        size_info |= {"alpha": alpha, "rms": rms}
+    else:
+        at_size = _curves(size_law, size_column, sizes_of, target, target_size, random_state, unfinished, solver)
+    mixtures: list[dict[str, Any]] = []
+    for g, pred in sorted(at_size.items()):
+        first = table[table["_mixture"] == g].iloc[0]
+        mixtures.append({"weights": {d: float(first[f"w_{d}"]) for d in doms}, "predicted": pred,
+                         "sizes": {f"{k:g}": v for k, v in per_mix[g].items()}})  # fmt: skip
+    n_step, n_size = len(at_step), len(at_size)
+    mtab = pd.DataFrame([{**{f"w_{d}": m["weights"][d] for d in doms}, target: m["predicted"]} for m in mixtures])
+    mtab["run_id"] = [f"mix{i}" for i in range(len(mtab))]
+    mres, law_out = _mixture_stage(mixture_law, law_options or {}, doms, size_column, mtab, target, random_state,
+                                   solver)  # fmt: skip
+    out: dict[str, Any] = {
+        "target": target,
+        "target_size": float(target_size),
+        "target_step": float(target_step),
+        "max_fit_step": fit_step,
+        "n_step_fits": n_step,
+        "n_size_fits": n_size,
+        "n_skipped_curves": n_skip,
+        "n_unfinished_curves": len(unfinished),
+        "mixtures": mixtures,
+        "mixture_law": law_out,
+        "size_law": size_info,
+        "validation": None,
+    }
+    held = table[(size == float(target_size)) & (step == float(target_step))]
+    if len(held):
+        held = held.groupby("_mixture", as_index=False).agg({**{f"w_{d}": "first" for d in doms}, target: "mean"})
+        hp = np.asarray(mres.predict(held), dtype=np.float64)
+        obs = held[target].to_numpy(dtype=np.float64)
+        out["validation"] = {
+            "n": len(held),
+            **metrics(hp, obs),
+            "predictions": [
+                {"weights": {d: float(r[f"w_{d}"]) for d in doms}, "predicted": float(p), "observed": float(o)}
+                for (_, r), p, o in zip(held.iterrows(), hp, obs, strict=True)
+            ],
         }
-        held = table[(size == float(target_size)) & (step == float(target_step))]
-        if len(held):
-            held = held.groupby("_mixture", as_index=False).agg({**{f"w_{d}": "first" for d in doms}, target: "mean"})
-            hp = np.asarray(mres.predict(held), dtype=np.float64)
-            obs = held[target].to_numpy(dtype=np.float64)
-            out["validation"] = {
-                "n": len(held),
-                **metrics(hp, obs),
-                "predictions": [
-                    {"weights": {d: float(r[f"w_{d}"]) for d in doms}, "predicted": float(p), "observed": float(o)}
-                    for (_, r), p, o in zip(held.iterrows(), hp, obs, strict=True)
-                ],
-            }
-        return out
+    return out

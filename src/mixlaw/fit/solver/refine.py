@@ -11,13 +11,13 @@ fits) are followed to their end instead of being cut at 300 iterations. An expli
 A row that still stops at the cap is *re-polished* (:func:`repolish`): solved again from where it stopped with
 fresh Levenberg–Marquardt damping and a fresh budget, before it is reported or discarded. So is a point fit's
 estimate that stalled, once (fresh damping and Moré scaling take it past a stall on a ridge).
+
+A decision's fits get their limit from the :class:`mixlaw.options.SolverOptions` passed to them (``--max-iter``):
+``None`` keeps this adaptive limit for every engine fit they make.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import replace
 
 import numpy as np
@@ -30,9 +30,6 @@ __all__ = [
     "ADAPTIVE_STALL_UNITS",
     "POINT_STALL_UNITS",
     "AUTO_MAX_ITER",
-    "DECISION_MAX_ITER",
-    "decision_iterations",
-    "decision_max_iter",
     "iteration_cap",
     "point_stall_units_for",
     "repolish",
@@ -42,43 +39,6 @@ __all__ = [
 
 AUTO_MAX_ITER = 10_000
 """The generous cap behind ``max_iter=None``: rows stop on convergence or stall long before it."""
-
-#: The iteration limit decisions pass for their many internal fits (the schedule-aware CMR, the mixture comparison,
-#: optimum and nested pipeline, their bootstrap resamples and last-resort refits): the adaptive limit (``None``). It
-#: was a hard 300 while the old step rule crawled (the CAMEL fits of ``examples/mixture_probe`` stopped at it, 4 of
-#: 5); with the geodesic rule of :mod:`mixlaw.fit.solver.solve` and the point fit's noise-scaled stall test those fits
-#: finish. The one-start resample refits of ``mix optimize`` and the nested pipeline's last resort
-#: kept a 300 cap (``DECISION_REFIT_MAX_ITER``, removed) until the resamples were refitted in one batched solve.
-DECISION_MAX_ITER: int | None = None
-
-#: The iteration cap of every fit inside a decision, set by :func:`decision_iterations` (``--max-iter`` of the
-#: decision verbs); ``None``: each fit's own limit.
-_DECISION_CAP: ContextVar[int | None] = ContextVar("mixlaw_decision_max_iter", default=None)
-
-
-@contextmanager
-def decision_iterations(max_iter: int | None) -> Iterator[None]:
-    """Within the block, every fit a decision makes — point fits, bootstrap refits, rescues, the CMR's curve and
-    ratio-law fits and its profile solver — is capped at ``max_iter`` iterations (``None``: their own limits, the
-    adaptive one where the decision uses it). The ``--max-iter`` of ``mixlaw cmr`` and ``mixlaw mix``; the
-    decision functions take it as their ``max_iter`` argument."""
-    if max_iter is not None and int(max_iter) < 1:
-        from mixlaw.errors import InputError
-
-        raise InputError(f"expected --max-iter >= 1, got {max_iter}")
-    token = _DECISION_CAP.set(None if max_iter is None else int(max_iter))
-    try:
-        yield
-    finally:
-        _DECISION_CAP.reset(token)
-
-
-def decision_max_iter(default: int | None = DECISION_MAX_ITER) -> int | None:
-    """The iteration limit of one fit inside a decision: the cap of :func:`decision_iterations` when one is set,
-    else ``default`` (the fit's own limit; ``None`` is the adaptive limit)."""
-    cap = _DECISION_CAP.get()
-    return default if cap is None else cap
-
 
 #: The relative stall test: a row whose objective fell by less than this (relative) over the solver's
 #: 30-iteration window stops as ``stalled`` (the solver's own 1e-9, at every cap).

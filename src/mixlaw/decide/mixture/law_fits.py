@@ -1,0 +1,133 @@
+"""The law fits of ``mix optimize``: building the mixture and benchmark laws, fitting them under the solver options,
+CAMEL's component reduction, and what the result says about each fit (summary, extrapolation).
+
+Every fit takes the decision's :class:`~mixlaw.options.SolverOptions` explicitly (``--max-iter``; default the
+engine's adaptive limit). Warnings are recorded during a fit and emitted once, naming the law and the target.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mixlaw.errors import InputError
+from mixlaw.options import SolverOptions
+
+__all__ = [
+    "build_benchmark",
+    "build_mixture_law",
+    "camel_reduce",
+    "emit_fit_warnings",
+    "extrapolation_notes",
+    "fit_emitting",
+    "fit_recorded",
+    "fit_summary",
+]
+
+
+def build_mixture_law(law_name: str, law_options: Mapping[str, Any], domains: Sequence[str], size_column: str) -> Any:
+    from mixlaw.decide.mixture.compare import build_model
+
+    law = build_model(law_name, law_options, domains, size_column)
+    if not any(str(c).startswith("w_") for c in law.inputs):
+        raise InputError(f"--law {law_name}: not a mixture law (it reads no w_<domain> column)")
+    return law
+
+
+def fit_recorded(
+    law: Any, rows: pd.DataFrame, target: str, random_state: int, solver: SolverOptions
+) -> tuple[Any, list[Any]]:
+    """The fit under ``solver``'s cap and the warnings it raised (recorded, not emitted)."""
+    from mixlaw.fit import fit_law
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = fit_law(law, rows, target=target, random_state=random_state, max_iter=solver.cap(None))
+    return res, list(caught)
+
+
+def emit_fit_warnings(law: Any, target: str, caught: Sequence[Any]) -> None:
+    for w in caught:  # re-emit once, naming the law (boundary notes are expected on small fits)
+        warnings.warn(f"{law.name} on {target}: {w.message}", w.category, stacklevel=4)
+
+
+def fit_emitting(law: Any, rows: pd.DataFrame, target: str, random_state: int, solver: SolverOptions) -> Any:
+    res, caught = fit_recorded(law, rows, target, random_state, solver)
+    emit_fit_warnings(law, target, caught)
+    return res
+
+
+def camel_reduce(
+    law: Any, targets: Sequence[str], rows: Mapping[str, pd.DataFrame], random_state: int, solver: SolverOptions
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """Fit CAMEL to every target, check each fit's health, refit a degenerate one with fewer components.
+
+    A fit whose components are switched off or at the exponential limit
+    (:func:`mixlaw.decide.mixture.camel_k.camel_health`) is not a ``k``-component CAMEL law: it is refitted with
+    ``k − 1`` components (or as many as were CAMEL components, if fewer) until the fit is healthy or ``k = 1``;
+    only the kept fit's warnings are emitted. Returns the kept fits and per target ``{"k_requested", "k",
+    "status", "health", "dropped": [health of each refused fit]}`` (``status``: ``healthy``, ``reduced`` or
+    ``degenerate``, the last when even ``k = 1`` is degenerate).
+    """
+    from mixlaw.decide.mixture.camel_k import FitStatus, camel_health
+
+    fits: dict[str, Any] = {}
+    out: dict[str, dict[str, Any]] = {}
+    for t in targets:
+        cur, caught = fit_recorded(law, rows[t], t, random_state, solver)
+        health = camel_health(cur.law, cur.params, rows[t])
+        dropped: list[dict[str, Any]] = []
+        while health.status is FitStatus.DEGENERATE and cur.law.k > 1:
+            dropped.append(health.to_dict())
+            k = max(1, min(cur.law.k - 1, health.k_effective))
+            smaller = build_mixture_law("camel", {**dict(cur.law.options), "k": k}, law.domains, cur.law.size_col)
+            cur, caught = fit_recorded(smaller, rows[t], t, random_state, solver)
+            health = camel_health(cur.law, cur.params, rows[t])
+        emit_fit_warnings(cur.law, t, caught)
+        fits[t] = cur
+        status = "degenerate" if health.status is FitStatus.DEGENERATE else ("reduced" if dropped else "healthy")
+        out[t] = {"k_requested": law.k, "k": cur.law.k, "status": status, "health": health.to_dict(),
+                  "dropped": dropped}  # fmt: skip
+    return fits, out
+
+
+def fit_summary(res: Any, n_rows: int) -> dict[str, Any]:
+    return {
+        "law": res.law_name,
+        "params": res.params,
+        "n_points": res.n_points,
+        "n_rows": n_rows,
+        "status": str(res.status),
+        "r2": res.metrics.get("r2"),
+    }
+
+
+def build_benchmark(losses: Sequence[str], benchmark: str, scale: float) -> Any:
+    from mixlaw.laws import get_law
+
+    return get_law("benchmark_logistic", losses=tuple(losses), benchmark=benchmark, scale=scale)
+
+
+def extrapolation_notes(
+    fits: Mapping[str, Any], doms: Sequence[str], w: Any, fixed: Mapping[str, float]
+) -> dict[str, str]:
+    """Per fitted target, how far the optimum (its mixture at the fixed inputs, e.g. the target size) lies beyond
+    the fitted range of each input (:mod:`mixlaw.fit.extrapolation`; targets predicted inside every range are
+    left out): "×2.2 in n_params beyond the largest fitted (1.13e+05)"."""
+    from mixlaw.fit.extrapolation import extrapolation_of
+
+    at = {f"w_{d}": [float(v)] for d, v in zip(doms, np.asarray(w, dtype=np.float64), strict=True)}
+    at |= {k: [float(v)] for k, v in fixed.items()}
+    out = {}
+    for t, res in fits.items():
+        try:
+            e = extrapolation_of(res, at)[0]
+        except InputError:  # a benchmark law whose inputs are not the mixture's: nothing to say
+            continue
+        if e is not None:
+            out[t] = str(e["text"])
+    return out

@@ -1,0 +1,158 @@
+"""The paired bootstrap of ``mix optimize`` (its module docstring, *Intervals*): every law refitted on the same
+resamples of the mixtures in one batched solve each, the mixture re-optimised per resample, and bias-corrected
+percentile intervals around the point estimates (:func:`mixlaw.decide.mixture.intervals.bc_ends`)."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from mixlaw.decide.mixture.constraints import MixtureConstraints
+from mixlaw.decide.mixture.objective import FittedLaw
+from mixlaw.decide.mixture.optimize import optimize_mixture
+from mixlaw.errors import InputError
+from mixlaw.options import DEFAULT_SOLVER, SolverOptions
+
+__all__ = ["bc_pair", "paired_bootstrap", "refit_draws"]
+
+
+def refit_draws(
+    res: Any, rows: pd.DataFrame, counts: np.ndarray, solver: SolverOptions = DEFAULT_SOLVER
+) -> tuple[list[FittedLaw | None], dict[str, Any]]:
+    """Refit ``res``'s law on every resample of the mixtures in ONE batched solve, from the point estimate.
+
+    ``counts`` ``(B, n_mix)`` says how often each mixture was drawn; every row of a mixture gets its count as its
+    weight (the same objective as duplicating the rows). The resamples run under ``solver``'s cap (default: the
+    adaptive limit) with the
+    noise-scaled stall test (:mod:`mixlaw.fit.refine`), the failed ones are rescued from the point and from where
+    they stopped (:func:`mixlaw.fit.bootstrap.refit_resamples`); those still unusable are ``None`` and counted in
+    the returned ``{"n_unusable", "n_rescued", "status"}`` (a resample without any row of this target is unusable).
+    """
+    from mixlaw.fit.batch import threads
+    from mixlaw.fit.bootstrap import refit_resamples
+    from mixlaw.fit.data import FitData
+
+    law = res.law
+    data = FitData(law, rows, target=res.target, input_map=res.input_map, group_column=None)
+    W = counts[:, rows["_mixture"].to_numpy()].astype(np.float64)
+    seeds = np.asarray(law.to_internal(res.params), dtype=np.float64)[None, :]
+    with threads(1), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # resample fits: boundary notes are not the point
+        boot = refit_resamples(
+            law, data, data.y, W, seeds, params=res.params, scheme="mixtures", unit="mixtures", loss=res.loss,
+            delta=res.delta, max_iter=solver.cap(None),
+        )  # fmt: skip
+    ok = boot.ok & (W.sum(axis=1) > 0)
+    it = iter(boot.params.to_numpy(dtype=np.float64))
+    out: list[FittedLaw | None] = []
+    for b in range(len(W)):
+        row = next(it) if boot.ok[b] else None
+        out.append(FittedLaw(law, law.unflatten(row)) if ok[b] and row is not None else None)
+    status = {str(k): int(v) for k, v in zip(*np.unique(boot.status.astype(str), return_counts=True), strict=True)}
+    return out, {"n_unusable": int((~ok).sum()), "n_rescued": boot.n_rescued, "status": status}
+
+
+def bc_pair(values: np.ndarray, level: float, point: float) -> list[float]:
+    """The BC percentile interval of bootstrap ``values`` around ``point`` (it always contains the point)."""
+    from mixlaw.decide.mixture.intervals import bc_ends
+
+    lo, hi, _ = bc_ends(np.asarray(values, dtype=np.float64)[:, None], np.array([float(point)]), level)
+    return [float(lo[0]), float(hi[0])]
+
+
+def paired_bootstrap(
+    B: int,
+    level: float,
+    seed: int,
+    doms: list[str],
+    cons: MixtureConstraints,
+    fits: Mapping[str, Any],
+    bench_fits: Mapping[str, Any],
+    rows: Mapping[str, pd.DataFrame],
+    objective_of: Any,
+    opt: Any,
+    grid: list[float],
+    curve: list[Any],
+    out: dict[str, Any],
+    solver: SolverOptions,
+) -> dict[str, Any]:
+    """Refit every law on ``B`` run resamples (same draws for every law), re-optimise each (module docstring)."""
+    rng = np.random.default_rng(seed + 1)
+    n_mix = int(max(int(r["_mixture"].max()) for r in rows.values())) + 1
+    picks = [rng.integers(0, n_mix, n_mix) for _ in range(B)]  # the same mixtures for every law
+    counts = np.stack([np.bincount(p, minlength=n_mix) for p in picks])
+    refits = {t: refit_draws(r, rows[t], counts, solver) for t, r in {**fits, **bench_fits}.items()}
+    draws = {t: d for t, (d, _) in refits.items()}
+    sign = -1.0 if bench_fits else 1.0
+    W, J, S, P = [], [], [], []
+    cand = {c["name"]: np.array(list(c["weights"].values())) for c in out.get("candidates", [])}
+    CJ: dict[str, list[float]] = {k: [] for k in cand}
+    CR: dict[str, list[float]] = {k: [] for k in cand}
+    band: list[list[np.ndarray]] = [[] for _ in grid]
+    n_failed = 0
+    uniform = np.full(len(doms), 1.0 / len(doms))
+    for b in range(B):
+        laws = {t: d[b] for t, d in draws.items()}
+        if any(v is None for v in laws.values()):
+            n_failed += 1
+            continue
+        ls = {t: laws[t] for t in fits}
+        bs = {t: laws[t] for t in bench_fits}
+        try:
+            ob = objective_of(ls, bs)
+            o = optimize_mixture(ob, cons, starts=np.stack([opt.w, uniform]))
+            at_sizes = [
+                optimize_mixture(objective_of(ls, bs, m), cons, starts=np.stack([curve[j].w, uniform])).w
+                for j, m in enumerate(grid)
+            ]
+        except (InputError, ValueError, RuntimeError):
+            n_failed += 1
+            continue
+        for j, w in enumerate(at_sizes):
+            band[j].append(w)
+        W.append(o.w)
+        J.append(o.objective)
+        S.append(sign * o.objective)
+        rep = ob.report(opt.w)  # the predictions at the chosen mixture, under the resampled laws
+        P.append({**rep["predicted_losses"], **rep["predicted_accuracies"]})
+        if cand:
+            with torch.no_grad():
+                at_opt = float(ob(torch.as_tensor(opt.w)))
+                for k, w in cand.items():
+                    jc = float(ob(torch.as_tensor(w)))
+                    CJ[k].append(jc)
+                    CR[k].append(jc - at_opt)
+    fits_info = {t: info for t, (_, info) in refits.items()}  # per law: unusable and rescued resamples
+    from mixlaw.fit.resampling import interval_status
+
+    status = interval_status(n_failed, B)  # weak when the bands rest on <= 80 % of the resamples
+    if not W:
+        return {"n": 0, "n_failed": n_failed, "status": status, "level": level, "refits": fits_info}
+    Wa = np.array(W)
+    at_point = {**out["predicted_losses"], **out["predicted_accuracies"]}
+    res: dict[str, Any] = {
+        "n": len(W),
+        "n_failed": n_failed,
+        "status": status,
+        "refits": fits_info,
+        "level": level,
+        "unit": "mixtures",
+        "weights": {d: bc_pair(Wa[:, j], level, opt.w[j]) for j, d in enumerate(doms)},
+        "objective": bc_pair(np.array(J), level, opt.objective),
+        "score": bc_pair(np.array(S), level, sign * opt.objective),
+        "predicted_at_optimum": {k: bc_pair(np.array([p[k] for p in P]), level, at_point[k]) for k in P[0]},
+    }
+    for c in out.get("candidates", []):
+        c["objective_interval"] = bc_pair(np.array(CJ[c["name"]]), level, c["objective"])
+        c["regret_interval"] = bc_pair(np.array(CR[c["name"]]), level, c["regret"])
+        c["p_better_than_chosen"] = float(np.mean(np.array(CR[c["name"]]) < 0))
+    if grid:
+        for j, row in enumerate(out["vs_size"]):
+            arr = np.array(band[j])
+            row["band"] = {d: bc_pair(arr[:, i], level, curve[j].w[i]) for i, d in enumerate(doms)}
+    return res
