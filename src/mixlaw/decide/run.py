@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from mixlaw.decide.contract import DecisionContext, DecisionResult
 from mixlaw.decide.registry import DECISIONS, build_options, decision_names, get_decision
 from mixlaw.errors import InputError
-from mixlaw.options import IntervalOptions, SolverOptions
+from mixlaw.options import DEFAULT_SOLVER, IntervalOptions, SolverOptions
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -45,7 +45,7 @@ def run_decision(
                          f"got {type(options).__name__}")  # fmt: skip
     if table is None and decision.needs_table:
         raise InputError(f"decision {name!r} needs a run table")
-    ctx = DecisionContext(solver or SolverOptions(), intervals or IntervalOptions(), progress)
+    ctx = DecisionContext(solver or DEFAULT_SOLVER, intervals or IntervalOptions(), progress)
     return decision.decide(table, opts, ctx)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from functools import lru_cache
 from typing import Any
 
@@ -32,6 +33,49 @@ BOOT_LOST_MAX = LOST_MAX
 
 DEFAULT_LAMBDAS: tuple[float, ...] = (100.0, 300.0, 1000.0, 3000.0, 7000.0, math.inf)
 DEFAULT_EPSILONS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05, 0.1)
+
+
+class Unmet(StrEnum):
+    """A criterion of the CMR paper's feasibility rule that a domain share fails (laws.md §6.4)."""
+
+    TOLERANCE = "tolerance"
+    """The general loss rises by more than ε at the budget: ``ΔL_gen(T_max) > ε``."""
+    DOMAIN_GAIN = "domain_gain"
+    """The domain loss does not improve: ``ΔL_dom(T_max) ≥ 0``."""
+    TURN = "turn"
+    """The turning point is not inside the budget: ``T0 > T_max`` (or none, or one the data contradict)."""
+
+
+def unmet_criteria(
+    dloss_general: float, dloss_domain: float | None, epsilon: float, turn_in_budget: bool | None
+) -> list[Unmet]:
+    """THE feasibility rule of a domain share (CMR paper, laws.md §6.4): feasible when the list is empty.
+
+    A share is feasible at a budget ``T_max`` when ``ΔL_gen(T_max) ≤ ε``, ``ΔL_dom(T_max) < 0`` and its turning
+    point ``T0 ≤ T_max``. ``dloss_domain=None`` or ``turn_in_budget=None``: that criterion is not judged (no domain
+    law; increments relative to the control, where a turning point means the gap to it closing). A NaN increment
+    fails its criterion. The per-ratio table (:func:`mixlaw.decide.cmr.decision.ratio_rows`) and the query of an
+    unseen share (:meth:`mixlaw.decide.cmr.result.SizeCMR.assess_ratio`) both decide by this function and render
+    their reasons from its codes.
+    """
+    out = []
+    if not dloss_general <= epsilon:
+        out.append(Unmet.TOLERANCE)
+    if dloss_domain is not None and not dloss_domain < 0:
+        out.append(Unmet.DOMAIN_GAIN)
+    if turn_in_budget is False:
+        out.append(Unmet.TURN)
+    return out
+
+
+def tolerance_reason(dloss_general: float, epsilon: float, note: str = "") -> str:
+    """The text of :attr:`Unmet.TOLERANCE`."""
+    return f"general loss rises {dloss_general:+.4f} > ε = {epsilon:g} at the budget{note}"
+
+
+def domain_reason(dloss_domain: float) -> str:
+    """The text of :attr:`Unmet.DOMAIN_GAIN`."""
+    return f"domain loss does not improve ({dloss_domain:+.4f})"
 
 
 def check_args(

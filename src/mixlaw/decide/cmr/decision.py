@@ -22,11 +22,15 @@ from mixlaw.decide.cmr.common import (
     STATUS_NO_FEASIBLE,
     STATUS_NO_ROOT,
     STATUS_OK,
+    Unmet,
+    domain_reason,
     evaluate,
     law_of,
     num,
     size_json,
     status_too_few,
+    tolerance_reason,
+    unmet_criteria,
 )
 from mixlaw.decide.cmr.curves import SizeFits, curve_laws
 from mixlaw.decide.cmr.profile import fit_profiled
@@ -137,17 +141,19 @@ def ratio_rows(
         g_obs, d_obs = c.obs_gen_at_budget, c.obs_dom_at_budget
         g_tol = g_b if g_obs is None else float(g_obs)
         d_tol = d_b if d_obs is None else float(d_obs)
-        reasons = []
-        if not g_tol <= epsilon:
+        unmet = unmet_criteria(g_tol, d_tol, epsilon, None)  # the turning point is judged below, with the data
+        reasons: list[tuple[Unmet, str]] = []
+        if Unmet.TOLERANCE in unmet:
             fit_says = f" (observed; the curve fit gives {g_b:+.4f})" if g_obs is not None and g_b <= epsilon else ""
-            reasons.append(f"general loss rises {g_tol:+.4f} > ε = {epsilon:g} at the budget{fit_says}")
-        if d_tol >= 0:
-            reasons.append(f"domain loss does not improve ({d_tol:+.4f})")
+            reasons.append((Unmet.TOLERANCE, tolerance_reason(g_tol, epsilon, fit_says)))
+        if Unmet.DOMAIN_GAIN in unmet:
+            reasons.append((Unmet.DOMAIN_GAIN, domain_reason(d_tol)))
         turn = ""
         if t0_status == T0_ROOT and t0_tok is not None and t0_tok <= budget:
             if shape.still_rising and shape.rising_at_end:
-                reasons.append(f"observed general loss still rising at the budget (+{shape.rise:.4f} near the "
-                               f"end): the fitted turning point at {t0_tok:.4g} tokens is not in the data")  # fmt: skip
+                reasons.append((Unmet.TURN, f"observed general loss still rising at the budget (+{shape.rise:.4f} "
+                                f"near the end): the fitted turning point at {t0_tok:.4g} tokens is not in the "
+                                "data"))  # fmt: skip
                 t0_status = "root contradicted by the observations"
         elif t0_status == T0_FALLING:
             if shape.never_rises:
@@ -157,16 +163,16 @@ def ratio_rows(
                 turn = " (turning point from the observed peak; the fitted curve falls from its first point)"
             else:
                 t0_tok, t0_status = None, "contradicted by the observations"
-                reasons.append(f"observed general loss still rising at the budget (+{shape.rise:.4f}); the fitted "
-                               "curve falls from its first point")  # fmt: skip
+                reasons.append((Unmet.TURN, f"observed general loss still rising at the budget (+{shape.rise:.4f}); "
+                                "the fitted curve falls from its first point"))  # fmt: skip
         elif shape.turned and shape.peak_tokens < budget:
             # the data turned inside the budget although the fitted curve does not: the model-free peak decides
             t0_tok, t0_status = shape.peak_tokens, T0_OBSERVED
             turn = " (turning point from the observed peak; the fitted curve misses it)"
         elif t0_tok is None:
-            reasons.append(f"{STATUS_NO_ROOT} (still rising up to {t0_search_factor:g}× the budget)")
+            reasons.append((Unmet.TURN, f"{STATUS_NO_ROOT} (still rising up to {t0_search_factor:g}× the budget)"))
         else:
-            reasons.append(f"{STATUS_NO_ROOT}: T0 = {t0_tok:.4g} tokens > budget {budget:.4g}")
+            reasons.append((Unmet.TURN, f"{STATUS_NO_ROOT}: T0 = {t0_tok:.4g} tokens > budget {budget:.4g}"))
         row["t0_tokens"], row["t0_status"] = t0_tok, t0_status
         # A turning point feeds the CMR law only where the evaluations pin it down: not at the first evaluation
         # (the peak may lie anywhere before it: censored) and not far past the last one (an extrapolated peak of a
@@ -175,12 +181,13 @@ def ratio_rows(
         row["t0_in_data"] = (t0_tok is not None and t0_tok <= T0_REACH * c.t_last
                              and not (t0_status == T0_OBSERVED and t0_tok <= t_first))  # fmt: skip
         row["within_tolerance"] = bool(g_tol <= epsilon)
-        if not require_turn:
-            reasons = [x for x in reasons if x.startswith(("general loss rises", "domain loss"))]
+        if not require_turn:  # relative to the control: tolerance and domain gain only (the docstring)
+            reasons = [(k, x) for k, x in reasons if k is not Unmet.TURN]
+        texts = [x for _, x in reasons]
         if c.ratio == 0.0:  # R = 0 (general data only) is the control run, not a candidate share
-            reasons = ["control run (R = 0: no domain data)", *reasons]
-        row["feasible"] = not reasons
-        row["reason"] = "; ".join(reasons) if reasons else "feasible" + turn
+            texts = ["control run (R = 0: no domain data)", *texts]
+        row["feasible"] = not texts
+        row["reason"] = "; ".join(texts) if texts else "feasible" + turn
         rows.append(row)
     return rows
 

@@ -219,15 +219,16 @@ def _same_source(point: Decision, boot: Decision) -> float | None:
 def _weak(sf: SizeFits, dec: Decision, n_boot: int, n_failed: int, misfit: float) -> list[str]:
     """Why a decision is weak (empty: it is not).
 
-    Only the fits the reported number rests on count: the curves whose T0 feed the CMR law (source "CMR law"),
-    or the feasible trained ratios (source "largest ... ratio"); for a binding tolerance boundary, the ratio law
-    at the budget against its points. A bootstrap that lost more than :data:`BOOT_LOST_MAX` always counts.
+    Only the fits the reported number rests on count (by its :class:`Reading`): the curves whose T0 feed the CMR
+    law (``CMR_LAW``), or the feasible trained ratios (``LOWER_BOUND``); for a tolerance boundary (``TOLERANCE``,
+    ``TOLERANCE_ONLY``), the ratio law at the budget against its points. A bootstrap that lost more than
+    :data:`BOOT_LOST_MAX` always counts.
     """
     out = []
-    src = dec.cmr_source
-    if src.startswith("CMR law"):
+    tolerance = dec.cmr is not None and dec.reading in (Reading.TOLERANCE, Reading.TOLERANCE_ONLY)
+    if dec.reading is Reading.CMR_LAW:
         used = {r for _, r in cmr_points(dec.ratios)}
-    elif src.startswith("largest"):
+    elif dec.reading is Reading.LOWER_BOUND:
         used = {r["ratio"] for r in dec.ratios if r["feasible"]}
     else:
         used = set()
@@ -257,9 +258,9 @@ def _weak(sf: SizeFits, dec: Decision, n_boot: int, n_failed: int, misfit: float
                    f"{SIGNAL_SIGMAS:g} noise units at R = {', '.join(f'{c.ratio:g}' for c in noisy)}")  # fmt: skip
     if n_boot and n_failed > BOOT_LOST_MAX * n_boot:
         out.append(f"{n_failed} of {n_boot} bootstrap resamples gave no CMR (> {BOOT_LOST_MAX:.0%})")
-    if src.startswith("tolerance") and dec.tolerance_status == STATUS_TOL_OVERRULED:
+    if tolerance and dec.tolerance_status == STATUS_TOL_OVERRULED:
         out.append("the ratio law's tolerance boundary disagrees with the observations (model-free crossing used)")
-    elif src.startswith("tolerance") and misfit > MISFIT_MAX:
+    elif tolerance and misfit > MISFIT_MAX:
         out.append(f"the ratio law misses the end-of-budget general loss by up to {misfit:.1f}× its noise "
                    f"(> {MISFIT_MAX:g})")  # fmt: skip
     return out

@@ -9,7 +9,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mixlaw.decide.cmr.common import STATUS_NO_ROOT, STATUS_OK, evaluate, law_of, size_json
+from mixlaw.decide.cmr.common import (
+    STATUS_NO_ROOT,
+    STATUS_OK,
+    Unmet,
+    domain_reason,
+    evaluate,
+    law_of,
+    size_json,
+    tolerance_reason,
+    unmet_criteria,
+)
 from mixlaw.decide.cmr.ratio import RatioLawFit
 from mixlaw.decide.cmr.reading import Bracket, BracketReason, Reading
 from mixlaw.errors import FitError, InputError
@@ -117,7 +127,8 @@ class SizeCMR:
         """An unseen domain share at this size and budget: ratio-law losses, tolerance, T0 and feasibility.
 
         The general and domain loss at the budget come from the ratio laws; ``T0`` from the inverse CMR law.
-        Outside the trained ratios both are extrapolations (``extrapolated``).
+        Outside the trained ratios both are extrapolations (``extrapolated``). Feasible by the one rule of the
+        per-ratio table (:func:`~mixlaw.decide.cmr.common.unmet_criteria`).
         """
         if not 0.0 <= ratio <= 1.0:
             raise InputError(f"a domain share must lie in [0, 1], got {ratio}")
@@ -134,12 +145,13 @@ class SizeCMR:
         if dg is None or t0 is None:
             reasons.append("ratio law or CMR law not fitted for this size")
         else:
-            if dg > epsilon:
-                reasons.append(f"general loss rises {dg:+.4f} > ε = {epsilon:g} at the budget")
-            if dd is not None and dd >= 0:
-                reasons.append(f"domain loss does not improve ({dd:+.4f})")
-            if t0 > self.budget_tokens:
-                reasons.append(f"{STATUS_NO_ROOT}: T0 = {t0:.4g} tokens > budget {self.budget_tokens:.4g}")
+            for k in unmet_criteria(dg, dd, epsilon, t0 <= self.budget_tokens):
+                if k is Unmet.TOLERANCE:
+                    reasons.append(tolerance_reason(dg, epsilon))
+                elif k is Unmet.DOMAIN_GAIN and dd is not None:
+                    reasons.append(domain_reason(dd))
+                else:
+                    reasons.append(f"{STATUS_NO_ROOT}: T0 = {t0:.4g} tokens > budget {self.budget_tokens:.4g}")
         out["feasible"] = not reasons
         out["reason"] = "; ".join(reasons) if reasons else "feasible"
         return out
