@@ -56,7 +56,7 @@ from mixlaw.decide.mixture.targets import (
     unique_tokens_from_table,
 )
 from mixlaw.errors import InputError
-from mixlaw.options import DEFAULT_SOLVER, SolverOptions
+from mixlaw.options import DEFAULT_SOLVER, IntervalOptions, SolverOptions
 
 __all__ = ["optimize"]
 
@@ -227,9 +227,9 @@ def optimize(
         if bootstrap:
             if progress:
                 progress(f"paired bootstrap: refitting every law on {int(bootstrap)} resamples of the mixtures")
+            iv = IntervalOptions(level=level, resamples=int(bootstrap), seed=random_state, method="bias_corrected")
             out["bootstrap"] = paired_bootstrap(
-                int(bootstrap), level, random_state, doms, cons, fits, bench_fits, rows, objective_of, opt, grid, curve,
-                out, solver,
+                iv, doms, cons, fits, bench_fits, rows, objective_of, opt, grid, curve, out, solver
             )
         if out.get("candidates"):
             from mixlaw.decide.mixture.verdict import verdict_of

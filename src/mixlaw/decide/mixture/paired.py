@@ -16,7 +16,7 @@ from mixlaw.decide.mixture.constraints import MixtureConstraints
 from mixlaw.decide.mixture.objective import FittedLaw
 from mixlaw.decide.mixture.optimize import optimize_mixture
 from mixlaw.errors import InputError
-from mixlaw.options import DEFAULT_SOLVER, SolverOptions
+from mixlaw.options import DEFAULT_SOLVER, IntervalOptions, SolverOptions
 
 __all__ = ["bc_pair", "paired_bootstrap", "refit_draws"]
 
@@ -66,9 +66,7 @@ def bc_pair(values: np.ndarray, level: float, point: float) -> list[float]:
 
 
 def paired_bootstrap(
-    B: int,
-    level: float,
-    seed: int,
+    intervals: IntervalOptions,
     doms: list[str],
     cons: MixtureConstraints,
     fits: Mapping[str, Any],
@@ -81,8 +79,10 @@ def paired_bootstrap(
     out: dict[str, Any],
     solver: SolverOptions,
 ) -> dict[str, Any]:
-    """Refit every law on ``B`` run resamples (same draws for every law), re-optimise each (module docstring)."""
-    rng = np.random.default_rng(seed + 1)
+    """Refit every law on ``intervals.resamples`` resamples of the mixtures (the same draws for every law, from
+    ``intervals.seed``), re-optimise each, and give BC intervals at ``intervals.level`` (module docstring)."""
+    B, level = intervals.resamples, intervals.level
+    rng = np.random.default_rng((intervals.seed or 0) + 1)
     n_mix = int(max(int(r["_mixture"].max()) for r in rows.values())) + 1
     picks = [rng.integers(0, n_mix, n_mix) for _ in range(B)]  # the same mixtures for every law
     counts = np.stack([np.bincount(p, minlength=n_mix) for p in picks])
