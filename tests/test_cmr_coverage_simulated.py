@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from mixlaw.decide.cmr import critical_mixture_ratio, simulate_cmr_runs
-from mixlaw.decide.cmr.intervals import bc_interval
-from mixlaw.decide.cmr.reading import Reading
+from mixlaw.decide.cmr.common import bc_interval
+from mixlaw.decide.cmr.result import Reading
 from mixlaw.laws.cmr_law import CMRLaw
 
 UNIT = 2e8  # tokens per T unit; the budget is T = 100

@@ -20,7 +20,7 @@ from mixlaw.decide.cmr import (
     status_too_few,
     tolerance_boundary,
 )
-from mixlaw.decide.cmr.reading import BracketReason, Reading
+from mixlaw.decide.cmr.result import BracketReason, Reading
 from mixlaw.errors import InputError
 from mixlaw.laws import get_law
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from mixlaw.decide.cmr import critical_mixture_ratio, simulate_cmr_runs
-from mixlaw.decide.cmr.reading import Bracket, BracketReason, Reading, observed_bracket
+from mixlaw.decide.cmr.result import Bracket, BracketReason, Reading, observed_bracket
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "cmr_probe"
 UNIT = 2e8

@@ -13,11 +13,10 @@ import pandas as pd
 import pytest
 
 from mixlaw.decide.cmr import critical_mixture_ratio, fit_ratio_law, simulate_cmr_runs, tolerance_boundary
-from mixlaw.decide.cmr.common import size_json
-from mixlaw.decide.cmr.intervals import bc_interval
-from mixlaw.decide.cmr.noise import budget_noise, eval_jitter, pooled_seed_spread
+from mixlaw.decide.cmr.common import bc_interval, size_json
+from mixlaw.decide.cmr.curves import budget_noise, eval_jitter, pooled_seed_spread
 from mixlaw.decide.cmr.pipeline import cmr_size_trend, ratio_law_rms, trend_exclusion
-from mixlaw.decide.cmr.reading import Reading
+from mixlaw.decide.cmr.result import Reading
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "cmr_probe"
 EPS = 0.05

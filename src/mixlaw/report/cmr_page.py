@@ -30,7 +30,7 @@ def _cmr_cell(s: Any) -> float | str | None:
 def cmr_class(s: Any) -> str:
     """Colour by meaning: a usable reading is green (``ok``) or amber (``warn``: weak, a bracket, a bound); red
     (``bad``) only when there is nothing to act on (no CMR and no bracket)."""
-    from mixlaw.decide.cmr.reading import Reading
+    from mixlaw.decide.cmr.result import Reading
 
     if s.cmr is not None and s.status == "ok":
         return "ok"

@@ -12,7 +12,8 @@ Per model size (:func:`critical_mixture_ratio`):
    least squares (:mod:`.profile`, :mod:`.curves`): amplitudes in closed form, exponents searched.
 3. **T0** (:mod:`.t0`): the turning point of ``g = dΔL_dom/dT + λ dΔL_gen/dT`` (a peak, after a rise), checked
    against the observed increments.
-4. **Feasibility** (:mod:`.decision`): ``ΔL_gen(T_max) ≤ ε``, ``ΔL_dom(T_max) < 0``, ``T0 ≤ T_max``.
+4. **Feasibility** (one rule, :func:`.common.unmet_criteria`; applied in :mod:`.decision`): ``ΔL_gen(T_max) ≤ ε``,
+   ``ΔL_dom(T_max) < 0``, ``T0 ≤ T_max``.
 5. **CMR law** ``R = α4 T^s4 + β3`` (Eq. 8) through ``(T0(R_j), R_j)``, clipped to [0, 1].
 6. **Ratio law** at the budget and the **tolerance boundary** (:mod:`.ratio`), beside the model-free crossing.
 7. Reported CMR ``min(CMR law at T_max, tolerance boundary)``; ``weak`` when the fits or the bootstrap say so.
@@ -36,7 +37,7 @@ from mixlaw.decide.cmr.common import (
     STATUS_WEAK,
     status_too_few,
 )
-from mixlaw.decide.cmr.data import prepare_increments, relative_to_control, resolve_columns
+from mixlaw.decide.cmr.data import prepare_increments, relative_to_control, resolve_columns, simulate_cmr_runs
 from mixlaw.decide.cmr.main import critical_mixture_ratio, critical_mixture_ratio_by_domain
 from mixlaw.decide.cmr.pipeline import cmr_size_trend
 from mixlaw.decide.cmr.ratio import (
@@ -48,7 +49,6 @@ from mixlaw.decide.cmr.ratio import (
     tolerance_boundary,
 )
 from mixlaw.decide.cmr.result import CMRDecision, SizeCMR
-from mixlaw.decide.cmr.simulate import simulate_cmr_runs
 from mixlaw.decide.cmr.t0 import T0Result, critical_tokens, observed_shape
 
 __all__ = [

@@ -35,7 +35,7 @@ from mixlaw.decide.cmr.common import (
 from mixlaw.decide.cmr.curves import SizeFits, curve_laws
 from mixlaw.decide.cmr.profile import fit_profiled
 from mixlaw.decide.cmr.ratio import RatioLawFit, model_free_crossing, tolerance_boundary
-from mixlaw.decide.cmr.reading import Bracket, BracketReason, Reading, observed_bracket
+from mixlaw.decide.cmr.result import Bracket, BracketReason, Reading, observed_bracket
 from mixlaw.decide.cmr.t0 import (
     T0_FALLING,
     T0_ROOT,

@@ -18,11 +18,12 @@ from mixlaw.decide.cmr.common import (
     STATUS_OK,
     STATUS_WEAK,
     CMRSettings,
+    bc_interval,
     input_ok,
     law_of,
     size_json,
 )
-from mixlaw.decide.cmr.curves import SizeFits, bootstrap_size, fit_size
+from mixlaw.decide.cmr.curves import NOISE_FLOOR, SizeFits, bootstrap_size, fit_size
 from mixlaw.decide.cmr.decision import (
     STATUS_TOL_OVERRULED,
     Decision,
@@ -35,11 +36,8 @@ from mixlaw.decide.cmr.decision import (
     t0_for_resamples,
     t0_weights,
 )
-from mixlaw.decide.cmr.intervals import bc_interval
-from mixlaw.decide.cmr.noise import NOISE_FLOOR
 from mixlaw.decide.cmr.ratio import RatioLawFit, fit_ratio_law_batch, model_free_crossing, resolve_ratio_law
-from mixlaw.decide.cmr.reading import Reading
-from mixlaw.decide.cmr.result import SizeCMR
+from mixlaw.decide.cmr.result import Reading, SizeCMR
 from mixlaw.decide.cmr.trend import cmr_size_trend, trend_exclusion, trend_summary
 from mixlaw.options import DEFAULT_SOLVER, SolverOptions
 
@@ -49,7 +47,7 @@ RatioFits = tuple[RatioLawFit | None, RatioLawFit | None, str | None]
 #: Ratio laws tried by ``ratio_law="auto"`` (the one that fits the end-of-budget increments best, in noise units).
 AUTO_RATIO_LAWS = ("ratio_power", "ratio_exp", "ratio_power_linear")
 #: A binding tolerance boundary is weak when its ratio law misses an end-of-budget point by more than this many
-#: noise units (the measured noise of the ratio's end-of-budget increment, :mod:`.noise`).
+#: noise units (the measured noise of the ratio's end-of-budget increment, :mod:`.curves`).
 MISFIT_MAX = 3.0
 #: A ΔL_gen curve whose observed range is below this many evaluation-jitter units is at the noise level: it is
 #: judged by its residual RMS (weak above :data:`RMS_MAX` × the jitter) instead of R² (meaningless there).
@@ -63,7 +61,7 @@ def _ratio_inputs(
     """Ratios and per-decision budget losses (general, domain) with weights, for a batched ratio fit.
 
     A weight is 0 where a decision has no value at a ratio, else ``1/σ²`` of the ratio's measured end-of-budget
-    noise (:mod:`.noise`; normalised to mean 1): weighted least squares on the observations with their noise."""
+    noise (:mod:`.curves`; normalised to mean 1): weighted least squares on the observations with their noise."""
     ratios = ratios_all = np.array([c.ratio for c in sf.curves])
     G = np.zeros((len(rows_list), ratios.size))
     D = np.zeros_like(G)
@@ -145,7 +143,7 @@ def _min_ratios(law: str) -> int:
 
 
 def _noise(sf: SizeFits) -> dict[float, float]:
-    """Per ratio, the noise of its observed end-of-budget ΔL_gen: measured (:mod:`.noise`) when known, else the
+    """Per ratio, the noise of its observed end-of-budget ΔL_gen: measured (:mod:`.curves`) when known, else the
     ratio's ΔL_gen curve residual RMS."""
     if sf.noise is not None:
         return dict(sf.noise.sigma)
@@ -344,7 +342,7 @@ def decide_size(
             notes.append(f"bootstrap: {n_failed} of {bootstrap} resamples unusable (no CMR); {unconv} of "
                          f"{bootstrap * n_curves} ΔL_gen curve refits inside them flagged (not converged or at an "
                          "exponent bound) and still used")  # fmt: skip
-        if vals:  # bias-corrected percentile intervals: they contain their point estimate (.intervals)
+        if vals:  # bias-corrected percentile intervals: they contain their point estimate (.common.bc_interval)
             boot_cmr = np.array(vals)
             ci = bc_interval(boot_cmr, dec.cmr, level)
             if ci is not None and ci.extended:

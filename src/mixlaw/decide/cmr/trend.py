@@ -13,8 +13,7 @@ import numpy as np
 
 from mixlaw.decide.cmr.common import STATUS_ALL_FEASIBLE, STATUS_OK, is_number, size_json
 from mixlaw.decide.cmr.decision import STATUS_TOL_OVERRULED
-from mixlaw.decide.cmr.reading import Bracket, Reading
-from mixlaw.decide.cmr.result import SizeCMR
+from mixlaw.decide.cmr.result import Bracket, Reading, SizeCMR
 
 __all__ = ["cmr_size_trend", "trend_exclusion", "trend_summary"]
 
