@@ -46,6 +46,8 @@ STATUS_ALL_FEASIBLE = "all ratios feasible — CMR ≥ largest tried"
 STATUS_NO_ROOT = "no root in budget"
 STATUS_LAW_ABOVE_1 = "CMR law exceeds 1 at this budget"
 STATUS_LAW_BELOW_0 = "CMR law below 0 at this budget"
+#: ``tolerance_status`` of a boundary that the observations overruled (the pipeline calls such a decision weak).
+STATUS_TOL_OVERRULED = "model-free crossing (the ratio law's boundary lies outside the observed bracket)"
 MIN_RATIOS_CMR_LAW = 3  # the CMR law has three parameters
 
 #: A decision is ``weak`` when a candidate ratio's ΔL_gen fit explains less than this share of the variance of

@@ -22,6 +22,7 @@ from mixlaw.decide.cmr.common import (
     STATUS_NO_FEASIBLE,
     STATUS_NO_ROOT,
     STATUS_OK,
+    STATUS_TOL_OVERRULED,
     Unmet,
     domain_reason,
     evaluate,
@@ -406,8 +407,6 @@ def _clip_note(clip: str, raw: float, br: Bracket, require_turn: bool) -> str:
     return out + f"; the table marks {marks}, so the law does not set the CMR here"
 
 
-#: ``tolerance_status`` of a boundary that the observations overruled (the pipeline calls such a decision weak).
-STATUS_TOL_OVERRULED = "model-free crossing (the ratio law's boundary lies outside the observed bracket)"
 
 
 def _within_observed_bracket(

@@ -16,6 +16,7 @@ from mixlaw.decide.cmr.common import (
     DEFAULT_LAMBDAS,
     R2_MIN,
     STATUS_OK,
+    STATUS_TOL_OVERRULED,
     STATUS_WEAK,
     CMRSettings,
     bc_interval,
@@ -25,7 +26,6 @@ from mixlaw.decide.cmr.common import (
 )
 from mixlaw.decide.cmr.curves import NOISE_FLOOR, SizeFits, bootstrap_size, fit_size
 from mixlaw.decide.cmr.decision import (
-    STATUS_TOL_OVERRULED,
     Decision,
     budget_values,
     cmr_law,
@@ -37,8 +37,7 @@ from mixlaw.decide.cmr.decision import (
     t0_weights,
 )
 from mixlaw.decide.cmr.ratio import RatioLawFit, fit_ratio_law_batch, model_free_crossing, resolve_ratio_law
-from mixlaw.decide.cmr.result import Reading, SizeCMR
-from mixlaw.decide.cmr.trend import cmr_size_trend, trend_exclusion, trend_summary
+from mixlaw.decide.cmr.result import Reading, SizeCMR, cmr_size_trend, trend_exclusion, trend_summary
 from mixlaw.options import DEFAULT_SOLVER, SolverOptions
 
 __all__ = ["decide_size", "cmr_size_trend", "choose_ratio_law", "RatioFits", "trend_exclusion", "trend_summary"]
