@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -40,7 +41,13 @@ from mixlaw.decide.cmr.result import CMRDecision, SizeCMR
 from mixlaw.errors import FitError, InputError
 from mixlaw.options import DEFAULT_SOLVER, SolverOptions
 
-__all__ = ["critical_mixture_ratio", "critical_mixture_ratio_by_domain", "validate_decision"]
+__all__ = [
+    "CMRRequest",
+    "critical_mixture_ratio",
+    "critical_mixture_ratio_by_domain",
+    "decide_request",
+    "validate_decision",
+]
 
 
 def critical_mixture_ratio(
@@ -120,30 +127,94 @@ def critical_mixture_ratio(
     """
     if not isinstance(table, pd.DataFrame):
         raise InputError(f"expected a pandas DataFrame, got {type(table).__name__}")
-    check_args(epsilon, lagrange_mult, budget_tokens, bootstrap, level)
-    if ratio_law != "auto":
-        resolve_ratio_law(ratio_law)
-    if c_method not in ("fit", "corr_grid"):
-        raise InputError(f"c_method must be 'fit' or 'corr_grid', got {c_method!r}")
-    cols = resolve_columns(table, general_eval, domain_eval, ratio_column, size_column)
+    request = CMRRequest(
+        general_eval=general_eval, domain_eval=domain_eval, ratio_column=ratio_column, size_column=size_column,
+        epsilon=epsilon, lagrange_mult=lagrange_mult, budget_tokens=budget_tokens, token_unit=token_unit,
+        ratio_law=ratio_law, c_method=c_method, pin_zero=pin_zero, fit_loss=fit_loss, bootstrap=bootstrap, level=level,
+        t0_search_factor=t0_search_factor, sensitivity_lambdas=tuple(sensitivity_lambdas),
+        sensitivity_epsilons=tuple(sensitivity_epsilons), relative_to_control=relative_to_control,
+        control_reading=control_reading, validate=validate, batched=batched, solver=solver,
+    )  # fmt: skip
+    rng = random_state if isinstance(random_state, np.random.Generator) else np.random.default_rng(random_state)
+    return decide_request(table, request, rng, progress)
+
+
+@dataclass(frozen=True)
+class CMRRequest:
+    """One domain's CMR decision — the keyword arguments of :func:`critical_mixture_ratio` but the generator and
+    the progress callback — validated once. It is what crosses to a worker process when
+    :func:`critical_mixture_ratio_by_domain` decides several domains side by side; :attr:`settings` is the part
+    every stage of a size's pipeline reads."""
+
+    general_eval: str
+    domain_eval: str
+    ratio_column: str | None = None
+    size_column: str | None = None
+    epsilon: float = 0.05
+    lagrange_mult: float = math.inf
+    budget_tokens: float | None = None
+    token_unit: float | None = None
+    ratio_law: str = "auto"
+    c_method: str = "fit"
+    pin_zero: bool = False
+    fit_loss: str = "l2"
+    bootstrap: int = 0
+    level: float = 0.95
+    t0_search_factor: float = 10.0
+    sensitivity_lambdas: tuple[float, ...] = DEFAULT_LAMBDAS
+    sensitivity_epsilons: tuple[float, ...] = DEFAULT_EPSILONS
+    relative_to_control: bool = False
+    control_reading: bool = True
+    validate: bool = False
+    batched: bool = True
+    solver: SolverOptions = DEFAULT_SOLVER
+
+    def __post_init__(self) -> None:
+        check_args(self.epsilon, self.lagrange_mult, self.budget_tokens, self.bootstrap, self.level)
+        if self.ratio_law != "auto":
+            resolve_ratio_law(self.ratio_law)
+        if self.c_method not in ("fit", "corr_grid"):
+            raise InputError(f"c_method must be 'fit' or 'corr_grid', got {self.c_method!r}")
+        object.__setattr__(self, "sensitivity_lambdas", tuple(float(v) for v in self.sensitivity_lambdas))
+        object.__setattr__(self, "sensitivity_epsilons", tuple(float(v) for v in self.sensitivity_epsilons))
+
+    @property
+    def settings(self) -> CMRSettings:
+        """The settings of the per-size pipeline."""
+        return CMRSettings(
+            epsilon=self.epsilon, lagrange_mult=self.lagrange_mult, budget_tokens=self.budget_tokens,
+            token_unit=self.token_unit, ratio_law=self.ratio_law, c_method=self.c_method, pin_zero=self.pin_zero,
+            fit_loss=self.fit_loss, level=self.level, t0_search_factor=self.t0_search_factor, batched=self.batched,
+            solver=self.solver,
+        )  # fmt: skip
+
+
+def decide_request(
+    table: pd.DataFrame,
+    request: CMRRequest,
+    rng: np.random.Generator,
+    progress: Callable[[Any, int], None] | None = None,
+) -> CMRDecision:
+    """:func:`critical_mixture_ratio` of a validated :class:`CMRRequest` with the generator ``rng``."""
+    if not isinstance(table, pd.DataFrame):
+        raise InputError(f"expected a pandas DataFrame, got {type(table).__name__}")
+    r = request
+    epsilon, lagrange_mult, budget_tokens, level = r.epsilon, r.lagrange_mult, r.budget_tokens, r.level
+    bootstrap, relative_to_control = r.bootstrap, r.relative_to_control
+    cols = resolve_columns(table, r.general_eval, r.domain_eval, r.ratio_column, r.size_column)
     inc_abs = prepare_increments(table, cols)
     inc = _relative(inc_abs) if relative_to_control else inc_abs
-    rng = random_state if isinstance(random_state, np.random.Generator) else np.random.default_rng(random_state)
-    settings = CMRSettings(
-        epsilon=epsilon, lagrange_mult=lagrange_mult, budget_tokens=budget_tokens, token_unit=token_unit,
-        ratio_law=ratio_law, c_method=c_method, pin_zero=pin_zero, fit_loss=fit_loss, level=level,
-        t0_search_factor=t0_search_factor, batched=batched, solver=solver,
-    )  # fmt: skip
+    settings = r.settings
     other = None
-    if control_reading and has_control(inc_abs):
+    if r.control_reading and has_control(inc_abs):
         other = inc_abs if relative_to_control else relative_to_control_safe(inc_abs)
     sizes: list[SizeCMR] = []
     sens_rows: list[dict[str, Any]] = []
     boot_by_size: dict[Any, np.ndarray] = {}
     for size in sorted(inc["size"].unique(), key=lambda v: (str(type(v)), v)):
         s, sens, boot, _ = decide_size(inc, size, settings, bootstrap=bootstrap, rng=rng,
-                                       sensitivity_lambdas=sensitivity_lambdas,
-                                       sensitivity_epsilons=sensitivity_epsilons)  # fmt: skip
+                                       sensitivity_lambdas=r.sensitivity_lambdas,
+                                       sensitivity_epsilons=r.sensitivity_epsilons)  # fmt: skip
         if other is not None and (other["size"] == size).any():
             o, _, _, _ = decide_size(other, size, settings, bootstrap=bootstrap, rng=rng, sensitivity_lambdas=(),
                                      sensitivity_epsilons=())  # fmt: skip
@@ -157,19 +228,17 @@ def critical_mixture_ratio(
     recorded = {
         "general_eval": cols.general, "domain_eval": cols.domain, "ratio_column": cols.ratio,
         "size_column": cols.size, "epsilon": epsilon, "lagrange_mult": "inf" if math.isinf(lagrange_mult) else
-        lagrange_mult, "budget_tokens": budget_tokens, "ratio_law": ratio_law, "c_method": c_method,
-        "pin_zero": pin_zero, "fit_loss": fit_loss, "bootstrap": bootstrap,
+        lagrange_mult, "budget_tokens": budget_tokens, "ratio_law": r.ratio_law, "c_method": r.c_method,
+        "pin_zero": r.pin_zero, "fit_loss": r.fit_loss, "bootstrap": bootstrap,
         "bootstrap_unit": "residuals within each run (shared index for general/domain)", "level": level,
-        "t0_search_factor": t0_search_factor, "relative_to_control": relative_to_control,
+        "t0_search_factor": r.t0_search_factor, "relative_to_control": relative_to_control,
         "increments": (
             "relative to the R = 0 control" if relative_to_control else "absolute (from each run's T = 0)"
         ),
     }  # fmt: skip
     dec = CMRDecision(sizes=sizes, settings=recorded, increments=inc, sensitivity=pd.DataFrame(sens_rows),
                       trend=cmr_size_trend(sizes, boot_by_size, level=level))  # fmt: skip
-    if validate:
-        from dataclasses import replace
-
+    if r.validate:
         dec = replace(dec, validation=validate_decision(dec, inc, settings, bootstrap=bootstrap, rng=rng))
     return dec
 
@@ -182,8 +251,6 @@ def relative_to_control_safe(inc: pd.DataFrame) -> pd.DataFrame | None:
 
 
 def _with_reading(s: SizeCMR, o: SizeCMR, label: str) -> SizeCMR:
-    from dataclasses import replace
-
     reading = {"reading": label, "cmr": o.cmr, "ci": list(o.ci) if o.ci else None, "status": o.status,
                "cmr_source": o.cmr_source, "tolerance_boundary": o.tolerance_boundary,
                "model_free_crossing": o.model_free_crossing, "weak_reasons": list(o.weak_reasons)}  # fmt: skip
@@ -199,22 +266,28 @@ def critical_mixture_ratio_by_domain(
     column, only its own CPT runs. The paper's finding to look for: a domain closer to the general data allows a
     higher CMR.
 
-    ``workers`` threads decide domains side by side (default: one per domain, at most the CPU count; the heavy
-    parts are numpy/torch kernels that release the GIL). Each domain gets its own generator, seeded from
-    ``random_state``, so the answer does not depend on the number of workers.
+    ``workers`` processes decide domains side by side (default: one per domain, at most the CPU count). Each domain
+    gets its own generator, seeded from ``random_state``, so the answer does not depend on the number of workers.
+    The other keywords are those of :func:`critical_mixture_ratio`; they are checked here, once, into one frozen
+    :class:`CMRRequest` per domain (an unknown keyword or a bad value is a one-line error before any worker starts),
+    and that request is what a worker receives.
     """
     if not domain_evals:
         raise InputError("give at least one domain eval")
-    if kwargs.get("ratio_column") is not None and len(domain_evals) > 1:
-        raise InputError("--ratio-column applies to one domain; several domains use w_<domain> each")
     import os
 
     seed = kwargs.pop("random_state", None)
+    progress = kwargs.pop("progress", None)
+    try:
+        base = CMRRequest(general_eval=general_eval, domain_eval=domain_evals[0], **kwargs)
+    except TypeError as exc:  # an unknown keyword
+        raise InputError(f"critical_mixture_ratio_by_domain: {exc}".replace("CMRRequest.__init__() ", "")) from None
+    if base.ratio_column is not None and len(domain_evals) > 1:
+        raise InputError("--ratio-column applies to one domain; several domains use w_<domain> each")
     ss = seed.bit_generator.seed_seq if isinstance(seed, np.random.Generator) else np.random.SeedSequence(seed)
     seeds = ss.spawn(len(domain_evals))  # type: ignore[union-attr,attr-defined]
     n = max(1, min(len(domain_evals), workers or (os.cpu_count() or 1)))
-    progress = kwargs.pop("progress", None)
-    jobs = [(table, general_eval, d, seeds[i], kwargs) for i, d in enumerate(domain_evals)]
+    jobs = [(table, replace(base, domain_eval=d), seeds[i]) for i, d in enumerate(domain_evals)]
     if n == 1 or not _can_fork():
         out = [_one_domain(*j, progress=progress) for j in jobs]  # type: ignore[misc]
     else:
@@ -222,11 +295,11 @@ def critical_mixture_ratio_by_domain(
     return dict(zip(domain_evals, out, strict=True))
 
 
-def _one_domain(table: pd.DataFrame, general_eval: str, domain: str, seed: Any, kwargs: dict[str, Any],
+def _one_domain(table: pd.DataFrame, request: CMRRequest, seed: np.random.SeedSequence,
                 progress: Callable[[str, Any, int], None] | None = None) -> CMRDecision:  # fmt: skip
+    domain = request.domain_eval
     cb = None if progress is None else (lambda size, k: progress(domain, size, k))
-    return critical_mixture_ratio(table, general_eval=general_eval, domain_eval=domain,
-                                  random_state=np.random.default_rng(seed), progress=cb, **kwargs)  # fmt: skip
+    return decide_request(table, request, np.random.default_rng(seed), cb)
 
 
 def _can_fork() -> bool:
