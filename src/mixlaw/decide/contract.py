@@ -35,8 +35,8 @@ from enum import Enum, StrEnum
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from mixlaw.fit.uncertainty.from_draws import Interval, bootstrap_answers, interval_from_draws
 from mixlaw.options import DEFAULT_SOLVER, IntervalOptions, SolverOptions
-from mixlaw.uncertainty import Interval, bootstrap_answers, interval_from_draws
 
 if TYPE_CHECKING:
     import pandas as pd

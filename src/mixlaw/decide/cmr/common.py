@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from mixlaw.errors import InputError
-from mixlaw.fit.resampling import LOST_MAX
+from mixlaw.fit.uncertainty.resampling import LOST_MAX
 from mixlaw.laws import Law, get_law
 from mixlaw.options import DEFAULT_SOLVER, SolverOptions
 
@@ -255,8 +255,8 @@ def bc_interval(boot: np.ndarray, point: float | None, level: float = 0.95) -> B
     """The bias-corrected percentile interval of ``point`` from its bootstrap values ``boot`` (``None`` if empty).
 
     Without a point estimate it is the plain percentile interval. The arithmetic is
-    :func:`mixlaw.uncertainty.bias_corrected_interval`, the one every decision uses."""
-    from mixlaw.uncertainty import bias_corrected_interval
+    :func:`mixlaw.fit.uncertainty.from_draws.bias_corrected_interval`, the one every decision uses."""
+    from mixlaw.fit.uncertainty.from_draws import bias_corrected_interval
 
     iv = bias_corrected_interval(boot, point, level)
     return None if iv is None else BCInterval(iv.lo, iv.hi, iv.extended)

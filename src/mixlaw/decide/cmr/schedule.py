@@ -180,7 +180,7 @@ def schedule_cmr_by_size(
     from mixlaw.decide.cpt import schedule_aware_cmr
     from mixlaw.errors import FitError
     from mixlaw.fit import fit_law
-    from mixlaw.fit.features import add_features
+    from mixlaw.fit.problem.features import add_features
     from mixlaw.laws import get_law
     from mixlaw.schedules import as_schedule
 

@@ -133,8 +133,8 @@ def _resample(res: Any, rows: pd.DataFrame, target: str, n: int, random_state: i
     """
     from dataclasses import replace
 
-    from mixlaw.fit.bootstrap import bootstrap_law
-    from mixlaw.fit.data import FitData
+    from mixlaw.fit.problem.data import FitData
+    from mixlaw.fit.uncertainty.bootstrap import bootstrap_law
 
     data = FitData(res.law, rows, target=target, input_map=res.input_map, group_column="run_id")
     seeds = np.asarray(res.law.to_internal(res.params), dtype=np.float64)[None, :]
@@ -384,7 +384,7 @@ def compare(
     ``solver``: iteration caps of every fit the decision makes, point fits, resample refits and calibration refits
     (:class:`~mixlaw.options.SolverOptions`, ``--max-iter``); default: the engine's adaptive limit.
     """
-    from mixlaw.fit.pools import threads
+    from mixlaw.fit.solver.pools import threads
 
     with threads(1):  # small fits: extra torch/BLAS threads only spin
         doms = list(domains)

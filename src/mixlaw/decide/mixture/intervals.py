@@ -134,9 +134,9 @@ def size_calibrated(
     can be formed. ``solver``: the caps of the calibration's refits."""
     import pandas as pd
 
-    from mixlaw.fit.calibrate import Calibration, calibrate
-    from mixlaw.fit.data import FitData
-    from mixlaw.fit.intervals import inputs_of
+    from mixlaw.fit.evaluate.calibrate import Calibration, calibrate
+    from mixlaw.fit.problem.data import FitData
+    from mixlaw.fit.uncertainty.intervals import inputs_of
 
     law = res.law
     data = FitData(law, train, target=target, input_map=res.input_map, group_column="run_id")

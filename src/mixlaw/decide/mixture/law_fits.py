@@ -116,9 +116,9 @@ def extrapolation_notes(
     fits: Mapping[str, Any], doms: Sequence[str], w: Any, fixed: Mapping[str, float]
 ) -> dict[str, str]:
     """Per fitted target, how far the optimum (its mixture at the fixed inputs, e.g. the target size) lies beyond
-    the fitted range of each input (:mod:`mixlaw.fit.extrapolation`; targets predicted inside every range are
+    the fitted range of each input (:mod:`mixlaw.fit.evaluate.extrapolation`; targets predicted inside every range are
     left out): "×2.2 in n_params beyond the largest fitted (1.13e+05)"."""
-    from mixlaw.fit.extrapolation import extrapolation_of
+    from mixlaw.fit.evaluate.extrapolation import extrapolation_of
 
     at = {f"w_{d}": [float(v)] for d, v in zip(doms, np.asarray(w, dtype=np.float64), strict=True)}
     at |= {k: [float(v)] for k, v in fixed.items()}

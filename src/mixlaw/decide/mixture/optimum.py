@@ -110,7 +110,7 @@ def optimize(
     ``solver``: iteration caps of every fit the decision makes, point fits, the law choice and the resample refits
     (:class:`~mixlaw.options.SolverOptions`, ``--max-iter``); default: the engine's adaptive limit.
     """
-    from mixlaw.fit.pools import threads
+    from mixlaw.fit.solver.pools import threads
 
     # one thread in torch and BLAS: the fits and solves here are small; extra threads only spin on a shared machine
     with threads(1):

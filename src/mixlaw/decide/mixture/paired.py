@@ -28,14 +28,14 @@ def refit_draws(
 
     ``counts`` ``(B, n_mix)`` says how often each mixture was drawn; every row of a mixture gets its count as its
     weight (the same objective as duplicating the rows). The resamples run under ``solver``'s cap (default: the
-    adaptive limit) with the
-    noise-scaled stall test (:mod:`mixlaw.fit.refine`), the failed ones are rescued from the point and from where
-    they stopped (:func:`mixlaw.fit.bootstrap.refit_resamples`); those still unusable are ``None`` and counted in
-    the returned ``{"n_unusable", "n_rescued", "status"}`` (a resample without any row of this target is unusable).
+    adaptive limit) with the noise-scaled stall test (:mod:`mixlaw.fit.solver.refine`), the failed ones are rescued
+    from the point and from where they stopped (:func:`mixlaw.fit.uncertainty.bootstrap.refit_resamples`); those
+    still unusable are ``None`` and counted in the returned ``{"n_unusable", "n_rescued", "status"}`` (a resample
+    without any row of this target is unusable).
     """
-    from mixlaw.fit.batch import threads
-    from mixlaw.fit.bootstrap import refit_resamples
-    from mixlaw.fit.data import FitData
+    from mixlaw.fit.problem.data import FitData
+    from mixlaw.fit.solver.batch import threads
+    from mixlaw.fit.uncertainty.bootstrap import refit_resamples
 
     law = res.law
     data = FitData(law, rows, target=res.target, input_map=res.input_map, group_column=None)
@@ -128,7 +128,7 @@ def paired_bootstrap(
                     CJ[k].append(jc)
                     CR[k].append(jc - at_opt)
     fits_info = {t: info for t, (_, info) in refits.items()}  # per law: unusable and rescued resamples
-    from mixlaw.fit.resampling import interval_status
+    from mixlaw.fit.uncertainty.resampling import interval_status
 
     status = interval_status(n_failed, B)  # weak when the bands rest on <= 80 % of the resamples
     if not W:
