@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -285,8 +286,8 @@ def decide_size(
     law = cmr_law(sf.token_unit)
     t0c: dict[tuple[float, float], Any] = {}
     turn = "dloss_general_abs" not in inc.columns  # relative to the control: tolerance only (see ratio_rows)
-    kw: dict[str, Any] = dict(t0_search_factor=t0_search_factor, require_turn=turn)
-    rows = ratio_rows(sf, epsilon=epsilon, lagrange_mult=lagrange_mult, t0_cache=t0c, **kw)
+    rows_at = partial(ratio_rows, t0_search_factor=t0_search_factor, require_turn=turn)  # the verdicts of a size
+    rows = rows_at(sf, epsilon=epsilon, lagrange_mult=lagrange_mult, t0_cache=t0c)
     scores: dict[str, float] = {}
     rl_name = choose_ratio_law(sf, rows, ratio_law, c_method, fit_loss, scores=scores, solver=solver)
     rl_dom = choose_domain_law(sf, rows, ratio_law, rl_name, c_method, fit_loss, solver=solver)
@@ -302,13 +303,13 @@ def decide_size(
         bsfs = bootstrap_size(sf, bootstrap, rng, fit_loss, batched, solver)
         if batched:  # every resample's T0, CMR-law and ratio-law fits: one vectorised solve each
             bt0 = t0_for_resamples(bsfs, lagrange_mult=lagrange_mult, t0_search_factor=t0_search_factor)
-            brows = [ratio_rows(b, epsilon=epsilon, lagrange_mult=lagrange_mult, t0_given=g, **kw)
+            brows = [rows_at(b, epsilon=epsilon, lagrange_mult=lagrange_mult, t0_given=g)
                      for b, g in zip(bsfs, bt0, strict=True)]  # fmt: skip
             wts = t0_weights(brows)
             bparams = fit_cmr_laws(law, [cmr_points(r) for r in brows], wts, solver)
             boot_rfits, _ = ratio_fits_batch(sf, brows, bsfs, rl_name, c_method, fit_loss, rl_dom, solver)
         else:  # one resample at a time (reference for the batched path)
-            brows = [ratio_rows(b, epsilon=epsilon, lagrange_mult=lagrange_mult, **kw) for b in bsfs]
+            brows = [rows_at(b, epsilon=epsilon, lagrange_mult=lagrange_mult) for b in bsfs]
             wts = t0_weights(brows)
             bparams = [fit_cmr_laws(law, [cmr_points(r)], wts, solver)[0] for r in brows]
             boot_rfits = [ratio_fits_batch(sf, [r], [b], rl_name, c_method, fit_loss, rl_dom, solver)[0][0]
@@ -355,7 +356,7 @@ def decide_size(
     for lam in sensitivity_lambdas:
         prm = None
         for eps in sensitivity_epsilons:
-            srows = ratio_rows(sf, epsilon=eps, lagrange_mult=lam, t0_cache=t0c, **kw)
+            srows = rows_at(sf, epsilon=eps, lagrange_mult=lam, t0_cache=t0c)
             if prm is None:
                 (prm,) = fit_cmr_laws(law, [cmr_points(srows)], wts, solver)
             sd = headline(sf, srows, prm, rfit, eps, require_turn=turn)
