@@ -48,7 +48,7 @@ def print_decision(decision: Any, domain: str | None = None) -> None:
     s0 = decision.settings
     lam = s0["lagrange_mult"]
     for s in decision.sizes:
-        console.print(s.sentence(domain or s0["domain_eval"]))
+        console.print(s.sentence(domain or s0["domain_eval"]), soft_wrap=True)  # one line: the headline greps
     t = Table(
         title=f"Critical mixture ratio — domain share of the CPT mix (ε = {s0['epsilon']:g}, λ = {lam}, "
         f"ratio law {s0['ratio_law']}; increments {s0['increments']})"
