@@ -58,3 +58,23 @@ def test_the_importtime_of_help_is_typer_plus_little() -> None:
     imported = {ln.split("|")[-1].strip().split(".")[0] for ln in res.stderr.splitlines() if ln.startswith("import")}
     assert "typer" in imported and "mixlaw" in imported
     assert not imported & set(HEAVY), imported & set(HEAVY)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--version"],
+        ["fit", "runs.csv"],  # no --law
+        ["fit", "--law", "chinchila", "runs.csv"],
+        ["validate", "--law", "nope", "runs.csv"],
+        ["fit", "missing.csv", "--law", "chinchilla"],
+        ["cmr", "missing.csv", "--general-eval", "general", "--domain-eval", "legal"],
+        ["mix", "optimize", "missing.csv", "--domains", "a,b"],
+    ],
+)
+def test_a_usage_error_answers_before_the_heavy_libraries(args: list[str]) -> None:
+    """A one-line usage error (and ``--version``) is answered by typer and the standard library: no torch, pandas,
+    scipy or matplotlib is imported (they cost seconds of CPU; counted in ``benchmarks/cli_startup.py``)."""
+    out, info = _run(args)
+    assert info["code"] == (0 if args == ["--version"] else 1 if "--law" in args or "missing.csv" in args else 2)
+    assert info["heavy"] == [], f"mixlaw {' '.join(args)} imported {info['heavy']}"

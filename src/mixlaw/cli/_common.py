@@ -41,7 +41,7 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-MAX_MESSAGE = 300
+MAX_MESSAGE = 400
 """Characters of an error or warning message printed at most (the rest is elided, with the total length)."""
 
 

@@ -12,6 +12,8 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from mixlaw.cli._laws import require_law_choices
+
 __all__ = ["LazyGroup", "VERBS", "ALIASES", "load_verb", "plain_help", "canonical_names"]
 
 #: verb → (module, attribute: a verb function or a typer app, one-line help shown by ``mixlaw --help``)
@@ -69,6 +71,7 @@ def load_verb(name: str) -> Any:
     cmd.name = name
     plain_help(cmd)
     canonical_names(cmd)
+    require_law_choices(cmd)
     if name in CONFIG_VERBS:
         add_config_option(cmd)
     return cmd

@@ -22,6 +22,7 @@ from mixlaw.cli._common import (
     progress_bar,
     verb,
 )
+from mixlaw.cli._laws import check_law_name
 from mixlaw.cli._table import (
     AllowMissingOpt,
     DeriveOpt,
@@ -58,11 +59,15 @@ MethodOpt = Annotated[
 
 
 def _table(table: Path | None, store: Path, options: dict[str, Any], *extra: Any) -> Any:
-    """The verb's table with the shared table options (:mod:`mixlaw.cli._table`), then ``--drop-highest``."""
-    from mixlaw import api
+    """The verb's table with the shared table options (:mod:`mixlaw.cli._table`), then ``--drop-highest``.
 
+    Reading needs pandas only: a missing file or a bad option is reported before the fitting engine loads."""
     df = load(table if table is not None else store, needed=[extra[1]] if extra else [], **options)
-    return api.load_table(df, drop_highest=extra[0], target=extra[1]) if extra and extra[0] else df
+    if extra and extra[0]:
+        from mixlaw import api
+
+        return api.load_table(df, drop_highest=extra[0], target=extra[1])
+    return df
 
 
 @verb
@@ -123,8 +128,8 @@ def _options_cell(options: list[dict[str, Any]]) -> str:
 
 @verb
 def fit_cmd(
+    law: LawOpt,
     table: TableArg = None,
-    law: LawOpt = "chinchilla",
     store: StoreOpt = Path("mixlaw.db"),
     where: WhereOpt = None,
     loss_column: LossColumnOpt = "loss",
@@ -159,17 +164,19 @@ def fit_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Fit a registered law robustly (Huber on log residuals, batched multi-start) with optional bootstrap."""
-    from mixlaw import api
-
-    api.load_law_files(law_file)
-    if validate is not None and report is None:
-        raise api.InputError("expected --report PATH with --validate SCHEME")
+    check_law_name(law, law_file)  # a typo is a one-line error before the engine loads
+    from mixlaw.errors import InputError
     from mixlaw.safeio import atomic_write_text, check_output_path
 
+    if validate is not None and report is None:
+        raise InputError("expected --report PATH with --validate SCHEME")
     for path, option in ((out_path, "--out"), (report, "--report")):
         if path is not None:
             check_output_path(path, option)  # before the run, not after it
     df = _table(table, store, table_kw(locals()), drop_highest, loss_column)
+    from mixlaw import api
+
+    api.load_law_files(law_file)
     settings: dict[str, Any] = dict(n_random_starts=n_starts, n_polish=n_polish, strategy=strategy, bootstrap=bootstrap)
     settings.update(bootstrap_scheme=resample, max_iter=max_iter)
     with progress_bar(not as_json and sys.stderr.isatty()) as progress:
@@ -308,8 +315,8 @@ def _print_prediction(res: Any, result: dict[str, Any]) -> None:
 
 @verb
 def validate_cmd(
+    law: LawOpt,
     table: TableArg = None,
-    law: Annotated[str, typer.Option("--law", help="Registered law.")] = "chinchilla",
     scheme: Annotated[str, typer.Option("--scheme", help="leave-largest-out | rollout | leave-group-out")] = (
         "leave-largest-out"
     ),
@@ -352,10 +359,11 @@ def validate_cmd(
     """Fit on the smaller / earlier runs and report the held-out relative errors (per point and MRE).
 
     With ``--bootstrap`` every held-out point gets an interval; ``--coverage`` measures how many fall inside."""
+    check_law_name(law, law_file)
+    df = _table(table, store, table_kw(locals()), drop_highest, loss_column)
     from mixlaw import api
 
     api.load_law_files(law_file)
-    df = _table(table, store, table_kw(locals()), drop_highest, loss_column)
     res = api.validate(
         df,
         law,
