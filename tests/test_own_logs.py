@@ -356,3 +356,28 @@ def test_meta_on_fit(grid: dict[str, Path], tmp_path: Path) -> None:
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["n_points"] == 20 and "left out 180 of 200 rows" in r.stderr
+
+
+def test_ingest_summary_reads_at_80_columns(grid: dict[str, Path], tmp_path: Path) -> None:
+    """The per-file table of `ingest` at 80 columns: paths wrap between folders, never inside a name."""
+    from mixlaw.cli.runs import wrap_path
+
+    assert wrap_path("hf/cpt-legal-0.3/checkpoint-2000/trainer_state.json", 40) == (
+        "hf/cpt-legal-0.3/checkpoint-2000/\ntrainer_state.json"
+    )
+    assert wrap_path("a/" + "x" * 25, 10) == "a/\nxxxxxxxxxx\nxxxxxxxxxx\nxxxxx"  # a name wider than the column
+    args = ["ingest", str(grid["logs"]), "--meta", str(grid["meta"]), "--store", str(tmp_path / "s.db")]
+    r = runner.invoke(app, args, env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    table = r.stdout.split("\ningested ")[0]
+    assert max(len(x.rstrip()) for x in table.splitlines()) <= 80
+    paths, part = [], ""
+    for line in table.splitlines()[4:]:  # title, blank, header, rule; then the file column, first on each line
+        first = line.split()[0] if line.strip() else ""
+        part += first
+        if part and not part.endswith("/"):
+            paths.append(part)
+            part = ""
+    found = [p.relative_to(grid["logs"]).as_posix() for p in expand_sources([grid["logs"]])]
+    assert set(found) <= set(paths), paths  # every path whole once its lines are joined: no name cut
+    assert "ingested 1,001 rows of 6 runs" in r.stdout
