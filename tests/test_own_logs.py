@@ -381,3 +381,34 @@ def test_ingest_summary_reads_at_80_columns(grid: dict[str, Path], tmp_path: Pat
     found = [p.relative_to(grid["logs"]).as_posix() for p in expand_sources([grid["logs"]])]
     assert set(found) <= set(paths), paths  # every path whole once its lines are joined: no name cut
     assert "ingested 1,001 rows of 6 runs" in r.stdout
+
+
+def test_cmr_tables_read_at_80_columns(grid: dict[str, Path], tmp_path: Path) -> None:
+    """On an 80-column terminal the CMR table is transposed and the reasons follow the per-ratio table: every
+    number whole (was: '-0.03…', '(toke…', 'feasib…'), nothing wider than the terminal but the one-line headline."""
+    import io
+
+    from rich.console import Console
+
+    from mixlaw.decide.cmr import critical_mixture_ratio
+    from mixlaw.report.cmr_text import print_decision
+
+    ingest_files([grid["logs"]], tmp_path / "s.db", meta=grid["meta"], keep_going=False)
+    df = load_runs(tmp_path / "s.db", TableOptions(), needed=["loss_general", "loss_legal"])
+    dec = critical_mixture_ratio(df, general_eval="loss_general", domain_eval="loss_legal")
+    out = io.StringIO()
+    print_decision(dec, "legal", console=Console(file=out, width=80, color_system=None))
+    headline, *rest = out.getvalue().splitlines()
+    assert headline.startswith("legal: CMR 0.62 ") and max(len(x.rstrip()) for x in rest) <= 80
+    text = "\n".join(rest)
+    flat = " ".join(text.split())
+    assert "…" not in text
+    (size,) = dec.sizes
+    assert f"{size.cmr:.3f}" in text and "CMR law at the budget" in flat
+    for row in size.ratios:
+        for v in (row["dloss_general_at_budget"], row["observed_dloss_general_at_budget"],
+                  row["dloss_domain_at_budget"]):  # fmt: skip
+            assert f"{v:+.4f}" in text
+        assert f"{row['r2_general']:.3f}/{row['r2_domain']:.3f}" in text
+        if not row["feasible"]:
+            assert f"125M ratio {row['ratio']:.4g}: {row['reason']}" in flat
