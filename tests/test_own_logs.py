@@ -412,3 +412,23 @@ def test_cmr_tables_read_at_80_columns(grid: dict[str, Path], tmp_path: Path) ->
         assert f"{row['r2_general']:.3f}/{row['r2_domain']:.3f}" in text
         if not row["feasible"]:
             assert f"125M ratio {row['ratio']:.4g}: {row['reason']}" in flat
+
+
+def test_every_help_reads_at_80_columns() -> None:
+    """Every verb's and sub-verb's --help at 80 columns: no line wider, no `<bool>` metavar, no raw RST
+    (``--level``), and a group's command list shows each first sentence whole (was cut to 'for the...')."""
+    from mixlaw.cli._group import VERBS
+
+    groups = {"cpt": ["predict", "optimize", "critical", "bundle"], "mix": ["compare", "optimize", "nested"],
+              "probe": ["run", "status", "plan"], "corpora": ["prepare"]}  # fmt: skip
+    calls = [[v] for v in VERBS] + [[g, s] for g, subs in groups.items() for s in subs]
+    for args in calls:
+        r = runner.invoke(app, [*args, "--help"], env={"COLUMNS": "80"})
+        assert r.exit_code == 0, (args, r.output)
+        lines = r.stdout.splitlines()
+        assert max(len(x) for x in lines) <= 80, args
+        assert "<bool>" not in r.stdout and "``" not in r.stdout, args
+        if args[0] in groups and len(args) == 1:
+            listing = r.stdout.split("Commands:")[1]
+            assert not any(x.rstrip().endswith("...") for x in listing.splitlines()), (args, listing)
+            assert all(s in listing for s in groups[args[0]])
