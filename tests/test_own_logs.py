@@ -432,3 +432,14 @@ def test_every_help_reads_at_80_columns() -> None:
             listing = r.stdout.split("Commands:")[1]
             assert not any(x.rstrip().endswith("...") for x in listing.splitlines()), (args, listing)
             assert all(s in listing for s in groups[args[0]])
+
+
+def test_fit_says_when_the_lr_areas_come_from_the_logged_lr(grid: dict[str, Path]) -> None:
+    """Item 3's note on `fit`: printed when the law reads LR areas, not for a law without them."""
+    wb = str(grid["logs"] / "wandb" / "cpt-legal-0.2.csv")
+    r = runner.invoke(app, ["fit", wb, "--law", "lr_annealing", "--target", "loss_general", "--n-polish", "4"])
+    assert r.exit_code == 0, r.output
+    assert "LR schedule of 1 run(s) without one taken from the logged lr" in r.stderr
+    r = runner.invoke(app, ["fit", wb, "--law", "power_law", "--law-option", "input=step", "--target", "loss_general"])
+    assert r.exit_code == 0, r.output
+    assert "logged lr" not in r.stderr

@@ -70,6 +70,14 @@ def _table(table: Path | None, store: Path, options: dict[str, Any], *extra: Any
     return df
 
 
+def _schedule_note(df: Any, law: Any) -> None:
+    """``LR schedule of 5 run(s) without one taken from the logged lr ...`` on stderr (beside the table's other
+    notes) when the law reads LR areas (a schedule-derived input) and some run's schedule came from its ``lr``."""
+    note = df.attrs.get("schedule_note")
+    if note and any(d.source == "schedule" for d in law.derived_inputs()):
+        typer.echo(note, err=True)
+
+
 @verb
 def laws_cmd(
     law_file: LawFileOpt = None,
@@ -192,6 +200,7 @@ def fit_cmd(
             delta=delta,
             progress=progress,
         )
+    _schedule_note(df, res.law)
     if out_path is not None:
         atomic_write_text(out_path, res.to_json(indent=1))  # a full disk leaves the previous fit whole
     rep = api.fit_report(res, df, report, validate=validate) if report is not None else None
@@ -386,6 +395,7 @@ def validate_cmd(
         coverage=coverage,
         method=method,
     )
+    _schedule_note(df, api.build_law(law, api.parse_options(law_option)))
     if as_json:
         return emit_json(res.to_dict())
     _print_validation(res, f"{law}: {res.scheme} validation of {loss_column}")
