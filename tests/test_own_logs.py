@@ -443,3 +443,14 @@ def test_fit_says_when_the_lr_areas_come_from_the_logged_lr(grid: dict[str, Path
     r = runner.invoke(app, ["fit", wb, "--law", "power_law", "--law-option", "input=step", "--target", "loss_general"])
     assert r.exit_code == 0, r.output
     assert "logged lr" not in r.stderr
+
+
+def test_python_load_table_with_a_target_leaves_out_logging_rows(grid: dict[str, Path]) -> None:
+    """`mixlaw.load_table(FILE, target=...)` keeps the rows `mixlaw fit FILE --target ...` keeps (was: all 200
+    rows, then `api.fit` failed on 'np.float64(nan)')."""
+    import mixlaw
+
+    wb = grid["logs"] / "wandb" / "cpt-legal-0.2.csv"
+    t = mixlaw.load_table(wb, target="loss_general")
+    assert len(t) == 20 and t["loss_general"].notna().all() and "left out 180 of 200 rows" in t.attrs["notes"][0]
+    assert len(mixlaw.load_table(wb)) == 200  # without a target every row stays
