@@ -454,3 +454,13 @@ def test_python_load_table_with_a_target_leaves_out_logging_rows(grid: dict[str,
     t = mixlaw.load_table(wb, target="loss_general")
     assert len(t) == 20 and t["loss_general"].notna().all() and "left out 180 of 200 rows" in t.attrs["notes"][0]
     assert len(mixlaw.load_table(wb)) == 200  # without a target every row stays
+
+
+def test_a_missing_law_input_gets_no_unrelated_closest_name() -> None:
+    """`expected column 'replay_ratio' ...; closest: 'loss_train'` sent users the wrong way: no hint when none is
+    close, the right one when one is."""
+    from mixlaw.runs.io.rules import closest_hint
+
+    cols = ["run_id", "step", "tokens", "lr", "loss_train", "loss_general", "w_general", "w_legal", "schedule"]
+    assert closest_hint("replay_ratio", cols) == ""
+    assert closest_hint("loss_genral", cols).startswith("; closest: 'loss_general'")
