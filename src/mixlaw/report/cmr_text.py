@@ -99,14 +99,16 @@ def print_decision(decision: Any, domain: str | None = None, *, console: Any = N
         for r in rows:
             t.add_row(*r)
     console.print(t)
-    compact = {"box": box.SIMPLE_HEAD, "padding": (0, 1), "pad_edge": False, "collapse_padding": True}
-    r = Table(title="Per ratio (T0: turning point of the general loss; feasible needs T0 ≤ budget and ΔL_gen ≤ ε)",
-              **(compact if narrow else {}))  # fmt: skip
+    per = "Per ratio (T0: turning point of the general loss; feasible needs T0 ≤ budget and ΔL_gen ≤ ε)"
+    if narrow:
+        pr = Table(title=per, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+    else:
+        pr = Table(title=per)
     heads = ["size", "ratio", "T0 (tokens)", "ΔL_gen @budget", "observed", "ΔL_dom @budget", "R² gen/dom", "feasible"]
     for col in heads:  # narrow: numbers whole, headers on two lines
-        r.add_column(col.replace(" ", "\n") if narrow else col, no_wrap=narrow)
+        pr.add_column(col.replace(" ", "\n") if narrow else col, no_wrap=narrow)
     if not narrow:
-        r.add_column("reason")
+        pr.add_column("reason")
     reasons = []
     for s in decision.sizes:
         for row in s.ratios:
@@ -117,10 +119,10 @@ def print_decision(decision: Any, domain: str | None = None, *, console: Any = N
                      f"{g:+.4f}" if g is not None else "—", f"{o:+.4f}" if o is not None else "—",
                      f"{d:+.4f}" if d is not None else "—", r2,
                      "[green]yes[/green]" if row["feasible"] else "[red]no[/red]"]  # fmt: skip
-            r.add_row(*cells, *([] if narrow else [row["reason"]]))
+            pr.add_row(*cells, *([] if narrow else [row["reason"]]))
             if narrow and row["reason"] != "feasible":
                 reasons.append(f"{fmt_size(s.n_params)} ratio {row['ratio']:.4g}: {row['reason']}")
-    console.print(r)
+    console.print(pr)
     for line in reasons:
         console.print(line, highlight=False)
     for n in domain_notes(decision.sizes):
