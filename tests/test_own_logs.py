@@ -464,3 +464,14 @@ def test_a_missing_law_input_gets_no_unrelated_closest_name() -> None:
     cols = ["run_id", "step", "tokens", "lr", "loss_train", "loss_general", "w_general", "w_legal", "schedule"]
     assert closest_hint("replay_ratio", cols) == ""
     assert closest_hint("loss_genral", cols).startswith("; closest: 'loss_general'")
+
+
+def test_api_fit_names_an_empty_cell_in_words(grid: dict[str, Path]) -> None:
+    """A gappy frame handed to the Python API: the error names run, step and column, not 'np.float64(nan)'."""
+    from mixlaw import api
+
+    raw = pd.read_csv(grid["logs"] / "wandb" / "cpt-legal-0.2.csv")
+    df = raw.rename(columns={"_step": "step", "eval/general_loss": "loss_general"}).assign(run_id="a")
+    with pytest.raises(InputError, match=r"got an empty cell at run 'a' step 10 in table:1:loss_general") as e:
+        api.fit(df, "power_law", target="loss_general", law_options={"input": "step"})
+    assert "np." not in str(e.value)
