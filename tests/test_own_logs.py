@@ -475,3 +475,17 @@ def test_api_fit_names_an_empty_cell_in_words(grid: dict[str, Path]) -> None:
     with pytest.raises(InputError, match=r"got an empty cell at run 'a' step 10 in table:1:loss_general") as e:
         api.fit(df, "power_law", target="loss_general", law_options={"input": "step"})
     assert "np." not in str(e.value)
+
+
+def test_validate_scheme_columns_are_named_by_their_options(grid: dict[str, Path]) -> None:
+    """`validate --scheme rollout` without a tokens column said '... for rollout in tokens'; leave-group-out
+    without --group-column said "group column 'None'"."""
+    wb = str(grid["logs"] / "wandb" / "cpt-legal-0.2.csv")
+    base = ["validate", wb, "--law", "power_law", "--law-option", "input=step", "--target", "loss_general"]
+    cases = {
+        "rollout": "expected an order column 'tokens' for rollout, got no such column (--order-column)",
+        "leave-group-out": "expected a group column for leave-group-out, got none (--group-column)",
+    }
+    for scheme, msg in cases.items():
+        r = runner.invoke(app, [*base, "--scheme", scheme])
+        assert r.exit_code == 1 and r.stderr.strip().splitlines()[-1] == f"error: {msg}", r.output

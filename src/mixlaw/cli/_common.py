@@ -78,6 +78,7 @@ def user_errors() -> Iterator[list[warnings.WarningMessage]]:
 
 #: API keywords an error may name (``InputError(column=...)``) and the CLI option that sets each.
 KEYWORD_FLAGS = {"level": "--level", "interval": "--interval", "method": "--method", "drop_highest": "--drop-highest"}
+KEYWORD_FLAGS |= {k: f"--{k.replace('_', '-')}" for k in ("order_column", "size_column", "group_column")}
 
 
 def _as_cli(exc: MixlawError) -> str:
