@@ -489,3 +489,31 @@ def test_validate_scheme_columns_are_named_by_their_options(grid: dict[str, Path
     for scheme, msg in cases.items():
         r = runner.invoke(app, [*base, "--scheme", scheme])
         assert r.exit_code == 1 and r.stderr.strip().splitlines()[-1] == f"error: {msg}", r.output
+
+
+def test_mix_other_mixtures_table_reads_at_80_columns(grid: dict[str, Path], tmp_path: Path) -> None:
+    """`mix optimize` on the walkthrough's store, printed on an 80-column terminal: every weight and interval end
+    whole (was 'general…', 'legal=0…', '[-0.011…')."""
+    import io
+
+    from rich.console import Console
+
+    from mixlaw.report.mix_text import print_optimum
+
+    ingest_files([grid["logs"]], tmp_path / "s.db", meta=grid["meta"], keep_going=False)
+    args = ["mix", "optimize", str(tmp_path / "s.db"), "--law", "dml", "--domains", "general,legal", "--target",
+            "loss_general", "--target", "loss_legal", "--final", "--where", "phase == 'cpt'", "--bootstrap", "4",
+            "--json"]  # fmt: skip
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    buf = io.StringIO()
+    print_optimum(out, console=Console(file=buf, width=80, color_system=None))
+    text = buf.getvalue()
+    (cand,) = out["candidates"]
+    table = text.split("other mixtures")[1]
+    assert "…" not in table and max(len(x.rstrip()) for x in table.splitlines()) <= 80
+    for d, w in cand["weights"].items():
+        assert f"{d}={w:.3f}" in table
+    lo, hi = cand["regret_interval"]
+    assert f"[{lo:+.4g}," in table and f"{hi:+.4g}]" in table
