@@ -517,3 +517,7 @@ def test_mix_other_mixtures_table_reads_at_80_columns(grid: dict[str, Path], tmp
         assert f"{d}={w:.3f}" in table
     lo, hi = cand["regret_interval"]
     assert f"[{lo:+.4g}," in table and f"{hi:+.4g}]" in table
+    # the optimum lies beyond the trained shares; the verdict's remark called a share a "fitted size"
+    flat = " ".join(text.split())
+    assert out["extrapolation"] and "verdict on the chosen mixture" in flat and "fitted sizes" not in flat
+

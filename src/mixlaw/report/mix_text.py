@@ -159,7 +159,7 @@ def print_optimum(out: dict[str, Any], *, console: Any = None) -> None:
         con.print(
             "verdict on the chosen mixture: "
             + "; ".join(v["text"] for v in out["verdicts"])
-            + (f" (the target {far.split(' beyond')[0]} beyond the fitted sizes)" if far else "")
+            + (" (at an extrapolated mixture or size: see 'extrapolates' above)" if far else "")
         )
 
 
