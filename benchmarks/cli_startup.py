@@ -34,6 +34,9 @@ CASES: list[tuple[str, list[str]]] = [
     ("validate missing.csv --law chinchilla", ["validate", "missing.csv", "--law", "chinchilla"]),
     ("cmr missing.csv ...", ["cmr", "missing.csv", "--general-eval", "general", "--domain-eval", "legal"]),
     ("mix optimize missing.csv ...", ["mix", "optimize", "missing.csv", "--domains", "a,b"]),
+    ("predict missing.json --at ...", ["predict", "missing.json", "--at", "tokens=1e9"]),
+    ("cpt predict missing.json --plan ...", ["cpt", "predict", "missing.json", "--plan", "plan.toml"]),
+    ("runs --store missing.db", ["runs", "--store", "missing.db"]),
 ]
 
 

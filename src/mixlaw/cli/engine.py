@@ -17,6 +17,7 @@ from mixlaw.cli._common import (
     LevelOpt,
     StoreOpt,
     TableArg,
+    check_file,
     console,
     emit_json,
     progress_bar,
@@ -239,6 +240,7 @@ def predict_cmd(
 
     Each prediction has its ``--level`` interval from the fit's bootstrap draws (``--interval prediction`` adds
     the residual noise)."""
+    check_file(fit_json, "fit JSON")
     from mixlaw import api, limits
 
     limits.level(level)

@@ -179,6 +179,10 @@ def runs(
     """List the runs of a store (filter with --where), or export its RunTable.
 
     With --columns: the store's columns instead, with unit, level and how many runs carry each."""
+    if not store.is_file():  # RunStore's message, before the engine's imports (a typo answers at once)
+        from mixlaw.errors import InputError
+
+        raise InputError(f"expected an existing store, got no such file in {store}")
     from mixlaw import api
 
     if export is not None:
