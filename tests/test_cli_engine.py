@@ -85,10 +85,10 @@ def test_validate_reports_held_out_errors(runs_csv) -> None:
 @pytest.mark.parametrize(
     "args, needle",
     [
-        (["fit", "missing.csv"], "no such path"),
+        (["fit", "missing.csv", "--law", "chinchilla"], "no such path"),
         (["fit", "{csv}", "--law", "nope"], "unknown law"),
-        (["fit", "{csv}", "--loss-column", "zzz"], "zzz"),
-        (["fit", "{csv}", "--where", "n_params >"], "--where"),
+        (["fit", "{csv}", "--law", "chinchilla", "--loss-column", "zzz"], "zzz"),
+        (["fit", "{csv}", "--law", "chinchilla", "--where", "n_params >"], "--where"),
         (["predict", "{csv}", "--at", "x=1"], "JSON"),
     ],
 )
@@ -131,3 +131,37 @@ def test_fit_schedule_law_from_store_computes_lr_areas(tmp_path) -> None:
     assert d["n_points"] == 2 * 32  # the two step-0 rows (no area yet) are left out
     for p, v in law.example_params.items():
         assert d["params"][p] == pytest.approx(v, rel=1e-3), p
+
+
+@pytest.mark.parametrize("verb", ["fit", "validate"])
+def test_law_is_required_and_a_typo_gets_did_you_mean(runs_csv, verb) -> None:
+    """No law is a meaningful default of `fit` / `validate` (was: chinchilla, silently): a missing --law is a usage
+    error naming every law; a typo is one line with the closest names; a name close to none lists them all."""
+    from mixlaw.laws import law_names
+
+    res = runner.invoke(app, [verb, str(runs_csv)])
+    assert res.exit_code == 2
+    (line,) = [ln for ln in res.stderr.splitlines() if "--law" in ln]
+    assert "Missing option '--law'. Choose a law: " in line and all(n in line for n in law_names())
+    res = runner.invoke(app, [verb, str(runs_csv), "--law", "chinchila"])
+    assert res.exit_code == 1
+    assert res.stderr.strip() == "error: unknown law 'chinchila'; did you mean 'chinchilla'? (every law: mixlaw laws)"
+    res = runner.invoke(app, [verb, str(runs_csv), "--law", "nope"])
+    (line,) = res.stderr.strip().splitlines()
+    assert res.exit_code == 1 and line.endswith(", ".join(law_names())), line  # the whole list, not cut short
+
+
+def test_builtin_law_names_are_found_without_importing_the_laws() -> None:
+    """`mixlaw.cli._laws` knows the built-in laws by their module names (the package imports torch): every public
+    module of mixlaw.laws registers exactly the law of its name."""
+    import importlib
+
+    from mixlaw.cli._laws import builtin_law_names
+    from mixlaw.laws import LAWS
+
+    names = builtin_law_names()
+    assert len(names) >= 20 and "chinchilla" in names
+    for name in names:
+        mod = importlib.import_module(f"mixlaw.laws.{name}")
+        own = {cls.name for cls in LAWS.values() if cls.__module__ == mod.__name__}
+        assert own == {name}, (name, own)

@@ -133,7 +133,7 @@ def test_law_option_mistakes_are_one_line_errors(runs_csv: Path) -> None:
     assert "power_law" in err and "inptu" in err and "input" in err  # names the law, the mistake and its options
     err = _one_line_error(runner.invoke(app, ["validate", str(runs_csv), "--law", "chinchilla", "--law-option", "a=1"]))
     assert "chinchilla" in err
-    _one_line_error(runner.invoke(app, ["fit", str(runs_csv), "--law-option", "novalue"]))
+    _one_line_error(runner.invoke(app, ["fit", str(runs_csv), "--law", "chinchilla", "--law-option", "novalue"]))
 
 
 LAW_FILE = '''

@@ -113,9 +113,8 @@ def saved_fit(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     table = tmp / "grid.csv"
     _grid(0).to_csv(table, index=False)
     out = tmp / "fit.json"
-    res = runner.invoke(
-        app, ["fit", str(table), "--bootstrap", "60", "--random-state", "0", "--out", str(out), "--json"]
-    )
+    args = ["fit", str(table), "--law", "chinchilla", "--bootstrap", "60", "--random-state", "0", "--out", str(out)]
+    res = runner.invoke(app, [*args, "--json"])
     assert res.exit_code == 0, res.output
     return table, out
 
@@ -189,7 +188,7 @@ def test_sizes_and_parametric_schemes_are_recorded_and_resample_what_they_say() 
 def test_validate_holdout_largest_and_loss(tmp_path: Path) -> None:
     table = tmp_path / "grid.csv"
     _grid(2).to_csv(table, index=False)
-    base = ["validate", str(table), "--random-state", "0", "--json"]
+    base = ["validate", str(table), "--law", "chinchilla", "--random-state", "0", "--json"]
     a = json.loads(runner.invoke(app, [*base, "--holdout", "n_params > 5e8"]).stdout)
     b = json.loads(runner.invoke(app, [*base, "--largest", "1", "--loss", "l2"]).stdout)
     assert a["folds"][0]["n_held_out"] == 5 == b["folds"][0]["n_held_out"]

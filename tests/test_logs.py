@@ -148,7 +148,7 @@ def test_fit_and_validate_read_the_shipped_probe_runs_directly() -> None:
     assert len(df) == df["run_id"].nunique() == 3
     with pytest.raises(InputError, match="--allow-missing"):
         load_runs(EXAMPLE, TableOptions(), needed=["unique_tokens_general"])
-    pt = ["--loss-column", "loss_general", "--where", "phase == 'pt' and step > 0"]
+    pt = ["--law", "chinchilla", "--loss-column", "loss_general", "--where", "phase == 'pt' and step > 0"]
     r = runner.invoke(app, ["fit", str(EXAMPLE), *pt, "--json"])
     assert r.exit_code == 0, r.output
     n_pt = int(((whole["phase"] == "pt") & (whole["step"] > 0)).sum())
@@ -214,8 +214,8 @@ def test_read_only_verbs_create_no_file(tmp_path: Path) -> None:
     for args in (
         ["runs", "--store", str(missing)],
         ["runs", "--store", str(missing), "--columns"],
-        ["fit", str(missing)],
-        ["validate", str(missing)],
+        ["fit", str(missing), "--law", "chinchilla"],
+        ["validate", str(missing), "--law", "chinchilla"],
     ):
         r = runner.invoke(app, args)
         assert r.exit_code == 1 and "Traceback" not in r.output

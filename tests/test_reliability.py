@@ -145,7 +145,7 @@ def test_an_error_message_is_one_bounded_line(tmp_path) -> None:
     path = tmp_path / "t.csv"
     path.write_text("run_id,n_params,tokens,loss\na,1e6,1e9,3.0\n")
     huge = "[" * 20_000 + "nested\nvalue" + "]" * 20_000
-    r = CliRunner().invoke(app, ["fit", str(path), "--where", huge])
+    r = CliRunner().invoke(app, ["fit", str(path), "--law", "chinchilla", "--where", huge])
     assert r.exit_code == 1
     lines = [s for s in r.stderr.splitlines() if s]
     assert len(lines) == 1 and lines[0].startswith("error: ")

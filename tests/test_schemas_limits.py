@@ -145,10 +145,10 @@ def test_a_huge_plan_stops_before_it_is_built_and_names_the_option(tmp_path: Pat
         (["cpt", "predict", "FIT", "--plan", "PLAN", "--level", "-inf"], "--level in (0, 1)"),
         (["cpt", "predict", "FIT", "--plan", "PLAN", "--level", "1e30"], "--level in (0, 1)"),
         (["cpt", "critical", "FIT", "--horizon", "-1"], "--horizon in [1,"),
-        (["fit", "TABLE", "--every", "9223372036854775808"], "--every in [1,"),
+        (["fit", "TABLE", "--law", "chinchilla", "--every", "9223372036854775808"], "--every in [1,"),
         (["ingest", "TABLE", "--store", "STORE", "--every", "9223372036854775808"], "--every in [1,"),
-        (["fit", "TABLE", "--out", "MISSING/f.json"], "--out in an existing directory"),
-        (["fit", "TABLE", "--out", "DIR"], "--out to name a file"),
+        (["fit", "TABLE", "--law", "chinchilla", "--out", "MISSING/f.json"], "--out in an existing directory"),
+        (["fit", "TABLE", "--law", "chinchilla", "--out", "DIR"], "--out to name a file"),
         (["cpt", "predict", "FIT", "--plan", "PLAN", "--max-memory", "lots"], "--max-memory as a size"),
     ],
 )
@@ -285,7 +285,7 @@ def test_read_only_verbs_never_switch_the_journal_mode(tmp_path: Path) -> None:
     assert con.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"
     con.close()
     before = db.read_bytes()
-    for argv in (["runs", "--store", str(db)], ["fit", str(db), "--n-polish", "2"]):
+    for argv in (["runs", "--store", str(db)], ["fit", str(db), "--law", "chinchilla", "--n-polish", "2"]):
         r = runner.invoke(app, argv)
         assert r.exit_code == 0, r.output
     con = sqlite3.connect(db)
@@ -303,7 +303,7 @@ def test_a_sqlite_file_with_a_version_but_no_tables_is_refused(tmp_path: Path) -
     con = sqlite3.connect(db)
     con.execute("PRAGMA user_version = 1")
     con.close()
-    for argv in (["runs", "--store", str(db)], ["fit", str(db)]):
+    for argv in (["runs", "--store", str(db)], ["fit", str(db), "--law", "chinchilla"]):
         r = runner.invoke(app, argv)
         assert r.exit_code == 1 and "without the tables" in r.output and "Traceback" not in r.output, r.output
 

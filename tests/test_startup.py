@@ -58,3 +58,27 @@ def test_the_importtime_of_help_is_typer_plus_little() -> None:
     imported = {ln.split("|")[-1].strip().split(".")[0] for ln in res.stderr.splitlines() if ln.startswith("import")}
     assert "typer" in imported and "mixlaw" in imported
     assert not imported & set(HEAVY), imported & set(HEAVY)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--version"],
+        ["fit", "runs.csv"],  # no --law
+        ["fit", "--law", "chinchila", "runs.csv"],
+        ["validate", "--law", "nope", "runs.csv"],
+        ["fit", "missing.csv", "--law", "chinchilla"],
+        ["cmr", "missing.csv", "--general-eval", "general", "--domain-eval", "legal"],
+        ["mix", "optimize", "missing.csv", "--domains", "a,b"],
+        ["predict", "missing.json", "--at", "tokens=1e9"],
+        ["cpt", "predict", "missing.json", "--plan", "plan.toml"],
+        ["runs", "--store", "missing.db"],
+    ],
+)
+def test_a_usage_error_answers_before_the_heavy_libraries(args: list[str]) -> None:
+    """A one-line usage error (and ``--version``) is answered by typer and the standard library: no torch, pandas,
+    scipy or matplotlib is imported (they cost seconds of CPU; counted in ``benchmarks/cli_startup.py``)."""
+    out, info = _run(args)
+    missing = "--law" in args or any(a.startswith("missing.") for a in args)
+    assert info["code"] == (0 if args == ["--version"] else 1 if missing else 2)
+    assert info["heavy"] == [], f"mixlaw {' '.join(args)} imported {info['heavy']}"

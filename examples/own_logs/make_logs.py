@@ -1,11 +1,13 @@
 """Write a continual pre-training grid as four trainers would log it, with a known critical mixture ratio.
 
-A 125M model continued from one base checkpoint on a general + legal mix at legal shares 0.2, 0.3, 0.45 and 0.6,
-2,000 steps of 2^20 tokens each: train loss and learning rate every 10 steps, evaluations every 100 steps (none
-at step 0), and -- as in real logs -- neither the mixture, the model size nor the token count in the files.
-Each run is written by a different logger:
+A 125M model continued from one base checkpoint on a general + legal mix at legal shares 0.2, 0.3, 0.45, 0.6 and
+0.8, 2,000 steps of 2^20 tokens each: train loss and learning rate every 10 steps, evaluations every 100 steps (none
+at step 0), and -- as in real logs -- neither the mixture, the model size nor the token count in the files. The
+grid brackets the CMR (0.589): 0.8 lies above it, as a probe grid meant to locate the CMR must (with every share
+below the CMR the answer can only be "CMR >= the largest share tried"). The runs are written by four loggers:
 
-- ``wandb/cpt-legal-0.2.csv``: a W&B history export (``_step``, ``train/loss``, ``eval/general_loss``, ...);
+- ``wandb/cpt-legal-0.2.csv`` and ``wandb/cpt-legal-0.8.csv``: W&B history exports (``_step``, ``train/loss``,
+  ``eval/general_loss``, ...);
 - ``hf/cpt-legal-0.3/checkpoint-2000/trainer_state.json``: a Hugging Face Trainer state (``log_history``);
 - ``tb/cpt-legal-0.45/events.out.tfevents...``: TensorBoard event files;
 - ``lightning/cpt-legal-0.6/version_0/metrics.csv``: a Lightning ``CSVLogger`` file.
@@ -27,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-RATIOS = (0.2, 0.3, 0.45, 0.6)
+RATIOS = (0.2, 0.3, 0.45, 0.6, 0.8)
 TOKENS_PER_STEP = 2**20
 STEPS = 2000
 EVAL_EVERY = 100
@@ -170,8 +172,9 @@ def write_logs(out: Path, *, seed: int = 0, noise: float = 2e-4) -> dict[str, Pa
     """Write the four logs and ``meta.csv`` under ``out``; returns ``{"logs": folder, "meta": file}``."""
     runs = _curves(seed, noise)
     logs = out / "logs"
-    r1, r2, r3, r4 = RATIOS
+    r1, r2, r3, r4, r5 = RATIOS
     write_wandb(logs / "wandb" / f"{run_name(r1)}.csv", runs[r1])
+    write_wandb(logs / "wandb" / f"{run_name(r5)}.csv", runs[r5])
     write_hf(logs / "hf" / run_name(r2) / "checkpoint-2000" / "trainer_state.json", runs[r2])
     write_tensorboard(logs / "tb" / run_name(r3), runs[r3])
     write_lightning(logs / "lightning" / run_name(r4) / "version_0" / "metrics.csv", runs[r4])

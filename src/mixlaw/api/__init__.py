@@ -127,8 +127,8 @@ def load_table(
 
     The table options of the CLI verbs are keywords here (``set_values``, ``drop``, ``final``, ``every``,
     ``steps``, ``allow_missing``, ``meta``; or one :class:`~mixlaw.runs.select.TableOptions` as ``options``):
-    with any of them the rows go through :func:`mixlaw.runs.select.load_runs` (``target`` is the needed column:
-    logging steps without it are left out, ``attrs["notes"]`` says how many).
+    with any of them, or a file's ``target``, the rows go through :func:`mixlaw.runs.select.load_runs` (``target``
+    is the needed column: logging steps without it are left out, ``attrs["notes"]`` says how many).
 
     Parameters
     ----------
@@ -152,6 +152,8 @@ def load_table(
         All table options at once (``column_map``, ``derive`` and ``where`` given here are merged in).
     """
     extra = bool(set_values or drop or final or every or steps or allow_missing or meta is not None)
+    # a file's target alone is a needed column too (as `mixlaw fit FILE --target`): logging rows are left out
+    extra = extra or (target is not None and not drop_highest and not isinstance(source, pd.DataFrame))
     if options is not None or extra:
         from dataclasses import replace
 

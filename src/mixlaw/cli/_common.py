@@ -36,12 +36,13 @@ __all__ = [
     "LawFileOpt",
     "JsonOpt",
     "MaxMemoryOpt",
+    "check_file",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-MAX_MESSAGE = 300
+MAX_MESSAGE = 400
 """Characters of an error or warning message printed at most (the rest is elided, with the total length)."""
 
 
@@ -78,6 +79,7 @@ def user_errors() -> Iterator[list[warnings.WarningMessage]]:
 
 #: API keywords an error may name (``InputError(column=...)``) and the CLI option that sets each.
 KEYWORD_FLAGS = {"level": "--level", "interval": "--interval", "method": "--method", "drop_highest": "--drop-highest"}
+KEYWORD_FLAGS |= {k: f"--{k.replace('_', '-')}" for k in ("order_column", "size_column", "group_column")}
 
 
 def _as_cli(exc: MixlawError) -> str:
@@ -198,6 +200,17 @@ MaxMemoryOpt = Annotated[
         help="Memory the job may plan to use (4G, 512M, ...): larger requests stop first with their estimate.",
     ),
 ]
+
+
+def check_file(path: Path, what: str) -> None:
+    """A missing input file (or a directory) is the error :func:`mixlaw.safeio.read_text` gives, raised before a
+    verb imports its libraries: ``expected a fit JSON file, got no such file in fit.json`` in a fraction of a
+    second instead of after seconds of imports."""
+    if not path.is_file():
+        from mixlaw.errors import InputError
+
+        raise InputError(f"expected a {what} file, got {'a directory' if path.is_dir() else 'no such file'}",
+                         file=str(path))  # fmt: skip
 
 
 def parse_weights(items: Sequence[str] | None, what: str = "--weights") -> dict[str, float]:

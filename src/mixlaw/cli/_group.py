@@ -7,10 +7,13 @@ just that verb's module (and so only the libraries it needs).
 from __future__ import annotations
 
 import importlib
+import re
 from typing import Annotated, Any
 
 import typer
 from typer.core import TyperCommand, TyperGroup
+
+from mixlaw.cli._laws import require_law_choices
 
 __all__ = ["LazyGroup", "VERBS", "ALIASES", "load_verb", "plain_help", "canonical_names"]
 
@@ -69,6 +72,7 @@ def load_verb(name: str) -> Any:
     cmd.name = name
     plain_help(cmd)
     canonical_names(cmd)
+    require_law_choices(cmd)
     if name in CONFIG_VERBS:
         add_config_option(cmd)
     return cmd
@@ -198,8 +202,20 @@ def plain_help(cmd: Any) -> None:
     without a ``<bool>`` metavar, help wrapped at word boundaries to the terminal's width (80 columns readable)."""
     if hasattr(cmd, "rich_markup_mode"):
         cmd.rich_markup_mode = None
+    if getattr(cmd, "help", None):  # docstrings are RST: ``--level`` reads --level in a terminal
+        cmd.help = _RST_LITERAL.sub(r"\1", cmd.help)
+    for p in getattr(cmd, "params", []):
+        if getattr(p, "help", None):
+            p.help = _RST_LITERAL.sub(r"\1", p.help)
     for sub in getattr(cmd, "commands", {}).values():
+        if not getattr(sub, "short_help", None) and getattr(sub, "help", None):
+            # a group's listing shows each command's first sentence whole, wrapped (click cut it to "for the...")
+            first = _RST_LITERAL.sub(r"\1", sub.help).strip().split("\n\n")[0]
+            sub.short_help = " ".join(first.split(". ")[0].split()).rstrip(".") + "."
         plain_help(sub)
+
+
+_RST_LITERAL = re.compile(r"``(.+?)``", re.S)
 
 
 class LazyGroup(TyperGroup):

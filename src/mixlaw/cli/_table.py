@@ -41,6 +41,7 @@ __all__ = [
     "TABLE_OPTION_NAMES",
     "table_options",
     "table_kw",
+    "check_source",
     "load",
 ]
 
@@ -128,6 +129,15 @@ def table_options(
     )
 
 
+def check_source(source: object) -> None:
+    """A table path that does not exist is the error :func:`mixlaw.runs.select.load_runs` gives, raised before
+    pandas or the fitting engine loads (a typo in a path answers in a fraction of a second)."""
+    if isinstance(source, str | Path) and not str(source).startswith("wandb://") and not Path(source).exists():
+        from mixlaw.errors import InputError
+
+        raise InputError(f"expected an existing file or store, got no such path {source}")
+
+
 def load(
     source: str | Path,
     *,
@@ -136,6 +146,7 @@ def load(
     **options: Any,
 ) -> pd.DataFrame:
     """Read ``source`` (a table file or a RunStore) with the table options (``**table_kw(locals())``)."""
+    check_source(source)
     from mixlaw.runs.select import load_runs
 
     df = load_runs(

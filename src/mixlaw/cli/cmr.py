@@ -178,9 +178,11 @@ def cmr_command(
 ) -> None:
     """Largest domain share of the CPT mix that keeps the general loss within tolerance, per model size."""
     options = dict(locals())  # every option of the verb, by name (run_cmr_job takes the same names)
-    from mixlaw import limits
     from mixlaw.cli._table import TABLE_OPTION_NAMES, table_options
-    from mixlaw.cli.cmr_job import emit_job, run_cmr_job
+    from mixlaw.cli.cmr_job import check_table, emit_job, run_cmr_job
+
+    check_table(table)  # before the decision's libraries load
+    from mixlaw import limits
     from mixlaw.safeio import check_output_path
 
     limits.level(level)

@@ -16,7 +16,7 @@ from mixlaw.errors import InputError, MixlawError
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["CmrJob", "emit_job", "load_table", "parse_lambda", "run_cmr_job"]
+__all__ = ["CmrJob", "check_table", "emit_job", "load_table", "parse_lambda", "run_cmr_job"]
 
 
 @dataclass
@@ -34,6 +34,12 @@ class CmrJob:
         return next(iter(self.decisions.values())) if len(self.decisions) == 1 else None
 
 
+def check_table(path: Path) -> None:
+    """The runs table must exist: checked before the decision's libraries load (a typo answers at once)."""
+    if not path.exists():
+        raise InputError(f"no such file: {path}")
+
+
 def load_table(
     path: Path,
     where: str | None = None,
@@ -49,8 +55,7 @@ def load_table(
     file keeps its own ``schedule`` column when it has one. ``evals`` (eval-set names, ``loss_`` optional) are
     the columns the decision needs: logging steps without them are left out (``attrs["notes"]`` says how
     many). ``base_eval`` (``general=2.31,legal=2.87``) adds the base checkpoint's losses as a ``phase = pt`` run."""
-    if not path.exists():
-        raise InputError(f"no such file: {path}")
+    check_table(path)
     if options is not None:  # the shared table options (mixlaw.runs.select): --map, --set, --drop, --final, ...
         from mixlaw.runs.select import load_runs
 

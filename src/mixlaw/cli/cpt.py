@@ -28,7 +28,7 @@ from typing import Annotated, Any
 
 import typer
 
-from mixlaw.cli._common import MaxMemoryOpt, verb
+from mixlaw.cli._common import MaxMemoryOpt, check_file, verb
 from mixlaw.errors import ExtrapolationWarning, MixlawError
 
 app = typer.Typer(help="Continual pre-training: predict a plan, optimise it, critical point.", no_args_is_help=True)
@@ -126,6 +126,7 @@ def predict(
     report: Annotated[Path | None, _REPORT] = None,
 ) -> None:
     """Predict every fitted eval set along a PT + CPT plan."""
+    check_file(fit, "fit JSON")
     from mixlaw import limits
     from mixlaw.decide.cpt import load_fits, predict_plan
 
@@ -185,6 +186,7 @@ def optimize(
     report: Annotated[Path | None, _REPORT] = None,
 ) -> None:
     """Best replay ratio, CPT peak LR or loss potential for the weighted objective w_pt·L_pt + w_cpt·L_cpt."""
+    check_file(fit, "fit JSON")
     from mixlaw import limits
     from mixlaw.decide.cpt import load_fits
     from mixlaw.decide.cpt import optimize as run_optimize
@@ -241,6 +243,7 @@ def critical(
 ) -> None:
     """Critical point (PT step whose CPT curve converges back to its start) and turning length, each with its
     bootstrap interval over the fits' draws."""
+    check_file(fit, "fit JSON")
     from mixlaw import limits
     from mixlaw.decide.cpt import critical_point, critical_s1_constant, load_fits, turning_length
     from mixlaw.decide.cpt.critical_draws import critical_point_interval, turning_length_interval

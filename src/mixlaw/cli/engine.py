@@ -17,11 +17,13 @@ from mixlaw.cli._common import (
     LevelOpt,
     StoreOpt,
     TableArg,
+    check_file,
     console,
     emit_json,
     progress_bar,
     verb,
 )
+from mixlaw.cli._laws import check_law_name
 from mixlaw.cli._table import (
     AllowMissingOpt,
     DeriveOpt,
@@ -58,11 +60,23 @@ MethodOpt = Annotated[
 
 
 def _table(table: Path | None, store: Path, options: dict[str, Any], *extra: Any) -> Any:
-    """The verb's table with the shared table options (:mod:`mixlaw.cli._table`), then ``--drop-highest``."""
-    from mixlaw import api
+    """The verb's table with the shared table options (:mod:`mixlaw.cli._table`), then ``--drop-highest``.
 
+    Reading needs pandas only: a missing file or a bad option is reported before the fitting engine loads."""
     df = load(table if table is not None else store, needed=[extra[1]] if extra else [], **options)
-    return api.load_table(df, drop_highest=extra[0], target=extra[1]) if extra and extra[0] else df
+    if extra and extra[0]:
+        from mixlaw import api
+
+        return api.load_table(df, drop_highest=extra[0], target=extra[1])
+    return df
+
+
+def _schedule_note(df: Any, law: Any) -> None:
+    """``LR schedule of 5 run(s) without one taken from the logged lr ...`` on stderr (beside the table's other
+    notes) when the law reads LR areas (a schedule-derived input) and some run's schedule came from its ``lr``."""
+    note = df.attrs.get("schedule_note")
+    if note and any(d.source == "schedule" for d in law.derived_inputs()):
+        typer.echo(note, err=True)
 
 
 @verb
@@ -123,8 +137,8 @@ def _options_cell(options: list[dict[str, Any]]) -> str:
 
 @verb
 def fit_cmd(
+    law: LawOpt,
     table: TableArg = None,
-    law: LawOpt = "chinchilla",
     store: StoreOpt = Path("mixlaw.db"),
     where: WhereOpt = None,
     loss_column: LossColumnOpt = "loss",
@@ -159,17 +173,19 @@ def fit_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Fit a registered law robustly (Huber on log residuals, batched multi-start) with optional bootstrap."""
-    from mixlaw import api
-
-    api.load_law_files(law_file)
-    if validate is not None and report is None:
-        raise api.InputError("expected --report PATH with --validate SCHEME")
+    check_law_name(law, law_file)  # a typo is a one-line error before the engine loads
+    from mixlaw.errors import InputError
     from mixlaw.safeio import atomic_write_text, check_output_path
 
+    if validate is not None and report is None:
+        raise InputError("expected --report PATH with --validate SCHEME")
     for path, option in ((out_path, "--out"), (report, "--report")):
         if path is not None:
             check_output_path(path, option)  # before the run, not after it
     df = _table(table, store, table_kw(locals()), drop_highest, loss_column)
+    from mixlaw import api
+
+    api.load_law_files(law_file)
     settings: dict[str, Any] = dict(n_random_starts=n_starts, n_polish=n_polish, strategy=strategy, bootstrap=bootstrap)
     settings.update(bootstrap_scheme=resample, max_iter=max_iter)
     with progress_bar(not as_json and sys.stderr.isatty()) as progress:
@@ -185,6 +201,7 @@ def fit_cmd(
             delta=delta,
             progress=progress,
         )
+    _schedule_note(df, res.law)
     if out_path is not None:
         atomic_write_text(out_path, res.to_json(indent=1))  # a full disk leaves the previous fit whole
     rep = api.fit_report(res, df, report, validate=validate) if report is not None else None
@@ -223,6 +240,7 @@ def predict_cmd(
 
     Each prediction has its ``--level`` interval from the fit's bootstrap draws (``--interval prediction`` adds
     the residual noise)."""
+    check_file(fit_json, "fit JSON")
     from mixlaw import api, limits
 
     limits.level(level)
@@ -308,8 +326,8 @@ def _print_prediction(res: Any, result: dict[str, Any]) -> None:
 
 @verb
 def validate_cmd(
+    law: LawOpt,
     table: TableArg = None,
-    law: Annotated[str, typer.Option("--law", help="Registered law.")] = "chinchilla",
     scheme: Annotated[str, typer.Option("--scheme", help="leave-largest-out | rollout | leave-group-out")] = (
         "leave-largest-out"
     ),
@@ -352,10 +370,11 @@ def validate_cmd(
     """Fit on the smaller / earlier runs and report the held-out relative errors (per point and MRE).
 
     With ``--bootstrap`` every held-out point gets an interval; ``--coverage`` measures how many fall inside."""
+    check_law_name(law, law_file)
+    df = _table(table, store, table_kw(locals()), drop_highest, loss_column)
     from mixlaw import api
 
     api.load_law_files(law_file)
-    df = _table(table, store, table_kw(locals()), drop_highest, loss_column)
     res = api.validate(
         df,
         law,
@@ -378,6 +397,7 @@ def validate_cmd(
         coverage=coverage,
         method=method,
     )
+    _schedule_note(df, api.build_law(law, api.parse_options(law_option)))
     if as_json:
         return emit_json(res.to_dict())
     _print_validation(res, f"{law}: {res.scheme} validation of {loss_column}")

@@ -109,10 +109,10 @@ def compare_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Fit each mixture law on the rows outside the holdout and score its predictions of the held-out rows."""
+    df = _load(runs, table_kw(locals()), target)
     from mixlaw.decide.mixture.api import compare
     from mixlaw.options import SolverOptions
 
-    df = _load(runs, table_kw(locals()), target)
     out = compare(
         df,
         domains=_domains(domains),
@@ -269,11 +269,10 @@ def optimize_cmd(
         from mixlaw.safeio import check_output_path
 
         check_output_path(report, "--report")  # before the run: a directory or a missing one failed only after it
+    df = _load(runs, table_kw(locals()), target or ["loss"])  # a missing file answers before the engine loads
     from mixlaw import api
     from mixlaw.decide.mixture.api import compare, optimize
     from mixlaw.options import SolverOptions
-
-    df = _load(runs, table_kw(locals()), target or ["loss"])
     constraints = {
         "caps": _pairs(cap, "--cap"),
         "floors": _pairs(floor, "--floor"),
@@ -424,11 +423,10 @@ def nested_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Data Mixing Laws' nested pipeline: step law → size law → mixture law at a target (size, step)."""
+    df = _load(runs, table_kw(locals()))
     from mixlaw import api
     from mixlaw.decide.mixture.nested import nested
     from mixlaw.options import SolverOptions
-
-    df = _load(runs, table_kw(locals()))
     out = nested(
         df,
         domains=_domains(domains),

@@ -115,7 +115,7 @@ def ingest(
             _print_ingest(s)
         source = file[0].name if n_files == 1 else f"{n_files - s['failed']} of {n_files} files"
         typer.echo(
-            f"ingested {s['rows']} rows of {s['runs']} runs ({s['new_runs']} new) from {source} into {store}; "
+            f"ingested {s['rows']:,} rows of {s['runs']:,} runs ({s['new_runs']} new) from {source} into {store}; "
             f"loss columns: {', '.join(loss_cols)}"
         )
     if s["failed"]:
@@ -124,16 +124,43 @@ def ingest(
                          f"{first['status'][len('error: '):]})")  # fmt: skip
 
 
+def wrap_path(path: str, width: int) -> str:
+    """``path`` in lines of at most ``width`` characters, broken after a ``/`` (a name is cut only when it alone
+    is wider): ``hf/cpt-legal-0.3/checkpoint-2000/`` then ``trainer_state.json``, never ``t`` + ``rainer_state``."""
+    lines: list[str] = []
+    line = ""
+    for part in (p + "/" for p in path.split("/")):
+        if line and len(line) + len(part) > width:
+            lines.append(line)
+            line = ""
+        while len(part) > width:
+            lines.append(part[:width])
+            part = part[width:]
+        line += part
+    lines.append(line)
+    return "\n".join(lines)[:-1]  # the last part's added "/"
+
+
 def _print_ingest(s: dict[str, Any]) -> None:
+    from rich import box
     from rich.table import Table
 
-    t = Table(title=f"{len(s['files'])} files into {s['store']}")
-    for c in ("file", "runs", "rows", "mapped", "skipped", "status"):
-        t.add_column(c, justify="right" if c in ("runs", "rows", "mapped", "skipped") else "left", overflow="fold")
-    for r in s["files"]:
-        t.add_row(str(r["file"]), str(r["runs"]), str(r["rows"]), str(r["mapped"]), str(r["skipped"]),
-                  r["status"])  # fmt: skip
-    console().print(t)
+    con = console()
+    nums = ("runs", "rows", "mapped", "skipped")
+    cells = [[str(r[c]) for c in nums] + [str(r["status"])] for r in s["files"]]
+    # the counts and a short status unbroken; the file gets the rest of the line, wrapped between folders
+    fixed = sum(max(len(c), *(len(row[j]) for row in cells)) + 2 for j, c in enumerate(nums))
+    status = min(max(len("status"), *(len(row[-1]) for row in cells)), 24) + 2
+    width = max(con.width - fixed - status - 1, 16)
+    t = Table(title=f"{len(s['files'])} files into {s['store']}", box=box.SIMPLE_HEAD, padding=(0, 1),
+              pad_edge=False, collapse_padding=True)  # fmt: skip
+    t.add_column("file", overflow="fold")
+    for c in nums:
+        t.add_column(c, justify="right", no_wrap=True)
+    t.add_column("status", overflow="fold")
+    for r, row in zip(s["files"], cells, strict=True):
+        t.add_row(wrap_path(str(r["file"]), width), *row)
+    con.print(t)
 
 
 @verb
@@ -152,6 +179,10 @@ def runs(
     """List the runs of a store (filter with --where), or export its RunTable.
 
     With --columns: the store's columns instead, with unit, level and how many runs carry each."""
+    if not store.is_file():  # RunStore's message, before the engine's imports (a typo answers at once)
+        from mixlaw.errors import InputError
+
+        raise InputError(f"expected an existing store, got no such file in {store}")
     from mixlaw import api
 
     if export is not None:
@@ -198,7 +229,7 @@ def _print_runs(frame: Any, title: str) -> None:
     from mixlaw.runs.columns import format_numbers
 
     cols = ("run_id", "phase", "n_params", "mixture", "parent_run", "status", "n_evals", "last_step")
-    heads = {"n_params": "size", "parent_run": "parent", "n_evals": "evals", "last_step": "last"}
+    heads = {"n_params": "size", "parent_run": "parent", "n_evals": "rows", "last_step": "last"}  # rows: logged steps
     wcols = [c for c in frame.columns if c.startswith("w_")]
 
     def val(v: Any) -> Any:

@@ -37,29 +37,38 @@ def status_text(s: Any) -> str:
     return s.status + (f" ({'; '.join(s.weak_reasons)})" if s.weak_reasons else "")
 
 
-def print_decision(decision: Any, domain: str | None = None) -> None:
-    """The CMR table (with both readings when a control exists), the per-ratio table and the notes."""
+#: Narrower than this (a terminal), the CMR table is printed one row per field and the per-ratio reasons below
+#: their table, so that no number is cut to ``…`` (80 columns readable).
+WIDE = 120
+
+
+def print_decision(decision: Any, domain: str | None = None, *, console: Any = None) -> None:
+    """The CMR table (with both readings when a control exists), the per-ratio table and the notes.
+
+    Piped or captured, the tables are 160 columns wide (nothing squeezed); on a terminal narrower than
+    :data:`WIDE` columns the CMR table is transposed (fields down, sizes across) and the per-ratio reasons follow
+    their table as lines, so every number is printed whole."""
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
-    if not console.is_terminal:  # piped or captured: do not squeeze the reasons into 80 columns
-        console = Console(width=160)
+    if console is None:
+        console = Console()
+        if not console.is_terminal:  # piped or captured: do not squeeze the reasons into 80 columns
+            console = Console(width=160)
+    narrow = console.width < WIDE
     s0 = decision.settings
     lam = s0["lagrange_mult"]
     for s in decision.sizes:
-        console.print(s.sentence(domain or s0["domain_eval"]))
-    t = Table(
-        title=f"Critical mixture ratio — domain share of the CPT mix (ε = {s0['epsilon']:g}, λ = {lam}, "
-        f"ratio law {s0['ratio_law']}; increments {s0['increments']})"
-    )
+        console.print(s.sentence(domain or s0["domain_eval"]), soft_wrap=True, highlight=False)  # one line: greps
+    title = (f"Critical mixture ratio — domain share of the CPT mix (ε = {s0['epsilon']:g}, λ = {lam}, "
+             f"ratio law {s0['ratio_law']}; increments {s0['increments']})")  # fmt: skip
     other = next((s.control_reading["reading"] for s in decision.sizes if s.control_reading), None)
     pct = f"{100 * s0.get('level', 0.95):g}%"
     cols = ["model size", "budget (tokens)", "CMR (max feasible share)", f"{pct} CI", "from",
-            "tolerance boundary (largest share within ε)", "model-free crossing"]
+            "tolerance boundary (largest share within ε)", "model-free crossing"]  # fmt: skip
     cols += [f"CMR {other}"] if other else []
-    for col in [*cols, "status"]:
-        t.add_column(col)
+    rows = []
     for s in decision.sizes:
         ci = f"[{s.ci[0]:.3f}, {s.ci[1]:.3f}]" if s.ci else "—"
         if s.n_bootstrap:  # unusable resamples beside every interval
@@ -75,22 +84,47 @@ def print_decision(decision: Any, domain: str | None = None) -> None:
             v, civ = cr.get("cmr"), cr.get("ci")
             cells.append("—" if v is None else f"{v:.3f}" + (f" [{civ[0]:.3f}, {civ[1]:.3f}]" if civ else "")
                          + ("" if cr.get("status") == "ok" else f" ({cr.get('status')})"))  # fmt: skip
-        t.add_row(*cells, f"[{style}]{status_text(s)}[/{style}]")
+        rows.append([*cells, f"[{style}]{status_text(s)}[/{style}]"])
+    if narrow:
+        t = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)  # fields down, sizes across
+        t.add_column(cols[0], max_width=26)
+        for r in rows:
+            t.add_column(r[0], justify="left")
+        for j, col in enumerate([*cols[1:], "status"], start=1):
+            t.add_row(col, *(r[j] for r in rows))
+    else:
+        t = Table(title=title)
+        for col in [*cols, "status"]:
+            t.add_column(col)
+        for r in rows:
+            t.add_row(*r)
     console.print(t)
-    r = Table(title="Per ratio (T0: turning point of the general loss; feasible needs T0 ≤ budget and ΔL_gen ≤ ε)")
-    for col in ("size", "ratio", "T0 (tokens)", "ΔL_gen @budget", "observed", "ΔL_dom @budget", "R² gen/dom",
-                "feasible", "reason"):  # fmt: skip
-        r.add_column(col)
+    per = "Per ratio (T0: turning point of the general loss; feasible needs T0 ≤ budget and ΔL_gen ≤ ε)"
+    if narrow:
+        pr = Table(title=per, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+    else:
+        pr = Table(title=per)
+    heads = ["size", "ratio", "T0 (tokens)", "ΔL_gen @budget", "observed", "ΔL_dom @budget", "R² gen/dom", "feasible"]
+    for col in heads:  # narrow: numbers whole, headers on two lines
+        pr.add_column(col.replace(" ", "\n") if narrow else col, no_wrap=narrow)
+    if not narrow:
+        pr.add_column("reason")
+    reasons = []
     for s in decision.sizes:
         for row in s.ratios:
             g, d = row["dloss_general_at_budget"], row["dloss_domain_at_budget"]
             o = row["observed_dloss_general_at_budget"]
             r2 = "/".join(f"{v:.3f}" if v is not None else "—" for v in (row["r2_general"], row["r2_domain"]))
-            r.add_row(fmt_size(s.n_params), f"{row['ratio']:.4g}", fmt_tokens(row["t0_tokens"]),
-                      f"{g:+.4f}" if g is not None else "—", f"{o:+.4f}" if o is not None else "—",
-                      f"{d:+.4f}" if d is not None else "—", r2,
-                      "[green]yes[/green]" if row["feasible"] else "[red]no[/red]", row["reason"])  # fmt: skip
-    console.print(r)
+            cells = [fmt_size(s.n_params), f"{row['ratio']:.4g}", fmt_tokens(row["t0_tokens"]),
+                     f"{g:+.4f}" if g is not None else "—", f"{o:+.4f}" if o is not None else "—",
+                     f"{d:+.4f}" if d is not None else "—", r2,
+                     "[green]yes[/green]" if row["feasible"] else "[red]no[/red]"]  # fmt: skip
+            pr.add_row(*cells, *([] if narrow else [row["reason"]]))
+            if narrow and row["reason"] != "feasible":
+                reasons.append(f"{fmt_size(s.n_params)} ratio {row['ratio']:.4g}: {row['reason']}")
+    console.print(pr)
+    for line in reasons:
+        console.print(line, highlight=False)
     for n in domain_notes(decision.sizes):
         console.print(f"[dim]note {n}[/dim]")
     if len(decision.sizes) > 1:

@@ -45,7 +45,9 @@ def _camel_k_lines(camel_k: dict[str, Any]) -> list[str]:
     return lines
 
 
-def print_optimum(out: dict[str, Any]) -> None:
+def print_optimum(out: dict[str, Any], *, console: Any = None) -> None:
+    """The optimum, its verdicts and the other mixtures' table (``console``: a rich console, default the
+    terminal's, 120 columns when piped)."""
     from rich.table import Table
 
     band = out.get("bootstrap", {}).get("weights", {})
@@ -65,7 +67,7 @@ def print_optimum(out: dict[str, Any]) -> None:
             lo, hi = band[d]
             row.append(f"[{lo:.4f}, {hi:.4f}]")
         tab.add_row(*row)
-    con = _console()
+    con = console if console is not None else _console()
     con.print(tab)
     choice = out.get("law_choice")
     if choice:
@@ -103,9 +105,16 @@ def print_optimum(out: dict[str, Any]) -> None:
         con.print(f"{t} extrapolates: {text}")
     con.print("active constraints: " + (", ".join(out["active_constraints"]) or "none"))
     if out.get("candidates"):
-        ct = Table(title="other mixtures under the same laws (regret = their objective minus the optimum's)")
+        title = "other mixtures under the same laws (regret = their objective minus the optimum's)"
+        if con.width < 120:  # a narrow terminal: no vertical rules, intervals wrap after their comma, nothing cut
+            from rich import box
+
+            ct = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+        else:
+            ct = Table(title=title)
         for col in ("mixture", "objective", "interval", "regret", "paired interval", "P(better)", "weights"):
-            ct.add_column(col, justify="left" if col in ("mixture", "weights") else "right")
+            ct.add_column(col, justify="left" if col in ("mixture", "weights") else "right", overflow="fold",
+                          no_wrap="interval" not in col)  # numbers and weights whole; intervals wrap at ", "
         for c in out["candidates"]:
             jl, rl = c.get("objective_interval"), c.get("regret_interval")
             ct.add_row(
@@ -115,7 +124,7 @@ def print_optimum(out: dict[str, Any]) -> None:
                 f"{c['regret']:+.4g}",
                 f"[{rl[0]:+.4g}, {rl[1]:+.4g}]" if rl else "",
                 f"{c['p_better_than_chosen']:.0%}" if "p_better_than_chosen" in c else "",
-                " ".join(f"{d}={w:.3f}" for d, w in c["weights"].items()),
+                "\n".join(f"{d}={w:.3f}" for d, w in c["weights"].items()),  # one domain a line: never cut
             )
         con.print(ct)
     if out.get("vs_size"):
@@ -150,7 +159,7 @@ def print_optimum(out: dict[str, Any]) -> None:
         con.print(
             "verdict on the chosen mixture: "
             + "; ".join(v["text"] for v in out["verdicts"])
-            + (f" (the target {far.split(' beyond')[0]} beyond the fitted sizes)" if far else "")
+            + (" (at an extrapolated mixture or size: see 'extrapolates' above)" if far else "")
         )
 
 

@@ -162,21 +162,26 @@ def _folds(
         return [(f"{size_column}>={cut:g} ({largest} largest)", sizes >= cut)]
     if scheme == "leave-largest-out":
         if size_column not in table:
-            raise InputError(f"expected a size column '{size_column}' for leave-largest-out", column=size_column)
+            raise InputError(f"expected a size column '{size_column}' for leave-largest-out, got no such column",
+                             column="size_column")  # fmt: skip
         sizes = pd.to_numeric(table[size_column], errors="coerce").to_numpy()
         largest = np.nanmax(sizes)
         return [(f"{size_column}={largest:g}", sizes == largest)]
     if scheme == "rollout":
         if order_column not in table:
-            raise InputError(f"expected an order column '{order_column}' for rollout", column=order_column)
+            raise InputError(f"expected an order column '{order_column}' for rollout, got no such column",
+                             column="order_column")  # fmt: skip
         if not 0 < quantile < 1:
             raise InputError(f"expected a rollout quantile in (0, 1), got {quantile}")
         order = pd.to_numeric(table[order_column], errors="coerce").to_numpy()
         cut = np.nanquantile(order, quantile)
         return [(f"{order_column}>{cut:g}", order > cut)]
     if scheme == "leave-group-out":
-        if not group_column or group_column not in table:
-            raise InputError(f"expected a group column '{group_column}' for leave-group-out", column=group_column)
+        if not group_column:
+            raise InputError("expected a group column for leave-group-out, got none", column="group_column")
+        if group_column not in table:
+            raise InputError(f"expected a group column '{group_column}' for leave-group-out, got no such column",
+                             column="group_column")  # fmt: skip
         values = table[group_column].to_numpy()
         return [(f"{group_column}={v}", values == v) for v in pd.unique(values)]
     raise InputError(f"expected scheme leave-largest-out, rollout or leave-group-out, got {scheme!r}")

@@ -85,9 +85,23 @@ def numeric_column(df: pd.DataFrame, col: str, source: str, what: str) -> np.nda
     values = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=np.float64)
     bad = np.flatnonzero(~np.isfinite(values))
     if bad.size:
-        raw = df[col].iloc[bad[0]]
-        raise InputError(f"expected a finite number, got {raw!r}", file=source, row=row_of(df, int(bad[0])), column=col)
+        raise InputError(f"expected a finite number, got {_cell_text(df, col, int(bad[0]))}", file=source,
+                         row=row_of(df, int(bad[0])), column=col)  # fmt: skip
     return values
+
+
+def _cell_text(df: pd.DataFrame, col: str, i: int) -> str:
+    """A bad cell in words: ``an empty cell at run 'a' step 120``, ``'abc' at run 'a' step 120`` (never a numpy
+    repr such as ``np.float64(nan)``); the run and step when the table has them."""
+    raw = df[col].iloc[i]
+    raw = raw.item() if isinstance(raw, np.generic) else raw
+    empty = raw is None or (isinstance(raw, float) and np.isnan(raw)) or (isinstance(raw, str) and not raw.strip())
+    text = "an empty cell" if empty else repr(raw)
+    if "run_id" in df.columns and "step" in df.columns:
+        step = df["step"].iloc[i]
+        step = step.item() if isinstance(step, np.generic) else step
+        text += f" at run {str(df['run_id'].iloc[i])!r} step {step:g}" if isinstance(step, int | float) else ""
+    return text
 
 
 def prepare_data(

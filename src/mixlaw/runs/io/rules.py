@@ -157,7 +157,8 @@ def closest_names(name: str, candidates: Iterable[str], n: int = 3) -> list[str]
     by_low: dict[str, str] = {}
     for c in cands:
         by_low.setdefault(c.lower(), c)
-    hits = [by_low[c] for c in difflib.get_close_matches(low, list(by_low), n=n, cutoff=0.45)]
+    # difflib's own cutoff: 0.45 offered 'loss_train' for a missing 'replay_ratio' (ratio 0.45)
+    hits = [by_low[c] for c in difflib.get_close_matches(low, list(by_low), n=n, cutoff=0.6)]
     core = re.sub(r"^loss_?", "", low)
     if core:
         for c in cands:
