@@ -16,7 +16,7 @@ and constant runs. Printed per size:
   a rise up to 3.84) and the 72k cosine MAE at each value.
 
 Read with ``docs/design/multi-power-short-schedules.md``. Run: ``PYTHONPATH=src python
-benchmarks/mpl_short_schedules.py [--sizes 25,100,400]`` (about 100 s CPU per size).
+benchmarks/mpl_short_schedules.py [--sizes 25,100,400]`` (about 50 s CPU per size).
 """
 
 from __future__ import annotations
