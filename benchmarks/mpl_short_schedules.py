@@ -5,8 +5,8 @@ The MultiPowerLaw curves (Luo et al. 2025; ``../shared/data/external/MultiPowerL
 logged step: :func:`coverage.mpl`) with :func:`mixlaw.fit.fit_law`, then evaluated on the held-out 72k-step cosine
 and constant runs. Printed per size:
 
-- the free fit: its parameters, :mod:`mixlaw.fit.identify`'s verdict (status, condition) and the mean absolute error
-  (nats) on ``cosine_72000`` and ``constant_72000``; the published parameters on the same rows;
+- the free fit: its parameters, :mod:`mixlaw.fit.uncertainty.identify`'s verdict (status, condition) and the mean
+  absolute error (nats) on ``cosine_72000`` and ``constant_72000``; the published parameters on the same rows;
 - **constrained refits** with some parameters held at the paper's values for that size (``beta, gamma``; ``C, beta,
   gamma``: the loss-drop shape, the strongest possible prior toward the documented scales) and the rest refitted —
   the Huber objective on log losses, ``δ = 1e-3``, sum, as the fitter's, started from both the free fit and the

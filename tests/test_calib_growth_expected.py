@@ -1,7 +1,8 @@
 """The size growth of the calibration is the slope's expected value given its standard error (non-negative).
 
-``mixlaw.fit.calib_growth._nonnegative_mean``: the mean of the least-squares slope's normal truncated to ``γ² ≥ 0``
-(``docs/design/growth-uncertainty.md``), checked against a Monte Carlo of that distribution and on simulated folds.
+``mixlaw.fit.evaluate.calib_growth._nonnegative_mean``: the mean of the least-squares slope's normal truncated to
+``γ² ≥ 0`` (``docs/design/growth-uncertainty.md``), checked against a Monte Carlo of that distribution and on
+simulated folds.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import math
 
 import numpy as np
 
-from mixlaw.fit.calib_growth import _nonnegative_mean
+from mixlaw.fit.evaluate.calib_growth import _nonnegative_mean
 
 
 def _slope_and_se(y: np.ndarray, D: np.ndarray) -> tuple[float, float]:
