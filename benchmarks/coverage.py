@@ -30,7 +30,8 @@ about 20 minutes on the shared 2-core machine); ``sizes`` is skipped where the f
 (the MultiPowerLaw and Data Mixing Laws cases: nothing to resample). Every fit has a hard cap of ``MAX_ITER`` =
 500 iterations (see there; the calibration's nested fits get at least
 :data:`mixlaw.fit.evaluate.calibrate.FOLD_MIN_ITER`). Calibration warnings (the extrapolation check) are printed per
-case.
+case. Every row also gives ``spread``, the range of the held-out losses over their median per validated table
+(averaged over the tables): a mean 95 % width (``width95``) near it is an interval as wide as everything held out.
 The ``mpl/<size>`` cases are also pooled into one row per scheme and method (``mpl pooled``: the headline case,
 "the MultiPowerLaw schedules", as the OLMo row pools its 11 domain fits). Prints one table, then ``seconds=``,
 ``coverage95_worst_issue_cases=`` (the four headline cases, MultiPowerLaw pooled) and last
@@ -322,6 +323,8 @@ POOL: list[dict] = []
 #: Labels of the issue's four cases (``coverage95_worst_issue_cases``): the MultiPowerLaw schedules count once,
 #: pooled over the sizes of the issue's split.
 ISSUE_CASES: set[str] = set()
+#: Validated tables so far (a running id: the ``table`` column of every case's points, for :func:`_spread`).
+TABLES = [0]
 
 
 def _pooled(scheme: str, methods: tuple[str, ...]) -> list[dict]:
@@ -387,8 +390,18 @@ def _row(
     w95 = next(x["mean_rel_width"] for x in c["levels"] if x["level"] == 0.95)
     used = "+".join(sorted(set(pts["method"].astype(str)))) if "method" in pts else method
     return {"case": case, "scheme": scheme, "method": method, "built": used, "n_held": c["n"], **lv, "width95": w95,
-            "mae": c["mae"], "mre": c["mre"], "unusable": f"{n_failed}/{n_resamples}", "weak": weak,
-            "s": seconds}  # fmt: skip
+            "spread": _spread(pts), "mae": c["mae"], "mre": c["mre"], "unusable": f"{n_failed}/{n_resamples}",
+            "weak": weak, "s": seconds}  # fmt: skip
+
+
+def _spread(pts: pd.DataFrame) -> float:
+    """The spread of the held-out losses, on the scale of ``width95``: per validated table (one fit: a domain, a
+    size, a seed), the range of its held-out observations over their median, averaged over the tables. A mean 95 %
+    width at or above it is an interval as wide as everything held out: covering, but not informative."""
+    if "table" not in pts or "observed" not in pts or not len(pts):
+        return float("nan")
+    g = pts.groupby("table")["observed"]
+    return float(((g.max() - g.min()) / g.median()).mean())
 
 
 def _case(case: str, scheme: str, methods: tuple[str, ...], bootstrap: int) -> list[dict]:
@@ -398,8 +411,9 @@ def _case(case: str, scheme: str, methods: tuple[str, ...], bootstrap: int) -> l
 
     def add(out: dict) -> None:
         nonlocal nf, nr, nw, nfit
+        TABLES[0] += 1  # each validated table's held-out losses make one spread (:func:`_spread`)
         for m in methods:
-            pts[m].append(out["points"][m])
+            pts[m].append(out["points"][m].assign(table=TABLES[0]))
         nf, nr = nf + out["n_failed"], nr + out["n_resamples"]
         nw, nfit = nw + out["n_weak"], nfit + out["n_fits"]
         notes.extend(out["warnings"])

@@ -37,8 +37,33 @@ def error_model(fe: FoldErrors, forward_only: bool = False) -> tuple[float, floa
         M = np.array([np.mean(z2[ok & (fe.split == j)]) for j in js])
         D = np.array([np.mean(dist[ok & (fe.split == j)] ** 2) for j in js])
         if np.sum(D * D) > 0:
-            g2 = max(0.0, float(np.sum((M - c2) * D) / np.sum(D * D)))
+            g2 = _nonnegative_mean(M - c2, D)
     return math.sqrt(c2), math.sqrt(g2), int(js.size)
+
+
+def _nonnegative_mean(y: np.ndarray, D: np.ndarray) -> float:
+    """The expected growth ``γ²`` given the folds, under a flat prior on ``γ² ≥ 0``: the mean of the normal of the
+    least-squares slope through the origin ``γ̂² = Σ yD / Σ D²`` (standard error ``s = sqrt(Σ r² / (k − 1) / Σ D²)``,
+    ``r`` the residuals, ``k`` the folds) truncated to ``[0, ∞)``: ``γ̂² + s · φ(a) / Φ(a)``, ``a = γ̂² / s``.
+
+    Because ``E[z² | d] = c² + γ² d²`` is linear in ``γ²``, this is the expected squared score at every distance. The
+    slope clipped at 0 was used before: where the cuts show no growth (a slope near or below 0 with a standard error
+    as large) it is 0 and the interval assumes none, however far the query lies beyond the cuts; where the slope is
+    many standard errors above 0 both are the same. With one fold (no residual degree of freedom) the clipped slope."""
+    from scipy.stats import norm
+
+    sdd = float(np.sum(D * D))
+    g = float(np.sum(y * D) / sdd)
+    k = int(y.size)
+    if k < 2:
+        return max(0.0, g)
+    s = math.sqrt(float(np.sum((y - g * D) ** 2)) / (k - 1) / sdd)
+    if not s > 0:
+        return max(0.0, g)
+    a = g / s
+    if a < -30.0:  # the ratio φ/Φ → −a: the mean tends to 0 from above
+        return s / -a
+    return max(0.0, g + s * float(np.exp(norm.logpdf(a) - norm.logcdf(a))))
 
 
 def _primary_folds(fe: FoldErrors) -> np.ndarray:
