@@ -223,3 +223,22 @@ def test_old_import_paths_still_work() -> None:
     assert all(callable(f) for f in (add_schedule_features, areas, as_schedule, cpt_areas))
     assert Schedule and Areas and CptAreas and SCHEDULE_FEATURES
     assert callable(features_for_law)
+
+
+#: What the command line may import besides itself: the facade, the renderers (report/, the last consumer) and the
+#: bottom-level helpers every layer shares.
+CLI_MAY_IMPORT = ("mixlaw.cli", "mixlaw.api", "mixlaw.report", "mixlaw.errors", "mixlaw.fmt", "mixlaw.limits",
+                  "mixlaw.safeio", "mixlaw.options", "mixlaw._provenance")  # fmt: skip
+
+
+def test_the_command_line_imports_only_the_facade() -> None:
+    """cli/ is thin over one facade: no verb reaches past ``mixlaw.api`` into runs/, decide/, design/ or fit/."""
+    graph = import_graph()
+    past = sorted(
+        f"{m} -> {d}"
+        for m, deps in graph.items()
+        if m == "mixlaw.cli" or m.startswith("mixlaw.cli.")
+        for d in deps
+        if d.startswith("mixlaw.") and not any(d == p or d.startswith(p + ".") for p in CLI_MAY_IMPORT)
+    )
+    assert past == [], "cli/ imports past the facade:\n" + "\n".join(past)

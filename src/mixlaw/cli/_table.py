@@ -25,7 +25,7 @@ from mixlaw.cli._common import DeriveOpt, MapOpt, WhereOpt
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mixlaw.runs.select import TableOptions
+    from mixlaw.api.runs import TableOptions
 
 __all__ = [
     "MapOpt",
@@ -110,8 +110,7 @@ def table_options(
 ) -> TableOptions:
     """The CLI's table options as one :class:`~mixlaw.runs.select.TableOptions`."""
     from mixlaw import limits
-    from mixlaw.runs.io import parse_column_map
-    from mixlaw.runs.select import TableOptions, parse_set, parse_steps
+    from mixlaw.api.runs import TableOptions, parse_column_map, parse_set, parse_steps
 
     if every is not None:
         limits.count(every, "--every")  # before any work: 2^63 overflowed the step arithmetic
@@ -147,7 +146,7 @@ def load(
 ) -> pd.DataFrame:
     """Read ``source`` (a table file or a RunStore) with the table options (``**table_kw(locals())``)."""
     check_source(source)
-    from mixlaw.runs.select import load_runs
+    from mixlaw.api.runs import load_runs
 
     df = load_runs(
         source, table_options(**options), needed=[c for c in needed if c], include_schedule=include_schedule

@@ -57,23 +57,23 @@ def load_table(
     many). ``base_eval`` (``general=2.31,legal=2.87``) adds the base checkpoint's losses as a ``phase = pt`` run."""
     check_table(path)
     if options is not None:  # the shared table options (mixlaw.runs.select): --map, --set, --drop, --final, ...
-        from mixlaw.runs.select import load_runs
+        from mixlaw.api.runs import load_runs
 
         frame = load_runs(path, options, include_schedule=include_schedule, allow_nan=True, needed=evals,
                           eval_names=True)  # fmt: skip
     elif path.suffix in (".db", ".sqlite", ".sqlite3"):
-        from mixlaw.runs.store import RunStore
+        from mixlaw.api.runs import RunStore
 
         with RunStore(str(path)) as store:
             frame = store.to_frame(include_schedule=include_schedule)
     else:
-        from mixlaw.runs.io import read_table
+        from mixlaw.api.runs import read_table
 
         # NaN allowed here: a multi-domain export leaves cells of other domains empty; the columns the decision
         # reads are validated by it, with their row and column.
         frame = read_table(path, allow_nan=True)
     if where:
-        from mixlaw.expr import filter_rows
+        from mixlaw.api.runs import filter_rows
 
         try:
             frame = filter_rows(frame, where)
@@ -82,7 +82,7 @@ def load_table(
         if frame.empty:
             raise InputError(f"--where {where!r} leaves no rows")
     if base_eval is not None:
-        from mixlaw.runs.select import add_base_eval
+        from mixlaw.api.runs import add_base_eval
 
         frame = add_base_eval(frame, base_eval)
     return frame
@@ -135,10 +135,8 @@ def run_cmr_job(
     """Check the options, load the runs, run the decision(s) and write ``report``; options as ``mixlaw cmr``.
 
     ``make_progress(total, quiet)`` builds the progress display (callable with a count, and ``close()``)."""
-    from mixlaw.decide.cmr import critical_mixture_ratio_by_domain
-    from mixlaw.decide.cmr.schedule import resolve_schedule_law, schedule_cmr_by_size
+    from mixlaw.api.cmr import Schedule, critical_mixture_ratio_by_domain, resolve_schedule_law, schedule_cmr_by_size
     from mixlaw.options import SolverOptions
-    from mixlaw.schedules import Schedule
 
     sched_results: list[Any] | None = None
     decision_error: str | None = None
@@ -153,7 +151,7 @@ def run_cmr_job(
         if law != "cmr" and len(set(domain_eval)) > 1:
             raise InputError(f"--law {law} takes one --domain-eval")
         if ratio_law != "auto":
-            from mixlaw.decide.cmr import resolve_ratio_law
+            from mixlaw.api.cmr import resolve_ratio_law
 
             resolve_ratio_law(ratio_law)
         if not 0 < level < 1:

@@ -56,9 +56,8 @@ def _weights(text: str | None) -> tuple[float, float] | None:
 
 
 def _plan(path: Path | None, max_memory: str = "4G") -> Any:
-    from mixlaw.decide.cpt import CptPlan, load_plan
+    from mixlaw.api.cpt import CptPlan, Schedule, load_plan
     from mixlaw.limits import MemoryLimit, parse_size
-    from mixlaw.schedules import Schedule
 
     if path is None:
         return CptPlan(pt=Schedule.parse(DEFAULT_PT), cpt=Schedule.parse(DEFAULT_CPT))
@@ -128,7 +127,7 @@ def predict(
     """Predict every fitted eval set along a PT + CPT plan."""
     check_file(fit, "fit JSON")
     from mixlaw import limits
-    from mixlaw.decide.cpt import load_fits, predict_plan
+    from mixlaw.api.cpt import load_fits, predict_plan
 
     limits.level(level)
     limits.parse_size(max_memory)
@@ -188,8 +187,8 @@ def optimize(
     """Best replay ratio, CPT peak LR or loss potential for the weighted objective w_pt·L_pt + w_cpt·L_cpt."""
     check_file(fit, "fit JSON")
     from mixlaw import limits
-    from mixlaw.decide.cpt import load_fits
-    from mixlaw.decide.cpt import optimize as run_optimize
+    from mixlaw.api.cpt import load_fits
+    from mixlaw.api.cpt import optimize as run_optimize
 
     limits.level(level)
     limits.parse_size(max_memory)
@@ -245,8 +244,14 @@ def critical(
     bootstrap interval over the fits' draws."""
     check_file(fit, "fit JSON")
     from mixlaw import limits
-    from mixlaw.decide.cpt import critical_point, critical_s1_constant, load_fits, turning_length
-    from mixlaw.decide.cpt.critical_draws import critical_point_interval, turning_length_interval
+    from mixlaw.api.cpt import (
+        critical_point,
+        critical_point_interval,
+        critical_s1_constant,
+        load_fits,
+        turning_length,
+        turning_length_interval,
+    )
 
     limits.level(level)
     if horizon is not None:
@@ -344,8 +349,7 @@ def bundle(
     import os
     import tempfile
 
-    from mixlaw.decide.cpt import load_fits
-    from mixlaw.decide.cpt.fits import CptFits
+    from mixlaw.api.cpt import CptFits, load_fits
 
     pt, cpt = load_fits(pt_fit), load_fits(cpt_fit)
     if pt.pt_set == cpt.pt_set:

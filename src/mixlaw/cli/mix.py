@@ -110,7 +110,7 @@ def compare_cmd(
 ) -> None:
     """Fit each mixture law on the rows outside the holdout and score its predictions of the held-out rows."""
     df = _load(runs, table_kw(locals()), target)
-    from mixlaw.decide.mixture.api import compare
+    from mixlaw.api.mixture import compare
     from mixlaw.options import SolverOptions
 
     out = compare(
@@ -271,7 +271,7 @@ def optimize_cmd(
         check_output_path(report, "--report")  # before the run: a directory or a missing one failed only after it
     df = _load(runs, table_kw(locals()), target or ["loss"])  # a missing file answers before the engine loads
     from mixlaw import api
-    from mixlaw.decide.mixture.api import compare, optimize
+    from mixlaw.api.mixture import compare, optimize
     from mixlaw.options import SolverOptions
     constraints = {
         "caps": _pairs(cap, "--cap"),
@@ -425,7 +425,7 @@ def nested_cmd(
     """Data Mixing Laws' nested pipeline: step law → size law → mixture law at a target (size, step)."""
     df = _load(runs, table_kw(locals()))
     from mixlaw import api
-    from mixlaw.decide.mixture.nested import nested
+    from mixlaw.api.mixture import nested
     from mixlaw.options import SolverOptions
     out = nested(
         df,

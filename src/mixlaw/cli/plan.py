@@ -76,7 +76,7 @@ def plan_cmd(
     --simulate R scores them on R paired simulations of a CAMEL law; --out writes a probe sweep spec.
     """
     from mixlaw import limits
-    from mixlaw.design.plan import parse_prior, plan, sweep_toml
+    from mixlaw.api.design import parse_prior, plan, sweep_toml
     from mixlaw.options import SolverOptions
 
     limits.count(simulate, "--simulate", lo=0, hi=MAX_SIMULATE)  # 100,000 replicates ran away
@@ -101,8 +101,8 @@ def plan_cmd(
     if (cost_runs is None) != (cost_column is None):
         raise InputError("--cost-runs and --cost-column go together: the runs table and its measured cost column")
     if cost_runs is not None and cost_column is not None:
+        from mixlaw.api.design import measured_cost
         from mixlaw.cli._table import load
-        from mixlaw.design.budget import measured_cost
 
         table = load(cost_runs, needed=[cost_column, "n_params", "tokens"], include_schedule=False)
         cost, cost_unit = measured_cost(table, cost_column, source=str(cost_runs)), cost_column
@@ -164,7 +164,7 @@ def plan_cmd(
 
 
 def _as_json(res: dict[str, Any], out: Path | None) -> dict[str, Any]:
-    from mixlaw.design.plan import plan_to_dict
+    from mixlaw.api.design import plan_to_dict
 
     return {**plan_to_dict(res), "spec": None if out is None else str(out)}
 

@@ -95,8 +95,8 @@ def ingest(
 
     Several files, directories or globs: one transaction per file, a summary table per file; a file that fails is
     reported and the others still go in."""
+    from mixlaw.api.runs import expand_sources, ingest_files
     from mixlaw.errors import InputError
-    from mixlaw.runs.ingest import expand_sources, ingest_files
 
     opts = table_options(maps=maps, set_=set_, drop=drop, where=where, derive=derive, final=final, every=every,
                          steps=steps)  # fmt: skip
@@ -190,9 +190,7 @@ def runs(
         typer.echo(f"exported {'' if n is None else f'{n} rows '}to {path}")
         return
     if columns:
-        from mixlaw.runs.columns import column_summary
-        from mixlaw.runs.schema import RUN_LEVEL_COLUMNS
-        from mixlaw.runs.store import RunStore
+        from mixlaw.api.runs import RUN_LEVEL_COLUMNS, RunStore, column_summary
 
         with RunStore(store, read_only=True) as st:
             frame = st.to_frame(where)
@@ -210,7 +208,7 @@ def runs(
 def _print_columns(recs: list[dict[str, Any]], title: str, n_runs: int) -> None:
     from rich.table import Table
 
-    from mixlaw.runs.columns import format_numbers
+    from mixlaw.api.runs import format_numbers
 
     t = Table(title=f"{len(recs)} columns of {n_runs} runs in {title}")
     for c in ("column", "unit", "level", "runs", "rows", "min", "max"):
@@ -226,7 +224,7 @@ def _print_runs(frame: Any, title: str) -> None:
     from rich import box
     from rich.table import Table
 
-    from mixlaw.runs.columns import format_numbers
+    from mixlaw.api.runs import format_numbers
 
     cols = ("run_id", "phase", "n_params", "mixture", "parent_run", "status", "n_evals", "last_step")
     heads = {"n_params": "size", "parent_run": "parent", "n_evals": "rows", "last_step": "last"}  # rows: logged steps
