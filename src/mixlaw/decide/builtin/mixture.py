@@ -92,8 +92,7 @@ def _iv(pair: Any, level: float, n: int, n_failed: int) -> Interval | None:
 
 
 def _fit_health(fits: Mapping[str, Any]) -> tuple[FitHealth, ...]:
-    return tuple(FitHealth(t, str(f.get("law", "")), str(f.get("status", "")), f.get("identifiable"),
-                           tuple(f.get("at_bounds", ()))) for t, f in fits.items())  # fmt: skip
+    return tuple(FitHealth.from_dict({"name": t, **f}) for t, f in fits.items())
 
 
 @register_decision
@@ -135,6 +134,11 @@ class MixOptimum(Decision):
             if f.status != "converged":
                 reasons.append(Reason(FIT_NOT_CONVERGED, {"law": f.law, "target": f.name, "status": f.status}))
                 status = status.worst(Status.WEAK)
+            elif not f.pinned:  # the data do not pin the fit down: said with the parameters, never a plain "ok"
+                why = f.reason()
+                if why is not None:
+                    reasons.append(why)
+                    status = status.worst(Status.WEAK)
         for target, detail in (out.get("extrapolation") or {}).items():
             if detail:
                 reasons.append(Reason(EXTRAPOLATES, {"target": target, "detail": detail}))

@@ -96,6 +96,7 @@ def camel_reduce(
 
 
 def fit_summary(res: Any, n_rows: int) -> dict[str, Any]:
+    ident = dict(res.identifiability or {})
     return {
         "law": res.law_name,
         "params": res.params,
@@ -103,6 +104,12 @@ def fit_summary(res: Any, n_rows: int) -> dict[str, Any]:
         "n_rows": n_rows,
         "status": str(res.status),
         "r2": res.metrics.get("r2"),
+        "identifiability": str(ident.get("status", "")),
+        "identifiable": None if not ident else ident.get("status") != "unidentifiable",
+        "weakest": str(ident.get("weakest", "") or ""),
+        "running_off": list(ident.get("running_off", []) or []),
+        "weak": [*ident.get("undetermined", []), *ident.get("weak", [])],
+        "at_bounds": list(res.at_bounds()),
     }
 
 
