@@ -1,11 +1,12 @@
 """The run tables behind every verb: reading files and stores, table options, row selection, ingest and listing."""
 
 from mixlaw.expr import filter_rows
+from mixlaw.runs.base_eval import add_base_eval
 from mixlaw.runs.columns import column_summary, format_numbers
 from mixlaw.runs.ingest import expand_sources, ingest_files
 from mixlaw.runs.io import parse_column_map, read_table
 from mixlaw.runs.schema import RUN_LEVEL_COLUMNS
-from mixlaw.runs.select import TableOptions, add_base_eval, load_runs, parse_set, parse_steps
+from mixlaw.runs.select import TableOptions, load_runs, parse_set, parse_steps
 from mixlaw.runs.store import RunStore
 
 __all__ = [
