@@ -228,7 +228,9 @@ def run_cmr_job(
             else:
                 page = cmr_report(single if single is not None else decisions,
                                   title=f"Critical mixture ratio — {table.name}", source=str(table))  # fmt: skip
-            report.write_text(page)
+            from mixlaw.safeio import atomic_write_text
+
+            atomic_write_text(report, page)  # temp file + rename: never half a page
     finally:
         if progress is not None:
             progress.close()
