@@ -85,6 +85,7 @@ def test_mix_optimize_report_checked_before_fitting(
 
     monkeypatch.setattr(mix_api, "optimize", boom)
     target = tmp_path if where == "dir" else tmp_path / "nope" / "r.html"
-    r = runner.invoke(app, ["mix", "optimize", str(EXAMPLES / "mixture_probe" / "runs.csv"), "--domains",
-                            "bio,code,docs,general,legal", "--target-size", "1e9", "--report", str(target)])  # fmt: skip
+    runs = str(EXAMPLES / "mixture_probe" / "runs.csv")
+    args = ["mix", "optimize", runs, "--domains", "bio,code,docs,general,legal", "--target-size", "1e9"]
+    r = runner.invoke(app, [*args, "--report", str(target)])
     assert r.exit_code == 1 and "--report" in r.output and "\n" not in r.output.strip(), r.output

@@ -29,7 +29,8 @@ def chinchilla_csv(tmp_path: Path) -> Path:
     N, D = 10 ** rng.uniform(7, 10, 400), 10 ** rng.uniform(9, 12, 400)
     loss = (1.69 + 406.4 / N**0.34 + 410.7 / D**0.28) * np.exp(rng.normal(0, 0.01, 400))
     p = tmp_path / "t.csv"
-    pd.DataFrame({"run_id": [f"r{i}" for i in range(400)], "n_params": N, "tokens": D, "loss": loss}).to_csv(p, index=False)
+    frame = pd.DataFrame({"run_id": [f"r{i}" for i in range(400)], "n_params": N, "tokens": D, "loss": loss})
+    frame.to_csv(p, index=False)
     return p
 
 
@@ -81,6 +82,7 @@ def test_mix_optimize_bootstrap_bounded_by_memory(monkeypatch: pytest.MonkeyPatc
     import mixlaw.decide.mixture.api as mix_api
 
     monkeypatch.setattr(mix_api, "optimize", _no_solve)
-    r = runner.invoke(app, ["mix", "optimize", str(EXAMPLES / "mixture_probe" / "runs.csv"), "--domains",
-                            "bio,code,docs,general,legal", "--target-size", "1e9", "--bootstrap", "1000000"])  # fmt: skip
+    runs = str(EXAMPLES / "mixture_probe" / "runs.csv")
+    args = ["mix", "optimize", runs, "--domains", "bio,code,docs,general,legal", "--target-size", "1e9"]
+    r = runner.invoke(app, [*args, "--bootstrap", "1000000"])
     assert r.exit_code == 1 and "--bootstrap 1,000,000" in r.output and "--max-memory" in r.output, r.output

@@ -5,8 +5,9 @@ The file is read with :func:`mixlaw.safeio.read_text` (bounded size, strict UTF-
 :func:`mixlaw.safeio.loads_toml` (duplicate keys are a TOML error; nesting bounded). Each value must then have
 the type of its option — an integer option takes a TOML integer (not ``true``, ``"3"`` or ``3.5``) within the
 int64 range, a number option a finite number, a flag ``true``/``false``, a text or path option a string without
-NUL characters (or a finite number, read as the command line would: ``target_size = 1e9``); a repeatable option also takes an array of those, a ``NAME=VALUE`` option a table of finite
-numbers or strings, and a comma-list option an array of strings or finite numbers. The first failure is one
+NUL characters (or a finite number, read as the command line would: ``target_size = 1e9``); a repeatable
+option also takes an array of those, a ``NAME=VALUE`` option a table of finite numbers or strings, and a
+comma-list option an array of strings or finite numbers. The first failure is one
 :class:`~mixlaw.errors.InputError` line naming the file and the field (``field 'budget': expected a finite
 number, got inf in plan.toml``); nothing of a refused file reaches the verb.
 """
