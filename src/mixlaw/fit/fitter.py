@@ -20,7 +20,7 @@ from mixlaw import limits
 from mixlaw.errors import FitError, InputError, NotFittedError
 from mixlaw.fit.diagnostics import fingerprint, metrics, predict_numpy, status_message, warn_about
 from mixlaw.fit.problem.data import FitData, make_residuals, prepare_data, project_internal
-from mixlaw.fit.problem.starts import build_starts, choose_polish, distinct, screen_chunks
+from mixlaw.fit.problem.starts import build_starts, choose_polish, distinct, screen_parts
 from mixlaw.fit.result import FitResult, FitStatus
 from mixlaw.fit.solver.batch import BatchFit, fit_batch
 from mixlaw.fit.solver.pools import threads
@@ -210,7 +210,7 @@ class Fitter:
         f_init = np.concatenate(
             [
                 objective_values(residuals, chunk, np.zeros(len(chunk), dtype=np.int64), W, loss=self.loss, delta=delta)
-                for chunk in np.array_split(U_all, screen_chunks(S, data.n))
+                for chunk in screen_parts(U_all, data.n)  # a large screen trims the heap between its chunks
             ]
         )
         if not np.isfinite(f_init).any():

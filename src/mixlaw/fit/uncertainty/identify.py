@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from mixlaw.fit.pools import trim_heap
-from mixlaw.fit.solve import TRIM_CELLS
+from mixlaw.fit.solver.pools import trim_heap
+from mixlaw.fit.solver.solve import TRIM_CELLS
 from mixlaw.laws import Law
 
 __all__ = ["RANK_TOL", "SHARE", "WEAK_CONDITION", "assess", "assess_fit", "identify_summary"]
