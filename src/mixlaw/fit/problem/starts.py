@@ -114,8 +114,8 @@ def screen_chunks(n_starts: int, n_points: int) -> int:
 
 def screen_parts(U: np.ndarray, n_points: int) -> Iterator[np.ndarray]:
     """The chunks of :func:`screen_chunks` of the start matrix ``U``; from :data:`SCREEN_TRIM_POINTS` points on,
-    the freed heap goes back to the OS after each (:func:`mixlaw.fit.solver.pools.trim_heap`): the screen of a 25,000-row
-    fit raised the peak resident set from 321 to 1,078 MB through the holes its chunks left."""
+    the freed heap goes back to the OS after each (:func:`mixlaw.fit.solver.pools.trim_heap`): the screen of a
+    25,000-row fit raised the peak resident set from 321 to 1,078 MB through the holes its chunks left."""
     from mixlaw.fit.solver.pools import trim_heap
 
     for chunk in np.array_split(U, screen_chunks(len(U), n_points)):

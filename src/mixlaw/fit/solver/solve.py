@@ -433,8 +433,8 @@ def solve(
 #: and every bootstrap chunk (:data:`mixlaw.fit.uncertainty.bootstrap.CHUNK_CELLS` × 22 trial points) stay one chunk.
 ITER_CELLS = 4_500_000
 #: Trial cells of one row (candidates × data points) from which :func:`solve` hands the freed heap back to the OS
-#: after every row chunk (:func:`mixlaw.fit.solver.pools.trim_heap`; about 23,000 points and more): without it the resident
-#: set of a 100,000-row fit reached 1,410 MB while its live tensors stayed under ~550 MB.
+#: after every row chunk (:func:`mixlaw.fit.solver.pools.trim_heap`; about 23,000 points and more): without it the
+#: resident set of a 100,000-row fit reached 1,410 MB while its live tensors stayed under ~550 MB.
 TRIM_CELLS = 500_000
 
 
