@@ -78,7 +78,7 @@ def test_export_path_checked_first(tmp_path: Path, where: str) -> None:
 def test_mix_optimize_report_checked_before_fitting(
     tmp_path: Path, where: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import mixlaw.decide.mixture.api as mix_api
+    import mixlaw.api.mixture as mix_api
 
     def boom(*_a: object, **_k: object) -> None:
         raise AssertionError("fitted before the --report path was checked")

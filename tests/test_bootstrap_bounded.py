@@ -63,7 +63,7 @@ def test_fit_bootstrap_refused_before_the_point_fit(chinchilla_csv: Path, monkey
 
 
 def test_fit_max_memory_is_validated_before_work(chinchilla_csv: Path) -> None:
-    r = runner.invoke(app, ["fit", str(chinchilla_csv), "--max-memory", "lots"])
+    r = runner.invoke(app, ["fit", str(chinchilla_csv), "--law", "chinchilla", "--max-memory", "lots"])
     assert r.exit_code == 1 and "--max-memory as a size" in r.output
 
 
@@ -79,7 +79,7 @@ def test_cmr_bootstrap_bounded_by_memory_before_fitting(monkeypatch: pytest.Monk
 
 
 def test_mix_optimize_bootstrap_bounded_by_memory(monkeypatch: pytest.MonkeyPatch) -> None:
-    import mixlaw.decide.mixture.api as mix_api
+    import mixlaw.api.mixture as mix_api
 
     monkeypatch.setattr(mix_api, "optimize", _no_solve)
     runs = str(EXAMPLES / "mixture_probe" / "runs.csv")
