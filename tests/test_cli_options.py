@@ -26,7 +26,7 @@ EXPECTED: dict[str, set[str]] = {
     "laws": {"--law-file", "--json", "--long"},
     "fit": COMMON_FIT
     | {"TABLE", "--n-starts", "--n-polish", "--strategy", "--bootstrap", "--random-state", "--loss", "--delta"}
-    | {"--drop-highest", "--out", "--report", "--validate", "--json", "--max-iter", "--resample"}
+    | {"--drop-highest", "--out", "--report", "--validate", "--json", "--max-iter", "--resample", "--max-memory"}
     | CANON
     | TABLE,
     "predict": {"FIT_JSON", "--at", "--table", "--where", "--map", "--derive", "--law-file", "--json"}
@@ -46,7 +46,7 @@ EXPECTED: dict[str, set[str]] = {
     | {"--law", "--ratio-law", "--pin-zero", "--c-method", "--lambda", "--bootstrap", "--seed", "--json"}
     | {"--schedule", "--tokens-per-step", "--budget-steps", "--budget-tokens", "--query-ratio", "--report"}
     | {"--paper-decision", "--relative-to-control", "--validate", "--level", "--max-iter"}
-    | {"--meta", "--base-eval", "--config"}
+    | {"--meta", "--base-eval", "--config", "--max-memory"}
     | TABLE,
     "cpt predict": {"FIT", "--plan", "--weights", "--level", "--json", "--max-memory", "--report"},
     "cpt optimize": {"FIT", "--plan", "--weights", "--over", "--grid", "--level", "--json", "--max-memory", "--report"},
@@ -63,7 +63,7 @@ EXPECTED: dict[str, set[str]] = {
     | {"--law-option", "--objective", "--report", "--holdout", "--evaluate"}
     | {"--cap", "--floor", "--fix", "--max-epochs", "--unique-tokens", "--target-tokens", "--prior", "--kl-max"}
     | {"--kl-weight", "--bootstrap", "--sizes", "--where", "--map", "--random-state", "--json"}
-    | {"--level", "--max-iter", "--seed", "--config"}
+    | {"--level", "--max-iter", "--seed", "--config", "--max-memory"}
     | TABLE,
     "mix nested": {"RUNS", "--domains", "--target-size", "--target-step", "--target", "--max-fit-step"}
     | {"--step-column", "--size-column", "--law", "--law-option", "--where", "--map", "--random-state", "--json"}

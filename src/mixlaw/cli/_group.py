@@ -122,18 +122,9 @@ def _load_config(ctx: Any, param: Any, value: str | None) -> None:
     """Read ``--config`` into the context's ``default_map`` (each key checked against the verb's options)."""
     if value is None:
         return
-    import difflib
-    import tomllib
+    from mixlaw.cli.config_schema import read_config
+    from mixlaw.errors import InputError
 
-    click = typer  # BadParameter
-
-    try:
-        with open(value, "rb") as fh:
-            data = tomllib.load(fh)
-    except OSError as exc:
-        raise click.BadParameter(f"cannot read {value}: {exc.strerror}", param=param) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise click.BadParameter(f"expected TOML in {value}, got {exc}", param=param) from None
     names: dict[str, Any] = {}
     for q in ctx.command.params:
         if q.name in (None, "config"):
@@ -141,21 +132,10 @@ def _load_config(ctx: Any, param: Any, value: str | None) -> None:
         names[q.name] = q
         for o in getattr(q, "opts", ()):
             names.setdefault(o.lstrip("-").replace("-", "_"), q)
-    defaults: dict[str, Any] = {}
-    for key, v in data.items():
-        k = str(key).replace("-", "_")
-        p: Any = names.get(k)
-        if p is None:
-            close = difflib.get_close_matches(k, sorted(names), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise click.BadParameter(f"unknown key {key!r} in {value}{hint}", param=param)
-        if isinstance(v, dict):
-            v = [f"{a}={b}" for a, b in v.items()]
-        if getattr(p, "multiple", False) and not isinstance(v, list):
-            v = [v]
-        elif not getattr(p, "multiple", False) and isinstance(v, list) and getattr(p, "nargs", 1) == 1:
-            v = ",".join(str(x) for x in v)  # a comma list (--domains a,b,c)
-        defaults[p.name] = v
+    try:  # the file's schema: known keys, the option's type, finite numbers, no duplicates (one line)
+        defaults = read_config(value, names)
+    except InputError as exc:
+        raise typer.BadParameter(str(exc), param=param) from None
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
 
 

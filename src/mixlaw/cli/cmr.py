@@ -27,7 +27,7 @@ from typing import Annotated, Any
 
 import typer
 
-from mixlaw.cli._common import DecisionMaxIterOpt, LevelOpt, verb
+from mixlaw.cli._common import DecisionMaxIterOpt, LevelOpt, MaxMemoryOpt, verb
 from mixlaw.cli._table import (
     AllowMissingOpt,
     DeriveOpt,
@@ -112,6 +112,7 @@ def cmr_command(
     c_method: Annotated[str, typer.Option("--c-method", help="exp law floor: fit | corr_grid")] = "fit",
     pin_zero: Annotated[bool, typer.Option("--pin-zero", help="Force ΔL(0) = 0 in the increment laws")] = False,
     bootstrap: Annotated[int, typer.Option("--bootstrap", help="Residual-bootstrap resamples (0: none)")] = 0,
+    max_memory: MaxMemoryOpt = "4G",
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed")] = 0,
     report: Annotated[Path | None, typer.Option("--report", help="Write a self-contained HTML report")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
@@ -187,6 +188,7 @@ def cmr_command(
 
     limits.level(level)
     limits.count(bootstrap, "--bootstrap", lo=0, hi=limits.MAX_BOOTSTRAP)  # 1e8 was an OOM kill at 17.8 GB
+    options["max_memory"] = limits.MemoryLimit(limits.parse_size(max_memory))  # the bootstrap's bound
     if report is not None:
         check_output_path(report, "--report")
 

@@ -12,11 +12,16 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from mixlaw.errors import InputError, MixlawError
+from mixlaw.limits import MemoryLimit
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["CmrJob", "check_table", "emit_job", "load_table", "parse_lambda", "run_cmr_job"]
+
+#: Parameters per resample refit of the CMR bootstrap's memory estimate (:func:`mixlaw.limits.bootstrap`): the
+#: general and domain loss laws of one size (the joint CPT fit has at most 8).
+CMR_PARAMETERS = 8
 
 
 @dataclass
@@ -131,8 +136,10 @@ def run_cmr_job(
     level: float = 0.95,
     table_options: Any = None,
     base_eval: str | None = None,
+    max_memory: MemoryLimit | None = None,
 ) -> CmrJob:
-    """Check the options, load the runs, run the decision(s) and write ``report``; options as ``mixlaw cmr``.
+    """Check the options, load the runs, run the decision(s) and write ``report``; options as ``mixlaw cmr``
+    (``max_memory``: a :class:`mixlaw.limits.MemoryLimit` bounding the bootstrap before any fitting).
 
     ``make_progress(total, quiet)`` builds the progress display (callable with a count, and ``close()``)."""
     from mixlaw.api.cmr import Schedule, critical_mixture_ratio_by_domain, resolve_schedule_law, schedule_cmr_by_size
@@ -165,6 +172,10 @@ def run_cmr_job(
                            evals=(general_eval, *domain_eval), base_eval=base_eval)  # fmt: skip
         for note in (*frame.attrs.get("notes", ()), *filter(None, [frame.attrs.get("schedule_note")])):
             typer.echo(f"cmr: {note}", err=True)
+        from mixlaw import limits
+
+        # Every size's resamples refit the general and domain trajectories: bounded before any fitting.
+        limits.bootstrap(bootstrap, len(frame) * (1 + len(set(domain_eval))), CMR_PARAMETERS, max_memory)
         dec_budget = budget_tokens
         if sched is not None:
             sched_results = schedule_cmr_by_size(
@@ -217,7 +228,9 @@ def run_cmr_job(
             else:
                 page = cmr_report(single if single is not None else decisions,
                                   title=f"Critical mixture ratio — {table.name}", source=str(table))  # fmt: skip
-            report.write_text(page)
+            from mixlaw.safeio import atomic_write_text
+
+            atomic_write_text(report, page)  # temp file + rename: never half a page
     finally:
         if progress is not None:
             progress.close()

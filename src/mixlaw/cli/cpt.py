@@ -68,19 +68,23 @@ def _write_report(path: Path, title: str, lines: list[str], fits: Any, plan: Any
                   weights: tuple[float, float] | None, over: tuple[str, ...] = ()) -> None:  # fmt: skip
     """``--report``: the verb's answer first (the same lines it printed), then the CPT analysis of the plan (fitted
     parameters with intervals, trajectories, critical point, turning length), written atomically."""
-    import os
-    import tempfile
-
     from mixlaw.report.cpt_plots import cpt_report_section
     from mixlaw.report.html import Section, esc, render_report
 
     answer = Section("Answer", "<ul>" + "".join(f"<li>{esc(x)}</li>" for x in lines) + "</ul>")
     html = render_report(title, [answer, cpt_report_section(fits, plan, weights=weights, over=list(over))])
-    fd, tmp = tempfile.mkstemp(dir=path.resolve().parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(html)
-    os.replace(tmp, path)
+    from mixlaw.safeio import atomic_write_text
+
+    atomic_write_text(path, html)  # temp file, fsync, rename: a failure leaves the previous page whole
     typer.echo(f"report written to {path}")
+
+
+def _check_report(report: Path | None) -> None:
+    """``--report`` checked before any work (a directory or a missing parent is one line, not a late failure)."""
+    if report is not None:
+        from mixlaw.safeio import check_output_path
+
+        check_output_path(report, "--report")
 
 
 def _identifiability_notes(fits: Any) -> list[str]:
@@ -131,6 +135,7 @@ def predict(
 
     limits.level(level)
     limits.parse_size(max_memory)
+    _check_report(report)
     fits = load_fits(fit)
     p = _plan(plan, max_memory)
     with warnings.catch_warnings(record=True) as caught:
@@ -192,6 +197,7 @@ def optimize(
 
     limits.level(level)
     limits.parse_size(max_memory)
+    _check_report(report)
     if over not in ("replay", "peak_lr", "loss_potential"):
         raise MixlawError(f"--over must be replay, peak_lr or loss_potential, got '{over}'")
     g = None
@@ -257,6 +263,7 @@ def critical(
     if horizon is not None:
         limits.count(horizon, "--horizon")
     limits.parse_size(max_memory)
+    _check_report(report)
 
     def with_iv(d: dict[str, Any], iv: Any) -> dict[str, Any]:
         return {**d, "interval": None if iv is None else iv.to_dict()}
@@ -346,21 +353,19 @@ def bundle(
 ) -> None:
     """Write the D_pt + D_cpt bundle that ``optimize`` and ``critical`` read, from two single fits (``mixlaw fit
     RUNS --law cpt --target loss_general --out pt.json`` and the same for the domain's loss)."""
-    import os
-    import tempfile
-
     from mixlaw.api.cpt import CptFits, load_fits
+    from mixlaw.safeio import check_output_path
+
+    check_output_path(out, "--out")  # before the fits are read
 
     pt, cpt = load_fits(pt_fit), load_fits(cpt_fit)
     if pt.pt_set == cpt.pt_set:
         raise MixlawError(f"both fits are of the same eval set '{pt.pt_set}': give the D_pt and the D_cpt fit")
     both = CptFits(fits={pt.pt_set: pt.fits[pt.pt_set], cpt.pt_set: cpt.fits[cpt.pt_set]}, pt_set=pt.pt_set,
                    cpt_set=cpt.pt_set)  # fmt: skip
-    text = json.dumps(both.to_dict(), indent=1)
-    fd, tmp = tempfile.mkstemp(dir=out.resolve().parent, prefix=f".{out.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:  # atomic: a reader never sees half a bundle
-        fh.write(text)
-    os.replace(tmp, out)
+    from mixlaw.safeio import atomic_write_text
+
+    atomic_write_text(out, json.dumps(both.to_dict(), indent=1))  # atomic: a reader never sees half a bundle
     if as_json:
         typer.echo(json.dumps({"out": str(out), "pt_set": pt.pt_set, "cpt_set": cpt.pt_set}))
     else:

@@ -60,8 +60,10 @@ def decide_cmd(
 
     intervals = IntervalOptions(level=level, resamples=bootstrap, seed=seed)  # validated before any work
     solver = SolverOptions(max_iter=max_iter)
-    if report is not None and not report.parent.is_dir():
-        raise typer.BadParameter(f"no such directory for --report: {report.parent}")
+    if report is not None:
+        from mixlaw.safeio import check_output_path
+
+        check_output_path(report, "--report")  # a directory or a missing parent: one line before any work
     api.load_decision_files(decision_file)
     opts = api.parse_assignments(option, "--option key=value")
     frame = None

@@ -15,6 +15,7 @@ from mixlaw.cli._common import (
     LawOpt,
     LawOptionOpt,
     LevelOpt,
+    MaxMemoryOpt,
     StoreOpt,
     TableArg,
     check_file,
@@ -148,6 +149,7 @@ def fit_cmd(
         str, typer.Option("--strategy", help="screen (grid + polish) or full (optimise all).")
     ] = "screen",
     bootstrap: Annotated[int, typer.Option("--bootstrap", help="Bootstrap resamples (0 = none).")] = 0,
+    max_memory: MaxMemoryOpt = "4G",
     resample: ResampleOpt = "auto",
     max_iter: MaxIterOpt = None,
     random_state: Annotated[int | None, typer.Option("--random-state", help="Seed.")] = None,
@@ -173,6 +175,10 @@ def fit_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Fit a registered law robustly (Huber on log residuals, batched multi-start) with optional bootstrap."""
+    from mixlaw import limits
+
+    limits.count(bootstrap, "--bootstrap", lo=0, hi=limits.MAX_BOOTSTRAP)
+    memory_limit = limits.MemoryLimit(limits.parse_size(max_memory))  # before any work
     check_law_name(law, law_file)  # a typo is a one-line error before the engine loads
     from mixlaw.errors import InputError
     from mixlaw.safeio import atomic_write_text, check_output_path
@@ -188,6 +194,7 @@ def fit_cmd(
     api.load_law_files(law_file)
     settings: dict[str, Any] = dict(n_random_starts=n_starts, n_polish=n_polish, strategy=strategy, bootstrap=bootstrap)
     settings.update(bootstrap_scheme=resample, max_iter=max_iter)
+    settings["memory_limit"] = memory_limit  # the bootstrap's bound, checked before the point fit
     with progress_bar(not as_json and sys.stderr.isatty()) as progress:
         res = api.fit(
             df,

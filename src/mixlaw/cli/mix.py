@@ -10,7 +10,16 @@ from typing import Annotated, Any
 
 import typer
 
-from mixlaw.cli._common import DecisionMaxIterOpt, JsonOpt, LawOptionOpt, LevelOpt, console, emit_json, verb
+from mixlaw.cli._common import (
+    DecisionMaxIterOpt,
+    JsonOpt,
+    LawOptionOpt,
+    LevelOpt,
+    MaxMemoryOpt,
+    console,
+    emit_json,
+    verb,
+)
 from mixlaw.cli._table import (
     AllowMissingOpt,
     DeriveOpt,
@@ -262,9 +271,14 @@ def optimize_cmd(
     random_state: SeedOpt = 0,
     level: LevelOpt = 0.95,
     max_iter: DecisionMaxIterOpt = None,
+    max_memory: MaxMemoryOpt = "4G",
     as_json: JsonOpt = False,
 ) -> None:
     """Fit a mixture law and find the mixture best for the goal (lowest weighted loss or highest weighted accuracy)."""
+    from mixlaw import limits
+
+    limits.count(bootstrap, "--bootstrap", lo=0, hi=limits.MAX_BOOTSTRAP)
+    memory_limit = limits.MemoryLimit(limits.parse_size(max_memory))
     if report is not None:
         from mixlaw.safeio import check_output_path
 
@@ -273,6 +287,8 @@ def optimize_cmd(
     from mixlaw import api
     from mixlaw.api.mixture import compare, optimize
     from mixlaw.options import SolverOptions
+    k = sum(str(c).startswith("w_") for c in df.columns)  # the mixture law's size: about (k + 2) per target
+    limits.bootstrap(bootstrap, len(df) * len(target or ["loss"]), (k + 2) * (k + 1), memory_limit)  # before fits
     constraints = {
         "caps": _pairs(cap, "--cap"),
         "floors": _pairs(floor, "--floor"),

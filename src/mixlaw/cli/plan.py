@@ -140,7 +140,10 @@ def plan_cmd(
             f"{res['budget'].describe()}",
             "run it: mixlaw probe run THIS.toml --store plan.db --workers 2",
         ]
-        out.write_text(
+        from mixlaw.safeio import atomic_write_text
+
+        atomic_write_text(
+            out,
             sweep_toml(
                 alloc,
                 name=name,

@@ -186,6 +186,9 @@ def runs(
     from mixlaw import api
 
     if export is not None:
+        from mixlaw.safeio import check_output_path
+
+        check_output_path(export, "--export")  # a directory or a missing parent: one line, the store untouched
         path, n = api.export_runs(store, export, where)
         typer.echo(f"exported {'' if n is None else f'{n} rows '}to {path}")
         return

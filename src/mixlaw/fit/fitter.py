@@ -16,10 +16,11 @@ import numpy as np
 import pandas as pd
 import torch
 
+from mixlaw import limits
 from mixlaw.errors import FitError, InputError, NotFittedError
 from mixlaw.fit.diagnostics import fingerprint, metrics, predict_numpy, status_message, warn_about
 from mixlaw.fit.problem.data import FitData, make_residuals, prepare_data, project_internal
-from mixlaw.fit.problem.starts import build_starts, choose_polish, distinct, screen_chunks
+from mixlaw.fit.problem.starts import build_starts, choose_polish, distinct, screen_parts
 from mixlaw.fit.result import FitResult, FitStatus
 from mixlaw.fit.solver.batch import BatchFit, fit_batch
 from mixlaw.fit.solver.pools import threads
@@ -30,6 +31,7 @@ from mixlaw.fit.uncertainty.bootstrap import SCHEME_CHOICES, Scheme, bootstrap_l
 from mixlaw.fit.uncertainty.identify import assess_fit
 from mixlaw.fit.uncertainty.intervals import residual_sd
 from mixlaw.laws import Law, get_law
+from mixlaw.limits import MemoryLimit
 
 Strategy = Literal["screen", "full"]
 Progress = Callable[[str, int, int], None]
@@ -95,6 +97,10 @@ class Fitter:
         grouped K-fold and forward-chaining refits along the size axis, one batched solve). ``False`` (default):
         not fitted (internal fits of decisions do not pay for it); ``None``: whenever ``bootstrap > 0`` (what
         :func:`mixlaw.api.fit`, and so ``mixlaw fit``, asks for).
+    memory_limit
+        The memory the bootstrap may plan to use (:class:`mixlaw.limits.MemoryLimit`, default 4 GiB): a larger
+        request (:func:`mixlaw.limits.bootstrap_bytes`: resamples × rows × parameters) stops before the point fit
+        with one line naming ``--max-memory``.
     random_state
         Seed of the random starts and of the resampling. The same seed gives an identical result.
 
@@ -126,6 +132,7 @@ class Fitter:
         n_threads: int | None = 1,
         progress: Progress | None = None,
         calibrate: bool | None = False,
+        memory_limit: MemoryLimit | None = None,
     ) -> None:
         self.law = law
         self.loss = loss
@@ -148,6 +155,7 @@ class Fitter:
         self.n_threads = n_threads
         self.progress = progress
         self.calibrate = calibrate
+        self.memory_limit = memory_limit
 
     # ------------------------------------------------------------------ public
     def fit(
@@ -182,6 +190,7 @@ class Fitter:
         law = get_law(self.law)
         self._check_settings()
         data = FitData(law, table, target=target, input_map=input_map, group_column=self.group_column, source=source)
+        limits.bootstrap(int(self.bootstrap), data.n, law.n_internal, self.memory_limit)  # before the point fit
         delta = float(self.delta if self.delta is not None else law.default_delta)
         rng = np.random.default_rng(self.random_state)
         residuals = make_residuals(law, data.x, data.y_t)
@@ -201,7 +210,7 @@ class Fitter:
         f_init = np.concatenate(
             [
                 objective_values(residuals, chunk, np.zeros(len(chunk), dtype=np.int64), W, loss=self.loss, delta=delta)
-                for chunk in np.array_split(U_all, screen_chunks(S, data.n))
+                for chunk in screen_parts(U_all, data.n)  # a large screen trims the heap between its chunks
             ]
         )
         if not np.isfinite(f_init).any():

@@ -97,17 +97,8 @@ def decision_section(result: DecisionResult) -> Section:
 
 def decision_report(result: DecisionResult, path: str | Path) -> Path:
     """Write a self-contained HTML page of ``result`` (atomically: a temporary file renamed into place)."""
-    import os
-    import tempfile
+    from mixlaw.safeio import atomic_write_text
 
     p = Path(path)
-    page = render_report(f"mixlaw — {result.decision}", [decision_section(result)])
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent if str(p.parent) else ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(page)
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(p, render_report(f"mixlaw — {result.decision}", [decision_section(result)]))
     return p

@@ -399,9 +399,8 @@ def write_fit_report(
 ) -> Path:
     """Write :func:`fit_report_html` to ``path``; returns the path. ``table`` holds the fitted rows (with the
     law's inputs, through the fit's ``input_map``, and the target)."""
+    from mixlaw.safeio import atomic_write_text
+
     p = Path(path)
-    try:
-        p.write_text(fit_report_html(result, table, validation), encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"expected a writable report path, got {exc.strerror} for --report {p}") from None
+    atomic_write_text(p, fit_report_html(result, table, validation))  # a reader never sees half a page
     return p

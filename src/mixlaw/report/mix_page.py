@@ -173,6 +173,8 @@ def write_mix_report(
     path: str | Path, out: Mapping[str, Any], held: Mapping[str, Any] | None = None, *, source: str | None = None
 ) -> Path:
     """Write :func:`mix_report` to ``path`` and return it."""
+    from mixlaw.safeio import atomic_write_text
+
     p = Path(path)
-    p.write_text(mix_report(out, held, source=source), encoding="utf-8")
+    atomic_write_text(p, mix_report(out, held, source=source))  # temp file + rename: never half a page
     return p

@@ -15,11 +15,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from mixlaw.errors import InputError
+from mixlaw.errors import InputError, source_lines
 from mixlaw.runs.meta import MetaTable, base_runs, check_coverage, complete_tokens, join_meta, read_meta
 from mixlaw.runs.select import TableOptions, select_rows
+from mixlaw.runs.validate import validate_table
 
 __all__ = ["expand_sources", "read_meta", "MetaTable", "ingest_files", "run_id_from_pattern", "LOG_SUFFIXES"]
 
@@ -181,6 +183,8 @@ def ingest_files(
             table = complete_tokens(table)
             if opts.selects or opts.derive:
                 table = select_rows(table, opts, source=label)
+            if opts.derive:  # derived values are checked like read ones (a negative loss is refused, not stored)
+                table = _check_derived(table, opts, label, allow_nan=allow_nan, allow_missing=allow_missing)
         except InputError as exc:
             if not keep_going:
                 raise
@@ -244,3 +248,29 @@ def ingest_files(
         "new_runs": sum(r["new_runs"] for r in results),
         "failed": len(failed),
     }
+
+
+def _check_derived(
+    table: pd.DataFrame, opts: TableOptions, label: str, *, allow_nan: bool, allow_missing: bool
+) -> pd.DataFrame:
+    """The table after ``--derive``, validated like a table read from the file: a derived loss ≤ 0, negative tokens
+    or a non-finite value is one error naming the file, the row, the column and the run, and nothing is stored. A
+    derived cell may be missing only where the log itself is sparse (a derived value of a missing cell)."""
+    read_cols = [c for c in table.columns if c not in opts.derive]
+    sparse = bool(allow_missing) or bool(table[read_cols].isna().to_numpy().any())
+    lines = source_lines(table)
+    rows = np.asarray(lines) if lines is not None else np.arange(1, len(table) + 1)
+    attrs = dict(table.attrs)
+    table.attrs.clear()
+    try:
+        out = validate_table(table, label, allow_nan=allow_nan, allow_missing=sparse, rows=rows)
+    except InputError as exc:
+        at = np.flatnonzero(rows == exc.row) if exc.row is not None else np.zeros(0, dtype=np.int64)
+        run = f" of run {table['run_id'].iloc[int(at[0])]!r}" if at.size and "run_id" in table.columns else ""
+        col = exc.column if exc.column is not None else ", ".join(opts.derive)
+        msg = str(exc).split(" in ", 1)[0] if exc.file or exc.row is not None or exc.column else str(exc)
+        raise InputError(f"{msg} after --derive {col}{run}", file=label, row=exc.row, column=exc.column) from None
+    finally:
+        table.attrs.update(attrs)
+    out.attrs.update(attrs)
+    return out

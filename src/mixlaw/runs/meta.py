@@ -107,6 +107,7 @@ def read_meta(path: str | Path) -> MetaTable:
     file) or ``file`` (a glob over file names or paths, e.g. ``190M-*``); numbers are parsed, empty cells give
     nothing. A ``schedule`` cell may hold a spec (``cosine:peak=1e-4,steps=2000``) or a JSON object."""
     from mixlaw.runs.io.text import _ROW, _read_csv
+    from mixlaw.runs.meta_schema import check_row
 
     p = Path(path)
     if not p.is_file():
@@ -127,6 +128,7 @@ def read_meta(path: str | Path) -> MetaTable:
         if not k:
             raise InputError(f"expected a {key} value, got an empty cell in {p.name}:{line}:{key}")
         vals = {c: _number(str(rec[c]).strip()) for c in cols if c != key and str(rec[c]).strip()}
+        vals = check_row(vals, p.name, line)  # the schema of meta cells (mixlaw.runs.meta_schema)
         if "schedule" in vals:
             vals["schedule"] = _schedule_cell(vals["schedule"], f"{p.name}:{line}:schedule")
         rows.append(MetaRow(k, line, vals))

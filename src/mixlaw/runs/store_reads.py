@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -180,23 +181,25 @@ class StoreReads:
         if include_schedule and "schedule" in frame.columns and frame["schedule"].isna().all():
             frame = frame.drop(columns="schedule")
         suffix = p.suffix.lower()
-        try:
-            if suffix == ".csv":
-                frame.to_csv(p, index=False)
-            elif suffix in (".jsonl", ".ndjson"):
-                frame.to_json(p, orient="records", lines=True)
-            elif suffix in (".parquet", ".pq"):
-                try:
-                    import pyarrow  # noqa: F401
-                except ImportError:
-                    raise InputError(
-                        f"expected pyarrow for Parquet (pip install mixlaw[parquet]), got it missing in {p}"
-                    ) from None
-                frame.to_parquet(p, index=False)
-            else:
-                raise InputError(f"expected an export path ending in .csv, .jsonl or .parquet, got '{p.suffix}' in {p}")
-        except OSError as exc:
-            raise InputError(f"expected a writable export path, got '{exc.strerror or exc}' in {p}") from None
+        if suffix == ".csv":
+            data = frame.to_csv(index=False).encode("utf-8")
+        elif suffix in (".jsonl", ".ndjson"):
+            data = (frame.to_json(orient="records", lines=True) or "").encode("utf-8")
+        elif suffix in (".parquet", ".pq"):
+            try:
+                import pyarrow  # noqa: F401
+            except ImportError:
+                raise InputError(
+                    f"expected pyarrow for Parquet (pip install mixlaw[parquet]), got it missing in {p}"
+                ) from None
+            buf = io.BytesIO()
+            frame.to_parquet(buf, index=False)
+            data = buf.getvalue()
+        else:
+            raise InputError(f"expected an export path ending in .csv, .jsonl or .parquet, got '{p.suffix}' in {p}")
+        from mixlaw.safeio import atomic_write_bytes
+
+        atomic_write_bytes(p, data)  # temp file + rename: a failed export leaves the previous file whole
         return p
 
 

@@ -151,6 +151,8 @@ def _string_column(s: pd.Series, name: str, source: str, rows: np.ndarray, *, re
         res = stripped.to_numpy(dtype=object, copy=True)
         res[empty] = None
         _check_cells_text(res, name, source, rows)
+        if name == "run_id" and bool((obj != res)[~empty].any()):  # an id written with surrounding spaces
+            _check_distinct_ids(obj, res, source, rows)
         return pd.Series(res, index=s.index, name=name, dtype=object)
     out: list[str | None] = []
     for i, v in enumerate(obj):
@@ -171,7 +173,34 @@ def _string_column(s: pd.Series, name: str, source: str, rows: np.ndarray, *, re
         else:
             raise _fail("a string", _fmt(v), source, int(rows[i]), name)
     _check_cells_text(np.asarray(out, dtype=object), name, source, rows)
+    if name == "run_id":
+        _check_distinct_ids(obj, np.asarray(out, dtype=object), source, rows)
     return pd.Series(out, index=s.index, name=name, dtype=object)
+
+
+def _check_distinct_ids(raw: np.ndarray, ids: np.ndarray, source: str, rows: np.ndarray) -> None:
+    """Refuse run ids that become one id only by normalisation: ``"a"`` and ``"a "`` (surrounding spaces), ``1`` and
+    ``"1"`` (type). They are never merged silently: the error names both spellings and the row of the second."""
+    seen: dict[str, tuple[str, Any, int]] = {}
+    for i, (v, rid) in enumerate(zip(raw, ids, strict=True)):
+        if rid is None:
+            continue
+        key = (type(v).__name__ if not isinstance(v, np.generic) else type(v.item()).__name__, v)
+        first = seen.get(rid)
+        if first is None:
+            seen[rid] = (key[0], v, i)
+            continue
+        if first[0] == key[0] and (first[1] == v if key[0] != "float" else True):
+            continue
+        why = "by surrounding spaces" if first[0] == key[0] == "str" else "by type"
+        raise _fail(
+            f"run ids that differ as written to stay distinct ({first[1]!r} at row {int(rows[first[2]])} and {v!r} "
+            f"differ only {why}; write them identically, or rename one)",
+            f"both read as run {rid!r}",
+            source,
+            int(rows[i]),
+            "run_id",
+        )
 
 
 def _check_cells_text(cells: np.ndarray, name: str, source: str, rows: np.ndarray) -> None:

@@ -203,7 +203,9 @@ class CptFits:
 
     def save(self, path: str | Path) -> None:
         """Write the bundle as JSON (the ``FIT.json`` the ``mixlaw cpt`` verbs read)."""
-        Path(path).write_text(json.dumps(self.to_dict(), allow_nan=True))
+        from mixlaw.safeio import atomic_write_text
+
+        atomic_write_text(path, json.dumps(self.to_dict(), allow_nan=True))  # a full disk keeps the old bundle
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -7,7 +7,7 @@ product of 10^5 points, and never the law's ``example_params``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,11 +18,24 @@ from mixlaw.fit.problem.data import FitData
 from mixlaw.fit.solver.refits import internal_starts
 from mixlaw.laws import Law
 
-__all__ = ["SCREEN_CELLS", "StartSet", "build_starts", "choose_polish", "distinct", "screen_chunks", "user_starts"]
+__all__ = [
+    "SCREEN_CELLS",
+    "StartSet",
+    "build_starts",
+    "choose_polish",
+    "distinct",
+    "screen_chunks",
+    "screen_parts",
+    "user_starts",
+]
 
 SCREEN_CELLS = 2_000_000
 """Starts × data points of one chunk of the start screen (16 MB per float64 tensor): the screen's memory is linear
 in the points, whatever the number of starts."""
+
+
+SCREEN_TRIM_POINTS = 20_000
+"""Data points from which the start screen hands its freed heap back to the OS between chunks."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +110,18 @@ def screen_chunks(n_starts: int, n_points: int) -> int:
     fewer where ``starts × points`` would exceed :data:`SCREEN_CELLS` (one start per chunk at the least)."""
     by_cells = -(-n_starts * max(1, n_points) // SCREEN_CELLS)
     return max(1, min(n_starts, max(n_starts // 512, by_cells)))
+
+
+def screen_parts(U: np.ndarray, n_points: int) -> Iterator[np.ndarray]:
+    """The chunks of :func:`screen_chunks` of the start matrix ``U``; from :data:`SCREEN_TRIM_POINTS` points on,
+    the freed heap goes back to the OS after each (:func:`mixlaw.fit.solver.pools.trim_heap`): the screen of a
+    25,000-row fit raised the peak resident set from 321 to 1,078 MB through the holes its chunks left."""
+    from mixlaw.fit.solver.pools import trim_heap
+
+    for chunk in np.array_split(U, screen_chunks(len(U), n_points)):
+        yield chunk
+        if n_points >= SCREEN_TRIM_POINTS:
+            trim_heap()
 
 
 def choose_polish(U: np.ndarray, f_init: np.ndarray, n_polish: int, full: bool) -> np.ndarray:

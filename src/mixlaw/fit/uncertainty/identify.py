@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from mixlaw.fit.solver.pools import trim_heap
+from mixlaw.fit.solver.solve import TRIM_CELLS
 from mixlaw.laws import Law
 
 __all__ = ["RANK_TOL", "SHARE", "WEAK_CONDITION", "assess", "assess_fit", "identify_summary"]
@@ -233,6 +235,8 @@ def assess_fit(law: Law, data: Any, u: np.ndarray, params: Mapping[str, Any], so
     info["solver_status"] = solver_status
     info["at_bounds"] = at_bound
     _add_loose(law, data, params, info)
+    if data.n * 22 >= TRIM_CELLS:  # the profile scans of a large fit: their freed tensors back to the OS
+        trim_heap()
     return info
 
 

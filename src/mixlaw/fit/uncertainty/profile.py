@@ -82,6 +82,24 @@ def _fit_space(law: Law, flat: np.ndarray, x: Mapping[str, np.ndarray]) -> np.nd
         return draw_predictions(law, flat, x)
 
 
+#: Scan rows × data points evaluated at once by :func:`loose_parameters` (8 MB per float64 array): the scan's memory
+#: is bounded whatever the number of rows (at 250,000 rows one unchunked scan held ~800 MB of predictions).
+PROFILE_CELLS = 1_000_000
+
+
+def _sse(law: Law, rows: np.ndarray, x: Mapping[str, np.ndarray], target: np.ndarray) -> np.ndarray:
+    """``Σ_i (pred_i − target_i)²`` per scan row, over the points in chunks of :data:`PROFILE_CELLS` cells."""
+    n = int(target.size)
+    step = max(1, PROFILE_CELLS // max(1, rows.shape[0]))
+    if step >= n:
+        return np.asarray(np.sum((_fit_space(law, rows, x) - target) ** 2, axis=1))
+    total = np.zeros(rows.shape[0])
+    for a in range(0, n, step):
+        xs = {k: np.asarray(v)[a : a + step] if np.ndim(v) and np.shape(v)[0] == n else v for k, v in x.items()}
+        total += np.sum((_fit_space(law, rows, xs) - target[a : a + step]) ** 2, axis=1)
+    return total
+
+
 def loose_parameters(
     law: Law, x: Mapping[str, np.ndarray], y: np.ndarray, params: Mapping[str, Any], sd: float | None,
     flagged: list[str] | tuple[str, ...] = (),
@@ -110,9 +128,8 @@ def loose_parameters(
         grid, open_lo, open_hi = _grid(law, name, float(flat0[j]))
         rows = np.repeat(flat0[None, :], grid.size, axis=0)
         rows[:, j] = grid
-        pred = _fit_space(law, rows, x)
         with np.errstate(all="ignore"):
-            rise = np.sum((pred - target) ** 2, axis=1) - sse0
+            rise = _sse(law, rows, x, target) - sse0
         ok = np.isfinite(rise) & (rise <= CHI2_95 * sd * sd)
         k0 = int(np.argmin(np.abs(grid - flat0[j])))
         if not ok[k0]:
