@@ -1,5 +1,4 @@
-"""The one RunTable validator: :func:`validate_table` (see :mod:`mixlaw.runs.schema` for the columns and the
-row-number convention of its messages)."""
+"""The one RunTable validator: :func:`validate_table` (columns and message row numbers: :mod:`mixlaw.runs.schema`)."""
 
 from __future__ import annotations
 

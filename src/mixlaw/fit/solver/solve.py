@@ -36,14 +36,12 @@ up to 1e10, so the cap bound on nearly every iteration and shrank every live coo
 
 Measured (``benchmarks/solver_iters.py``): 300 iterations of the CAMEL fit reach 1.28319e-3 against 1.30e-3 for
 the best row before (most rows > 2e-3), and the fit finishes (every row stalled by iteration ~1,100, best
-1.283113e-3, below scipy's 1.283164e-3). The old rule stays selectable through the private ``_rule``/``_RULE``
-for that benchmark only.
+1.283113e-3, below scipy's 1.283164e-3). The old rule stays selectable (private ``_rule``/``_RULE``) for that benchmark.
 
-Cost per iteration. The Jacobian goes through the natural parameters where the residual
-function exposes its two stages (:func:`~mixlaw.fit.solver.steps.split_jacobian`, the same numbers to 1e-11): the map
-from
-internal to natural parameters is differentiated once per row instead of once per data point, 90 → 55 ms for 200
-CAMEL rows. Resample refits, which start at the point estimate near their own optimum, use the *lazy* ladder
+Cost per iteration. The Jacobian goes through the natural parameters where the residual function exposes its two
+stages (:func:`~mixlaw.fit.solver.steps.split_jacobian`, the same numbers to 1e-11): the map from internal to
+natural parameters is differentiated once per row instead of once per data point, 90 → 55 ms for 200 CAMEL rows.
+Resample refits, which start at the point estimate near their own optimum, use the *lazy* ladder
 (``ladder="lazy"``): the rungs 0.1, 1, 10 (with their accelerations and the old rule's steps) first, the rungs 1e3
 and 1e6 only for the rows those did not improve — 20 trial points instead of 32 on most iterations.
 
