@@ -68,7 +68,7 @@ def test_fit_max_memory_is_validated_before_work(chinchilla_csv: Path) -> None:
 
 
 def test_cmr_bootstrap_bounded_by_memory_before_fitting(monkeypatch: pytest.MonkeyPatch) -> None:
-    import mixlaw.decide.cmr as cmr
+    import mixlaw.api.cmr as cmr  # the facade the CLI looks the engine up through (imported before patching)
 
     monkeypatch.setattr(cmr, "critical_mixture_ratio_by_domain", _no_solve)
     args = ["cmr", str(EXAMPLES / "cmr_probe" / "runs.csv"), "--general-eval", "general", "--domain-eval", "legal"]
