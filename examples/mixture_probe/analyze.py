@@ -5,6 +5,7 @@ Every number comes from ``mixlaw`` verbs run on the shipped runs (``runs.csv``),
     python examples/mixture_probe/analyze.py choose   # fit, choose; writes the target-size spec (target_chosen.toml)
     python examples/mixture_probe/analyze.py check    # predicted vs measured objective of the target-size runs
     python examples/mixture_probe/analyze.py check --reuse   # the same predictions, re-read measurements
+    python examples/mixture_probe/analyze.py seeds    # the target-size mixtures over seeds (runs_seeds.csv)
 
 The objective is the *balanced validation loss*: the mean of the five per-corpus validation losses (weight 0.2
 each), at the target size (the 250k probe model, 252,720 non-embedding parameters, 20 tokens per parameter).
@@ -118,15 +119,73 @@ def check(runs: Path, bootstrap: int, reuse: bool = False) -> None:
     (HERE / "check.json").write_text(json.dumps({"optimize": res, "rows": rows}, indent=1) + "\n")
 
 
+def seed_summary(runs: Path) -> dict:
+    """Every mixture of the seed study (``runs_seeds.csv``) over its seeds, and the chosen mixture against each other.
+
+    Per mixture: the final objective of each seed, their mean and standard deviation (the seed spread). For the
+    chosen mixture against every other (``camel_vs``) and every mixture against uniform (``vs_uniform``): the
+    difference of means (positive = the first is better), its standard error
+    sqrt(s_a^2/n_a + s_b^2/n_b) and a Welch 95 % interval (Welch-Satterthwaite degrees of freedom), and the verdict
+    ``beats`` / ``loses`` when the interval excludes 0, else ``no_evidence``.
+    """
+    import numpy as np
+    import pandas as pd
+    from scipy import stats
+
+    table = pd.read_csv(runs)
+    final = table.sort_values("tokens").groupby("run_id").tail(1)
+    final = final.assign(objective=final[[f"loss_{d}" for d in DOMAINS]].mean(axis=1))
+    mixtures: dict[str, dict] = {}
+    for name, g in final.sort_values("seed").groupby("mixture_name", sort=False):
+        obj = g["objective"].to_numpy(float)
+        mixtures[str(name)] = {
+            "weights": {d: float(g[f"w_{d}"].iloc[0]) for d in DOMAINS},
+            "seeds": [int(x) for x in g["seed"]], "objective": [float(x) for x in obj],
+            "mean": float(obj.mean()), "sd": float(obj.std(ddof=1)), "n": int(obj.size),
+            "device": sorted(set(map(str, g["device"]))),
+        }  # fmt: skip
+    def versus(a: dict, b: dict) -> dict:  # b's mean minus a's: positive = a is better
+        va, vb = a["sd"] ** 2 / a["n"], b["sd"] ** 2 / b["n"]
+        se = float(np.sqrt(va + vb))
+        dof = (va + vb) ** 2 / (va**2 / (a["n"] - 1) + vb**2 / (b["n"] - 1))
+        diff = b["mean"] - a["mean"]
+        half = float(stats.t.ppf(0.975, dof)) * se
+        lo, hi = diff - half, diff + half
+        verdict = "beats" if lo > 0 else "loses" if hi < 0 else "no_evidence"
+        return {"diff": diff, "se": se, "dof": float(dof), "interval": [lo, hi], "verdict": verdict}
+
+    camel_vs = {n: versus(mixtures["camel"], m) for n, m in mixtures.items() if n != "camel"}
+    vs_uniform = {n: versus(m, mixtures["uniform"]) for n, m in mixtures.items() if n != "uniform"}
+    return {"mixtures": mixtures, "camel_vs": camel_vs, "vs_uniform": vs_uniform, "level": 0.95}
+
+
+def seeds(runs: Path) -> None:
+    out = seed_summary(runs)
+    print(f"{'mixture':<9} {'n':>2} {'mean':>7} {'sd':>7}  objective per seed")
+    for name, m in out["mixtures"].items():
+        per = " ".join(f"{x:.4f}" for x in m["objective"])
+        print(f"{name:<9} {m['n']:>2} {m['mean']:.4f} {m['sd']:.4f}  {per}")
+    for key, label in (("camel_vs", "camel vs {}"), ("vs_uniform", "{} vs uniform")):
+        for name, c in out[key].items():
+            lo, hi = c["interval"]
+            print(f"{label.format(name)}: better by {c['diff']:+.4f} [{lo:+.4f}, {hi:+.4f}] ({c['verdict']})")
+    (HERE / "seeds.json").write_text(json.dumps(out, indent=1) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("step", choices=["choose", "check"])
-    ap.add_argument("--runs", type=Path, default=HERE / "runs.csv")
+    ap.add_argument("step", choices=["choose", "check", "seeds"])
+    ap.add_argument("--runs", type=Path, help="the RunTable (default: runs.csv; seeds: runs_seeds.csv)")
     ap.add_argument("--spec", type=Path, default=HERE / "target_chosen.toml")
     ap.add_argument("--bootstrap", type=int, default=20)
     ap.add_argument("--reuse", action="store_true", help="check: keep check.json's predictions, re-read the runs")
     a = ap.parse_args()
-    choose(a.runs, a.spec) if a.step == "choose" else check(a.runs, a.bootstrap, a.reuse)
+    if a.step == "seeds":
+        seeds(a.runs or HERE / "runs_seeds.csv")
+    elif a.step == "choose":
+        choose(a.runs or HERE / "runs.csv", a.spec)
+    else:
+        check(a.runs or HERE / "runs.csv", a.bootstrap, a.reuse)
 
 
 if __name__ == "__main__":

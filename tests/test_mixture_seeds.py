@@ -1,0 +1,75 @@
+"""The mixture example's seed study: ``seeds.json`` is what ``analyze.py seeds`` computes from ``runs_seeds.csv``,
+and the README's table quotes it to the printed digits (so neither can go stale)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parents[1] / "examples" / "mixture_probe"
+VERDICT_WORDS = {"beats": "better", "loses": "worse", "no_evidence": "no evidence"}
+
+
+def _analyze():  # the example script, imported from its file
+    spec = importlib.util.spec_from_file_location("mixture_probe_analyze", HERE / "analyze.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _num(text: str) -> float:
+    return float(text.replace("−", "-").replace("+", ""))
+
+
+@pytest.fixture(scope="module")
+def summary() -> dict:
+    return _analyze().seed_summary(HERE / "runs_seeds.csv")
+
+
+def test_seeds_json_is_recomputed_from_the_runs(summary: dict) -> None:
+    stored = json.loads((HERE / "seeds.json").read_text(encoding="utf-8"))
+    assert stored.keys() == summary.keys()
+    for name, m in summary["mixtures"].items():
+        s = stored["mixtures"][name]
+        assert s["seeds"] == m["seeds"] == list(range(6)), name
+        assert s["objective"] == pytest.approx(m["objective"], abs=1e-9), name
+        assert (s["mean"], s["sd"]) == pytest.approx((m["mean"], m["sd"]), abs=1e-9), name
+    for key in ("camel_vs", "vs_uniform"):
+        for name, c in summary[key].items():
+            assert stored[key][name]["interval"] == pytest.approx(c["interval"], abs=1e-9), (key, name)
+            assert stored[key][name]["verdict"] == c["verdict"], (key, name)
+
+
+def test_every_seed_run_finished_its_budget() -> None:
+    import pandas as pd
+
+    table = pd.read_csv(HERE / "runs_seeds.csv")
+    last = table.sort_values("step").groupby("run_id").tail(1)
+    assert len(last) == 30 and (last["n_params"] == 252_720).all()
+    assert (last["tokens"] == last["tokens"].max()).all()  # every run reached the same token budget
+
+
+def test_the_readme_table_quotes_seeds_json(summary: dict) -> None:
+    readme = (HERE / "README.md").read_text(encoding="utf-8")
+    num = r"([+−-]?\d+\.\d+)"
+    for name, m in summary["mixtures"].items():
+        row = re.search(rf"^\| {re.escape(name)}[^|]*\| (\d+) \| {num} \| {num} \| ([^|]*)\| ([^|]*)\|$", readme,
+                        re.MULTILINE)  # fmt: skip
+        assert row, f"no row for {name}"
+        assert int(row.group(1)) == m["n"]
+        assert (_num(row.group(2)), _num(row.group(3))) == pytest.approx((m["mean"], m["sd"]), abs=5.1e-5), name
+        if name == "uniform":
+            continue
+        c = summary["vs_uniform"][name]
+        got = re.fullmatch(rf"\s*{num} \[{num}, {num}\]\s*", row.group(4))
+        assert got, name
+        assert [_num(got.group(i)) for i in (1, 2, 3)] == pytest.approx([c["diff"], *c["interval"]], abs=5.1e-5)
+        assert row.group(5).strip() == VERDICT_WORDS[c["verdict"]], name
+    c = summary["camel_vs"]["uniform"]  # the sentence under the table
+    lo, hi = (f"{x:+.3f}".replace("-", "−") for x in c["interval"])
+    assert f"it is {-c['diff']:.3f} nats worse" in readme and f"[{lo}, {hi}]" in readme
