@@ -104,6 +104,9 @@ def print_optimum(out: dict[str, Any], *, console: Any = None) -> None:
     for t, text in (far.items() if len(set(far.values())) > 1 or len(far) < len(preds) else ()):
         con.print(f"{t} extrapolates: {text}")
     con.print("active constraints: " + (", ".join(out["active_constraints"]) or "none"))
+    rc = out.get("regret_calibration")
+    if rc and rc.get("status") != "not_applicable":
+        con.print(rc["text"])
     if out.get("candidates"):
         title = "other mixtures under the same laws (regret = their objective minus the optimum's)"
         if con.width < 120:  # a narrow terminal: no vertical rules, intervals wrap after their comma, nothing cut
@@ -112,7 +115,9 @@ def print_optimum(out: dict[str, Any], *, console: Any = None) -> None:
             ct = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
         else:
             ct = Table(title=title)
-        for col in ("mixture", "objective", "interval", "regret", "paired interval", "P(better)", "weights"):
+        widened = any(c.get("regret_sd_extrapolation") for c in out["candidates"])
+        paired = "paired + size interval" if widened else "paired interval"
+        for col in ("mixture", "objective", "interval", "regret", paired, "P(better)", "weights"):
             ct.add_column(col, justify="left" if col in ("mixture", "weights") else "right", overflow="fold",
                           no_wrap="interval" not in col)  # numbers and weights whole; intervals wrap at ", "
         for c in out["candidates"]:

@@ -43,6 +43,7 @@ from mixlaw.decide.mixture.law_fits import (
     camel_reduce,
     extrapolation_notes,
     fit_emitting,
+    fit_recorded,
     fit_summary,
 )
 from mixlaw.decide.mixture.objective import FittedLaw, MixtureObjective
@@ -231,6 +232,18 @@ def optimize(
             out["bootstrap"] = paired_bootstrap(
                 iv, doms, cons, fits, bench_fits, rows, objective_of, opt, grid, curve, out, solver
             )
+        if out.get("candidates") and not bench_w:  # the regrets' size-extrapolation error (regret_calib.py)
+            from mixlaw.decide.mixture.regret_calib import calibrate_regret, widen_candidate
+
+            if progress and target_size is not None:
+                progress("regret calibration: refitting every law below the largest fitted size")
+            calib = calibrate_regret(
+                rows, {t: r.law for t, r in fits.items()}, loss_w, doms, target_size, size_column=size_column,
+                fit=lambda lw, r, t: fit_recorded(lw, r, t, random_state, solver)[0],
+            )  # fmt: skip
+            out["regret_calibration"] = calib.to_dict()
+            for c in out["candidates"]:
+                widen_candidate(c, opt.w, calib, level)
         if out.get("candidates"):
             from mixlaw.decide.mixture.verdict import verdict_of
 

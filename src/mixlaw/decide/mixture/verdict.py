@@ -43,6 +43,8 @@ class Verdict:
     p_chosen_better: float | None
     level: float
     unit: str = "nats"
+    widened: bool = False
+    """The interval carries the regret's size-extrapolation error (:mod:`mixlaw.decide.mixture.regret_calib`)."""
 
     @property
     def text(self) -> str:
@@ -55,18 +57,19 @@ class Verdict:
         lo, hi = self.interval
         iv = f"[{lo:+.3f}, {hi:+.3f}]"
         p = f"P = {self.p_chosen_better:.2f}" if self.p_chosen_better is not None else ""
-        lvl = f"{100 * self.level:g} %"
+        lvl = f"{100 * self.level:g} %" + (" with the size-extrapolation error" if self.widened else "")
+        extra = f", paired {lvl}" if self.widened else ""
         if self.status is VerdictStatus.BEATS:
             return f"beats {self.against} by {r:.3f} {iv} {u} ({p}, paired {lvl})"
         if self.status is VerdictStatus.WORSE:
-            return f"{self.against} is predicted better than the chosen mixture ({r:+.3f} {iv} {u}, {p})"
-        return f"no evidence that it beats {self.against} at this size ({r:+.3f} {iv} {u}, {p})"
+            return f"{self.against} is predicted better than the chosen mixture ({r:+.3f} {iv} {u}, {p}{extra})"
+        return f"no evidence that it beats {self.against} at this size ({r:+.3f} {iv} {u}, {p}{extra})"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "against": self.against, "status": self.status.value, "regret": self.regret,
             "interval": list(self.interval) if self.interval else None, "p_chosen_better": self.p_chosen_better,
-            "level": self.level, "unit": self.unit, "text": self.text,
+            "level": self.level, "unit": self.unit, "widened": self.widened, "text": self.text,
         }  # fmt: skip
 
 
@@ -80,4 +83,5 @@ def verdict_of(candidate: dict[str, Any], level: float, unit: str = "nats") -> V
     lo, hi = float(iv[0]), float(iv[1])
     p = 1.0 - float(candidate["p_better_than_chosen"])
     status = VerdictStatus.BEATS if lo > 0 else VerdictStatus.WORSE if hi < 0 else VerdictStatus.NO_EVIDENCE
-    return Verdict(str(candidate["name"]), status, regret, (lo, hi), p, level, unit)
+    widened = float(candidate.get("regret_sd_extrapolation") or 0.0) > 0
+    return Verdict(str(candidate["name"]), status, regret, (lo, hi), p, level, unit, widened)
