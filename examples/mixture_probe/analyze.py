@@ -6,6 +6,7 @@ Every number comes from ``mixlaw`` verbs run on the shipped runs (``runs.csv``),
     python examples/mixture_probe/analyze.py check    # predicted vs measured objective of the target-size runs
     python examples/mixture_probe/analyze.py check --reuse   # the same predictions, re-read measurements
     python examples/mixture_probe/analyze.py seeds    # the target-size mixtures over seeds (runs_seeds.csv)
+    python examples/mixture_probe/analyze.py holdout  # mix compare: fit 12k-51k, predict the 16 runs at 113k
 
 The objective is the *balanced validation loss*: the mean of the five per-corpus validation losses (weight 0.2
 each), at the target size (the 250k probe model, 252,720 non-embedding parameters, 20 tokens per parameter).
@@ -119,6 +120,27 @@ def check(runs: Path, bootstrap: int, reuse: bool = False) -> None:
     (HERE / "check.json").write_text(json.dumps({"optimize": res, "rows": rows}, indent=1) + "\n")
 
 
+HOLDOUT_MODELS = "camel,mixture_joint,mixture_additive,blind"
+
+
+def holdout(runs: Path, bootstrap: int) -> None:
+    """``mix compare`` fitted on 12k-51k, predicting the 16 runs at 113k (the same 2.2x extrapolation in size as the
+    target runs); writes ``holdout.json`` (per target and model: MRE, bias, Spearman, coverage)."""
+    res = mixlaw("mix", "compare", str(runs), "--domains", ",".join(DOMAINS), *TARGETS, "--final",
+                 "--where", FIT, "--holdout", "n_params > 1e5", "--models", HOLDOUT_MODELS,
+                 "--bootstrap", str(bootstrap))  # fmt: skip
+    rows = {}
+    for t in res["targets"]:
+        rows[t["target"]] = {m["model"]: {k: m.get(k) for k in ("mre", "bias", "spearman", "coverage", "n_test")}
+                             for m in t["models"]}  # fmt: skip
+        cells = "  ".join(f"{m}: {v['mre']:.1%}" for m, v in rows[t["target"]].items() if v["mre"] is not None)
+        print(f"{t['target']:<13} {cells}")
+    out = {"command": "mix compare " + " ".join(["--holdout", "n_params > 1e5", "--models", HOLDOUT_MODELS,
+                                                  "--bootstrap", str(bootstrap)]),
+           "bootstrap": bootstrap, "rows": rows}  # fmt: skip
+    (HERE / "holdout.json").write_text(json.dumps(out, indent=1) + "\n")
+
+
 def seed_summary(runs: Path) -> dict:
     """Every mixture of the seed study (``runs_seeds.csv``) over its seeds, and the chosen mixture against each other.
 
@@ -174,7 +196,7 @@ def seeds(runs: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("step", choices=["choose", "check", "seeds"])
+    ap.add_argument("step", choices=["choose", "check", "seeds", "holdout"])
     ap.add_argument("--runs", type=Path, help="the RunTable (default: runs.csv; seeds: runs_seeds.csv)")
     ap.add_argument("--spec", type=Path, default=HERE / "target_chosen.toml")
     ap.add_argument("--bootstrap", type=int, default=20)
@@ -182,6 +204,8 @@ def main() -> None:
     a = ap.parse_args()
     if a.step == "seeds":
         seeds(a.runs or HERE / "runs_seeds.csv")
+    elif a.step == "holdout":
+        holdout(a.runs or HERE / "runs.csv", a.bootstrap)
     elif a.step == "choose":
         choose(a.runs or HERE / "runs.csv", a.spec)
     else:

@@ -1,5 +1,6 @@
-"""The mixture example's seed study: ``seeds.json`` is what ``analyze.py seeds`` computes from ``runs_seeds.csv``,
-and the README's table quotes it to the printed digits (so neither can go stale)."""
+"""The mixture example's tables: ``seeds.json`` is what ``analyze.py seeds`` computes from ``runs_seeds.csv``,
+and ``holdout.json`` is ``analyze.py holdout``'s; the README's tables quote them to the printed digits (so none can go
+stale)."""
 
 from __future__ import annotations
 
@@ -73,3 +74,30 @@ def test_the_readme_table_quotes_seeds_json(summary: dict) -> None:
     c = summary["camel_vs"]["uniform"]  # the sentence under the table
     lo, hi = (f"{x:+.3f}".replace("-", "−") for x in c["interval"])
     assert f"it is {-c['diff']:.3f} nats worse" in readme and f"[{lo}, {hi}]" in readme
+
+
+def test_the_readme_holdout_table_quotes_holdout_json() -> None:
+    """The 'Holding out the 100k size' table is ``analyze.py holdout``'s ``holdout.json`` (mix compare), per corpus
+    and law: MRE, Spearman and coverage to the printed digits."""
+    readme = (HERE / "README.md").read_text(encoding="utf-8")
+    rows = json.loads((HERE / "holdout.json").read_text(encoding="utf-8"))["rows"]
+    laws = ["camel", "mixture_joint", "mixture_additive"]
+    checked = 0
+    for target, models in rows.items():
+        corpus = target.removeprefix("loss_")
+        row = re.search(rf"^\| {corpus} \|(.*)\|$", readme, re.MULTILINE)
+        assert row, corpus
+        cells = [c.strip() for c in row.group(1).split("|")]
+        assert len(cells) == len(laws) + 1, corpus
+        for law, cell in zip(laws, cells, strict=False):
+            m = models[law]
+            mre, rho, cov = (x.strip() for x in cell.split("/"))
+            assert float(mre.rstrip(" %")) == pytest.approx(100 * m["mre"], abs=0.051), (corpus, law)
+            assert float(rho) == pytest.approx(m["spearman"], abs=0.0051), (corpus, law)
+            if m["coverage"] is None:
+                assert cov == "—", (corpus, law)
+            else:
+                assert float(cov.rstrip(" %")) == pytest.approx(100 * m["coverage"], abs=0.51), (corpus, law)
+        assert float(cells[-1].rstrip(" %")) == pytest.approx(100 * models["blind"]["mre"], abs=0.051), corpus
+        checked += 1
+    assert checked == 5
