@@ -1,11 +1,12 @@
 """Coverage of the size-extrapolation error of regrets (:mod:`mixlaw.decide.mixture.regret_calib`) on held-out sizes.
 
-A *regret* is the difference of a mixture law's objective between two mixtures at one size; ``mix optimize`` widens its
-verdict intervals by ``s1 · d · δ_t/δ_h`` (module docstring of ``regret_calib``). This checks that error model where
-the truth is measured: the law is fitted on the fitting sizes, the calibration is measured on them (nested: fitted
-below their largest size, predicting it), and every pair of runs at each held-out size is predicted. A pair is
-covered when its observed difference lies within ``predicted ± z · s1 · d · δ_t/δ_h`` (the calibration alone: the
-verdict adds the paired bootstrap's spread on top, so its intervals are wider still).
+A *regret* is the difference of a mixture law's objective between two mixtures at one size; ``mix optimize`` widens
+its verdict intervals by ``s1 · d · δ_t/δ_h`` (module docstring of ``regret_calib``). This checks that error model
+where the truth is measured: the law is fitted on the fitting sizes, the calibration is measured on them (nested:
+refitted below their largest size from that fit, as ``mix optimize`` does, predicting it), and every pair of runs at
+each held-out size is predicted. A pair is covered when its observed difference lies within
+``predicted ± z · s1 · d · δ_t/δ_h`` (the calibration alone: the verdict adds the paired bootstrap's spread on top,
+so its intervals are wider still).
 
 Cases:
 
@@ -45,7 +46,7 @@ import pandas as pd
 from scipy.stats import norm
 
 from mixlaw.decide.mixture.compare import build_model
-from mixlaw.decide.mixture.regret_calib import calibrate_regret, pair_errors
+from mixlaw.decide.mixture.regret_calib import calibrate_regret, nested_refit, pair_errors
 from mixlaw.fit import fit_law
 from mixlaw.fit.solver.pools import threads
 
@@ -86,10 +87,11 @@ def run(case: str, law_name: str, level: float) -> dict[str, Any]:
     rows, weights, doms, cut = CASES[case]()
     t0 = time.process_time()
     law = build_model(law_name, {"k": 1} if law_name == "camel" and case == "probes" else {}, doms, "n_params")
-    fitted = {t: r[r["n_params"] <= cut] for t, r in rows.items()}
-    calib = calibrate_regret(fitted, dict.fromkeys(rows, law), weights, doms, float(rows[next(iter(rows))]
-                             ["n_params"].max()), fit=_fit)  # fmt: skip
+    fitted = {t: r[r["n_params"] <= cut].reset_index(drop=True) for t, r in rows.items()}
     full = {t: _fit(law, fitted[t], t) for t in rows}
+    far = float(rows[next(iter(rows))]["n_params"].max())
+    calib = calibrate_regret(fitted, dict.fromkeys(rows, law), weights, doms, far,  # as mix optimize: warm refits
+                             refit=lambda t, top: nested_refit(full[t], fitted[t], "n_params", top, None))  # fmt: skip
     z = float(norm.ppf(0.5 + level / 2))
     some = next(iter(rows.values()))
     held = sorted(float(s) for s in some["n_params"].unique() if s > cut)

@@ -124,3 +124,29 @@ def test_not_calibrated_leaves_the_candidate_alone() -> None:
     widen_candidate(cand, np.array([0.5, 0.3, 0.2]), RegretCalibration(RegretCalibStatus.TOO_FEW_SIZES), 0.95)
     assert cand["regret_interval"] == [0.01, 0.04] and cand["regret_sd_extrapolation"] == 0.0
     assert verdict_of(cand, 0.95).status is VerdictStatus.BEATS
+
+
+def test_nested_refit_from_the_point_reaches_the_fit_on_the_inner_rows() -> None:
+    """The warm refit (the rows at the top size weigh 0) ends where a fit on the inner rows alone ends."""
+    from mixlaw.decide.mixture.regret_calib import nested_refit
+    from mixlaw.fit import fit_law
+    from mixlaw.laws import get_law
+
+    rng = np.random.default_rng(5)
+    n = np.repeat([1e7, 3e7, 1e8, 3e8, 1e9], 6)
+    d = n * rng.uniform(10, 60, n.size)
+    truth = 1.7 + 400 * n**-0.34 + 410 * d**-0.28
+    t = pd.DataFrame({"n_params": n, "tokens": d, "loss": truth * np.exp(rng.normal(0, 0.002, n.size))})
+    law = get_law("chinchilla")
+    full = fit_law(law, t, target="loss", random_state=0)
+    warm = nested_refit(full, t, "n_params", 1e9, None)
+    cold = fit_law(law, t[t["n_params"] < 1e9], target="loss", random_state=0)
+    top = t[t["n_params"] == 1e9]
+    assert warm is not None and warm.params != full.params
+    assert warm.predict(top) == pytest.approx(cold.predict(top), rel=2e-3)
+
+
+def test_exactly_one_way_to_refit() -> None:
+    t = _table(np.random.default_rng(6))
+    with pytest.raises(TypeError):
+        calibrate_regret({"loss": t}, {"loss": _Law()}, {"loss": 1.0}, DOMS, 2e5)

@@ -43,7 +43,6 @@ from mixlaw.decide.mixture.law_fits import (
     camel_reduce,
     extrapolation_notes,
     fit_emitting,
-    fit_recorded,
     fit_summary,
 )
 from mixlaw.decide.mixture.objective import FittedLaw, MixtureObjective
@@ -233,13 +232,13 @@ def optimize(
                 iv, doms, cons, fits, bench_fits, rows, objective_of, opt, grid, curve, out, solver
             )
         if out.get("candidates") and not bench_w:  # the regrets' size-extrapolation error (regret_calib.py)
-            from mixlaw.decide.mixture.regret_calib import calibrate_regret, widen_candidate
+            from mixlaw.decide.mixture.regret_calib import calibrate_regret, nested_refit, widen_candidate
 
             if progress and target_size is not None:
                 progress("regret calibration: refitting every law below the largest fitted size")
             calib = calibrate_regret(
                 rows, {t: r.law for t, r in fits.items()}, loss_w, doms, target_size, size_column=size_column,
-                fit=lambda lw, r, t: fit_recorded(lw, r, t, random_state, solver)[0],
+                refit=lambda t, top: nested_refit(fits[t], rows[t], size_column, top, solver.cap(None)),
             )  # fmt: skip
             out["regret_calibration"] = calib.to_dict()
             for c in out["candidates"]:

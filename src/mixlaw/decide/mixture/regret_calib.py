@@ -35,7 +35,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["RegretCalibStatus", "RegretCalibration", "calibrate_regret", "pair_errors", "widen_candidate"]
+__all__ = [
+    "RegretCalibStatus",
+    "RegretCalibration",
+    "calibrate_regret",
+    "nested_refit",
+    "pair_errors",
+    "widen_candidate",
+]
 
 
 class RegretCalibStatus(StrEnum):
@@ -129,14 +136,19 @@ def calibrate_regret(
     target_size: float | None,
     *,
     size_column: str = "n_params",
-    fit: Callable[[Any, pd.DataFrame, str], Any],
+    refit: Callable[[str, float], Any] | None = None,
+    fit: Callable[[Any, pd.DataFrame, str], Any] | None = None,
 ) -> RegretCalibration:
     """Measure the regret error on the nested size holdout (module docstring).
 
     ``rows``: each target loss's fitted rows (with ``run_id``, ``w_<domain>`` and the size column); ``laws``: the law
     each target was fitted with (CAMEL at its reduced ``k``); ``loss_weights``: the objective ``sum_t a_t L_t``;
-    ``fit(law, rows, target)``: a fit under the decision's solver options (its warnings are the caller's).
+    ``refit(target, top)``: the target's fit redone on its rows below size ``top`` (an object with
+    ``predict(rows)``, or ``None`` when it failed), e.g. :func:`nested_refit` from the point fit; or ``fit(law,
+    rows, target)``: a fit from scratch on the given rows (the nested rows are passed).
     """
+    if (refit is None) == (fit is None):
+        raise TypeError("calibrate_regret: give exactly one of refit= and fit=")
     if target_size is None or not loss_weights or any(size_column not in r.columns for r in rows.values()):
         return RegretCalibration(RegretCalibStatus.NOT_APPLICABLE)
     if any(size_column not in getattr(law, "inputs", ()) for law in laws.values()):
@@ -157,8 +169,8 @@ def calibrate_regret(
         inner, outer = r[size < top], r[size >= top]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the nested fit's own notes are not the decision's
-            res = fit(laws[t], inner, t)
-        p = np.asarray(res.predict(outer), dtype=np.float64)
+            res = refit(t, top) if refit is not None else fit(laws[t], inner, t)  # type: ignore[misc]
+        p = np.asarray(res.predict(outer), dtype=np.float64) if res is not None else np.array([np.nan])
         if not np.isfinite(p).all():
             return RegretCalibration(RegretCalibStatus.FIT_FAILED, heldout_size=top, inner_size=inner_top)
         for rid, o, q, w in zip(outer["run_id"].astype(str), outer[t].to_numpy(float), p,
@@ -179,6 +191,29 @@ def calibrate_regret(
     growth = math.log(float(target_size) / top) / math.log(top / inner_top)
     errs = tuple((ids[i], ids[j], float(x), float(y)) for (i, j), x, y in zip(pairs, e, d, strict=True))
     return RegretCalibration(RegretCalibStatus.CALIBRATED, per_l1, growth, top, inner_top, len(ids), int(e.size), errs)
+
+
+def nested_refit(res: Any, rows: pd.DataFrame, size_column: str, top: float, max_iter: int | None) -> Any:
+    """``res`` (a :class:`~mixlaw.fit.FitResult`) refitted on its rows below size ``top``, started from its own
+    parameters: one weighted solve (the rows at ``top`` weigh 0) with the resample refits' rescue; ``None`` when it
+    fails. Cheaper than a fit from scratch, and it measures the extrapolation of *this* fit's basin."""
+    import dataclasses
+
+    from mixlaw.fit.problem.data import FitData
+    from mixlaw.fit.solver.batch import threads
+    from mixlaw.fit.uncertainty.bootstrap import refit_resamples
+
+    law = res.law
+    data = FitData(law, rows, target=res.target, input_map=res.input_map, group_column=None)
+    w = (np.asarray(rows[size_column], dtype=np.float64) < top).astype(np.float64)[None, :]
+    seeds = np.asarray(law.to_internal(res.params), dtype=np.float64)[None, :]
+    with threads(1), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        boot = refit_resamples(law, data, data.y, w, seeds, params=res.params, scheme="sizes", unit="sizes",
+                               loss=res.loss, delta=res.delta, max_iter=max_iter)  # fmt: skip
+    if not bool(boot.ok[0]):
+        return None
+    return dataclasses.replace(res, params=law.unflatten(boot.params.to_numpy(dtype=np.float64)[0]))
 
 
 def widen_candidate(
