@@ -90,7 +90,7 @@ def test_simulate_is_bounded_by_memory_before_any_fit(monkeypatch: pytest.Monkey
     monkeypatch.setattr(sim, "simulate", _never)
     line = _one_line([*ISSUE, "--simulate", "10000"])  # the issue asked 100,000 (refused by its range)
     assert "--simulate 10,000 (2 strategies of ≤ 115 runs, 1,024 starts × 15 parameters" in line
-    assert "above the limit of 4.0 GiB: raise --max-memory" in line and "CPU hours" in line
+    assert "needs about 105.4 GiB, above the limit of 4.0 GiB: raise --max-memory" in line and "CPU hours" in line
     line = _one_line([*ISSUE, "--simulate", "10", "--max-memory", "64M"])
     assert "above the limit of 64 MiB" in line
     assert "--simulate in [0, 10,000]" in _one_line([*ISSUE, "--simulate", "100000"])
