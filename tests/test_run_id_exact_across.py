@@ -59,7 +59,8 @@ def test_a_file_into_an_existing_store_is_refused_and_the_store_is_unchanged(tmp
     res = runner.invoke(app, ["ingest", str(_csv(tmp_path / "d.csv", "x ", 2)), "--store", str(store)])
     line = res.output.strip()
     assert res.exit_code == 1 and "\n" not in line and "Traceback" not in res.output
-    assert "run 'x' written \"x\" (text) in c.csv and \"x \" (text) in d.csv" in line and "surrounding spaces" in line
+    assert "run 'x' written \"x\" (untyped text) in c.csv and \"x \" (untyped text) in d.csv" in line
+    assert "surrounding spaces" in line
     with RunStore(store, read_only=True) as st:
         assert st.dump() == before
 
@@ -95,3 +96,38 @@ def test_a_deleted_run_forgets_its_spelling(tmp_path: Path) -> None:
         st.delete_run("a")
         st.ingest_table(pd.DataFrame([{**row, "run_id": "a", "step": 2}]), "two.jsonl")
         assert st.run_ids() == ["a"] and st.steps("a") == [2]
+
+
+def test_an_lr_table_that_spells_a_run_differently_is_refused(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps({"run_id": 3, "step": s, "n_params": 1e8, "tokens": 1e9 * s,
+                                       "loss": 3.0 - s / 10}) + "\n" for s in (1, 2)))  # fmt: skip
+    lr = tmp_path / "lr.csv"
+    lr.write_text('run_id,step,lr\n"3",1,1e-3\n"3 ",2,1e-3\n')  # two spellings in one file
+    store = tmp_path / "s.db"
+    res = runner.invoke(app, ["ingest", str(log), "--lr-table", str(lr), "--store", str(store)])
+    line = res.output.strip()
+    assert res.exit_code == 1 and "\n" not in line
+    assert "differ only by surrounding spaces" in line and "lr.csv" in line  # within the LR table first
+    lr.write_text('run_id,step,lr\n" 3",1,1e-3\n" 3",2,1e-3\n')  # one spelling, padded: the run '3', written ' 3'
+    res = runner.invoke(app, ["ingest", str(log), "--lr-table", str(lr), "--store", str(store)])
+    line = res.output.strip()
+    assert res.exit_code == 1 and "run '3' written 3 (a number) in log.jsonl and \" 3\" (untyped text)" in line
+    assert "in lr.csv: they differ only by surrounding spaces" in line
+    with RunStore(store, read_only=True) as st:
+        assert st.run_ids() == []  # nothing written
+    lr.write_text("run_id,step,lr\n3,1,1e-3\n3,2,1e-3\n")  # CSV cells have no type: the text 3 is the log's 3
+    res = runner.invoke(app, ["ingest", str(log), "--lr-table", str(lr), "--store", str(store)])
+    assert res.exit_code == 0, res.output
+    with RunStore(store, read_only=True) as st:
+        assert st.run_ids() == ["3"] and st.get_run("3").schedule is not None
+
+
+def test_a_csv_id_matches_a_typed_id_of_the_same_text_but_not_a_padded_one(tmp_path: Path) -> None:
+    store = tmp_path / "s.db"
+    assert runner.invoke(app, ["ingest", str(_jsonl(tmp_path / "a.jsonl", 4, 1)), "--store", str(store)]).exit_code == 0
+    assert runner.invoke(app, ["ingest", str(_csv(tmp_path / "b.csv", "4", 2)), "--store", str(store)]).exit_code == 0
+    res = runner.invoke(app, ["ingest", str(_csv(tmp_path / "c.csv", "4 ", 3)), "--store", str(store)])
+    assert res.exit_code == 1 and "4 (a number) in a.jsonl and \"4 \" (untyped text) in c.csv" in res.output
+    with RunStore(store, read_only=True) as st:
+        assert st.steps("4") == [1, 2]

@@ -20,7 +20,7 @@ import pandas as pd
 
 from mixlaw.errors import InputError, source_lines
 from mixlaw.runs.meta import MetaTable, base_runs, check_coverage, complete_tokens, join_meta, read_meta
-from mixlaw.runs.run_ids import SPELLINGS
+from mixlaw.runs.run_ids import of_table
 from mixlaw.runs.select import TableOptions, select_rows
 from mixlaw.runs.validate import validate_table
 
@@ -177,7 +177,7 @@ def ingest_files(
                 except InputError:
                     raise exc from None
             runs = [str(r) for r in pd.unique(table["run_id"])]
-            spelled.append(dict(table.attrs.get(SPELLINGS, {})))  # as the file wrote them (attrs do not survive)
+            spelled.append(of_table(table))  # as the file wrote them (attrs do not survive the joins)
             if meta_table is not None:
                 table, hit = join_meta(table, meta_table, {r: f for r in runs}, label)
                 used |= hit
@@ -215,7 +215,7 @@ def ingest_files(
                 if lr_table is not None:
                     from mixlaw.runs.lr_table import read_lr_table
 
-                    schedules = read_lr_table(lr_table, table)
+                    schedules = read_lr_table(lr_table, table, spellings=spelling, source=res["file"])
                 summary = st.ingest_table(
                     table, res["file"], replace=replace, validated=True, schedules=schedules, allow_nan=allow_nan,
                     spellings=spelling,

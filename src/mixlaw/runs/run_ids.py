@@ -7,8 +7,11 @@ validated table carries the *spelling* of each id that is not written as its pla
 :data:`SPELLINGS`: ``{run_id: spelling}``, the JSON of the value as written: ``"a "`` quoted, ``1`` bare), and the
 store keeps the spelling and the source file of every run it ingests (table ``run_ids``, created on first use).
 A file whose spelling of a stored run differs is refused with one line naming the run, both spellings and both
-files; nothing is written. In CSV and TSV a column of numbers reads as numbers (``1``), a column with any text as
-text (``"1"``).
+files; nothing is written.
+
+CSV and TSV cells carry no type: an id read from one is *untyped* text (``table.attrs`` :data:`UNTYPED`; its
+spelling is marked ``~``) and matches a typed id of the same text (the CSV ``1`` is the JSONL ``1`` or ``"1"``);
+surrounding spaces still count.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ import numpy as np
 
 from mixlaw.errors import InputError
 
-__all__ = ["SPELLINGS", "check", "plain", "record", "spelling", "spellings"]
+__all__ = ["SPELLINGS", "UNTYPED", "check", "compare", "of_table", "plain", "record", "spelling", "spellings"]
 
+UNTYPED = "run_id_untyped"
+"""The ``DataFrame.attrs`` flag of a table read from a format whose cells carry no type (CSV, TSV)."""
 SPELLINGS = "run_id_spellings"
 """The ``DataFrame.attrs`` key of a validated table's ``{run_id: spelling}`` (ids not written as their plain text)."""
 
@@ -64,8 +69,49 @@ def spellings(raw: np.ndarray, ids: np.ndarray) -> dict[str, str]:
     return out
 
 
+def of_table(table: Any) -> dict[str, str]:
+    """The spellings of a validated table's runs as :func:`check` compares them: the recorded ones, and for an
+    untyped table (:data:`UNTYPED`) every run's, marked ``~``."""
+    spelled = dict(table.attrs.get(SPELLINGS, {}))
+    if not table.attrs.get(UNTYPED):
+        return spelled
+    return {str(r): "~" + spelled.get(str(r), plain(str(r))) for r in dict.fromkeys(table["run_id"])}
+
+
+def _text(sp: str) -> str:
+    v = json.loads(sp.lstrip("~"))
+    return v if isinstance(v, str) else str(v)
+
+
+def _same(a: str, b: str) -> bool:
+    """Two spellings of one run: equal, or (one of them untyped) the same text."""
+    return a == b or ((a.startswith("~") or b.startswith("~")) and _text(a) == _text(b))
+
+
 def _describe(sp: str) -> str:
+    if sp.startswith("~"):
+        return f"{sp[1:]} (untyped text)"
     return f"{sp} (text)" if sp.startswith('"') else f"{sp} (a number)"
+
+
+def _refuse(rid: str, first: str, first_source: str, second: str, second_source: str) -> InputError:
+    why = "by type" if _text(first) == _text(second) else "by surrounding spaces"
+    return InputError(
+        f"expected run ids that differ as written to stay distinct, got run {rid!r} written {_describe(first)} in "
+        f"{first_source} and {_describe(second)} in {second_source}: they differ only {why} (write them "
+        "identically, or rename one)"
+    )
+
+
+def compare(
+    first: Mapping[str, str], first_source: str, second: Mapping[str, str], second_source: str, ids: Iterable[str]
+) -> None:
+    """Refuse a run of ``ids`` that two files (``{run_id: spelling}`` of each, :data:`SPELLINGS`) write
+    differently: one line naming the run, both spellings and both files."""
+    for rid in ids:
+        a, b = first.get(rid, plain(rid)), second.get(rid, plain(rid))
+        if not _same(a, b):
+            raise _refuse(rid, a, first_source, b, second_source)
 
 
 def check(
@@ -83,13 +129,8 @@ def check(
         if rec is None:
             stored = con.execute("SELECT 1 FROM runs WHERE run_id = ?", (rid,)).fetchone() is not None
             rec = (plain(rid), f"the store {store}") if stored else None
-        if rec is not None and rec[0] != mine:
-            why = "by surrounding spaces" if rec[0].startswith('"') and mine.startswith('"') else "by type"
-            raise InputError(
-                f"expected run ids that differ as written to stay distinct, got run {rid!r} written "
-                f"{_describe(rec[0])} in {rec[1]} and {_describe(mine)} in {source}: they differ only {why} "
-                "(write them identically, or rename one)"
-            )
+        if rec is not None and not _same(rec[0], mine):
+            raise _refuse(rid, rec[0], rec[1], mine, source)
         rows.append((rid, mine, source))
     return rows
 

@@ -180,7 +180,7 @@ class StoreWrites:
             before}``.
         """
         table = df if validated else validate_table(df, source, allow_nan=allow_nan, allow_missing=allow_missing)
-        spelled = dict(spellings if spellings is not None else table.attrs.get(run_ids.SPELLINGS, {}))
+        spelled = dict(spellings if spellings is not None else run_ids.of_table(table))
         metas = infer_run_metas(table, source)
         if schedules:
             unknown = sorted(set(schedules) - set(metas))
