@@ -223,9 +223,13 @@ def _count(x: float) -> str:
     return f"{x:,.0f}" if x < 1e12 else f"{x:.3g}"
 
 
-#: Float64 arrays of ``replicates × starts × runs`` the simulator's start screen holds per CAMEL component, and
-#: besides (measured: 8 at k = 1, 11 at k = 2; 16 and 64 replicates of 13–52 runs, 1,024 starts).
-SIM_SCREEN_ARRAYS = (4, 4)
+#: Float64 arrays of ``replicates × starts × runs`` the simulator's start screen holds besides and per CAMEL
+#: component (measured: 8 at k = 1, 11 at k = 2 on 16–64 replicates of 13–52 runs; peaks up to 14 at k = 2 on
+#: 32 replicates of 115 runs, ``benchmarks/plan_bounds.py``): 6 + 5 k, an upper bound.
+SIM_SCREEN_ARRAYS = (6, 5)
+#: Memory of a simulation besides its arrays (the laws, the allocations, the test mixtures; measured 45–50 MB at
+#: 8–100 replicates by ``benchmarks/plan_bounds.py``).
+SIM_FIXED_BYTES = 64 * 1024**2
 #: CPU seconds per replicate, run and parameter of the simulator's polish (8 starts, ≤ 200 iterations; measured
 #: 0.12–0.18 ms at k = 1–2, 64 replicates of 52 runs, one thread).
 SIM_SECONDS = 2e-4
@@ -236,10 +240,12 @@ def simulation_cost(
 ) -> tuple[float, float]:
     """``(bytes, CPU seconds)`` of ``plan --simulate``: per strategy (one after the other, so memory is the largest
     strategy's), ``replicates × starts × runs`` cells of the start screen, ``SIM_SCREEN_ARRAYS`` float64 arrays
-    each (a fixed part plus one per component), and ``replicates × runs × parameters × SIM_SECONDS`` of polish."""
+    each (a fixed part plus one per component) and :data:`SIM_FIXED_BYTES`; ``replicates × runs × parameters ×
+    SIM_SECONDS`` of polish."""
     arrays = SIM_SCREEN_ARRAYS[0] + SIM_SCREEN_ARRAYS[1] * components
     big = float(max(runs, default=0))
     nbytes = float(replicates) * float(starts) * big * arrays * 8.0 + float(replicates) * big * 8.0 * 8.0
+    nbytes += SIM_FIXED_BYTES
     seconds = sum(float(replicates) * n * max(1, parameters) * SIM_SECONDS for n in runs)
     return nbytes, seconds
 
