@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from mixlaw.cli._common import JsonOpt, console, emit_json, verb
+from mixlaw.cli._common import JsonOpt, MaxMemoryOpt, console, emit_json, verb
 
 __all__ = ["plan_cmd"]
 
@@ -68,12 +68,15 @@ def plan_cmd(
     max_iter: Annotated[
         int | None, typer.Option("--max-iter", help="Iteration cap of each simulated fit (default 200).")
     ] = None,
+    max_memory: MaxMemoryOpt = "4G",
     json_out: JsonOpt = False,
 ) -> None:
     """Which probe runs to buy for a compute budget: allocate, simulate, write a sweep.
 
     Prints the runs and compute share per size and the distinct mixtures; --compare adds other strategies,
     --simulate R scores them on R paired simulations of a CAMEL law; --out writes a probe sweep spec.
+    The allocation (runs × mixtures) and the simulation (replicates × runs × fits) are estimated first: above
+    --max-memory, or a planning time limit, the command stops with the estimate before any work.
     """
     from mixlaw import limits
     from mixlaw.api.design import parse_prior, plan, sweep_toml
@@ -88,6 +91,7 @@ def plan_cmd(
     for v, opt in sizes_:
         limits.count(v, opt, hi=MAX_RUNS)
     limits.positive(tokens_per_param, "--tokens-per-param", hi=1e6)
+    memory_limit = limits.MemoryLimit(limits.parse_size(max_memory))
     if flops_per_s is not None:
         limits.positive(flops_per_s, "--flops-per-s")
     if out is not None:
@@ -129,6 +133,8 @@ def plan_cmd(
         cost=cost,
         cost_unit=cost_unit,
         solver=SolverOptions(max_iter=max_iter),
+        limit=memory_limit,
+        announce=lambda line: typer.echo(f"plan: {line}", err=True),
     )
     alloc = res["allocation"]
     if out is not None:

@@ -56,6 +56,7 @@ __all__ = [
     "Status",
     "reason",
     "render_reason",
+    "unpinned",
 ]
 
 #: Version of the JSON a :class:`DecisionResult` writes; :meth:`DecisionResult.from_json` refuses other versions.
@@ -193,6 +194,10 @@ class FitHealth:
     weakest: str = ""
     running_off: tuple[str, ...] = ()
     weak: tuple[str, ...] = ()
+    moves_answer: bool = True
+    """Whether the decision reads the fit where what the data do not pin down moves its predictions: ``False``
+    when profiling every unpinned parameter over its plausible range moves no prediction the decision uses beyond
+    twice the noise (:meth:`assess` with ``at``); such a fit is reported, and does not weaken the decision."""
 
     @classmethod
     def of(cls, name: str, result: Any) -> FitHealth:
@@ -211,6 +216,27 @@ class FitHealth:
             running_off=tuple(str(p) for p in info.get("running_off", ()) or ()),
             weak=tuple(str(p) for p in (*info.get("undetermined", ()), *info.get("weak", ()))),
         )
+
+    @classmethod
+    def assess(
+        cls, name: str, law: Any, x: Mapping[str, Any], y: Any, params: Mapping[str, Any], status: str = "converged",
+        at: Mapping[str, Any] | None = None,
+    ) -> FitHealth:
+        """The health of a fit known only by its parameters and the rows it was fitted to (an engine that keeps
+        no :class:`~mixlaw.fit.FitResult`, e.g. the CMR's profiled curve fits): the identifiability verdict of
+        :func:`mixlaw.fit.uncertainty.identify.assess` at ``params`` on ``x``, ``y`` (rank and conditioning of the
+        column-scaled Jacobian), the parameters on a declared bound, and those the data do not bound
+        (:func:`mixlaw.fit.uncertainty.profile.loose_parameters`, scanned when there are more rows than
+        parameters) — the same verdict :meth:`of` reads from a fit that made it itself.
+
+        ``at``: the inputs the decision evaluates the fit at. When given, an unpinned fit is profiled there
+        (:func:`mixlaw.fit.uncertainty.profile.profile_envelope`: each unpinned parameter over the range the data
+        allow, the others at the estimate); ``moves_answer`` is false when no prediction moves beyond twice the
+        residual noise. Inside the fitted rows that is the rule (the data do not see the direction); where the
+        decision extrapolates it is the question. Without ``at``, or without a noise estimate, it is true."""
+        from mixlaw.decide.health import assess_fit
+
+        return assess_fit(cls, name, law, x, y, params, status, at)
 
     @property
     def pinned(self) -> bool:
@@ -244,7 +270,14 @@ class FitHealth:
     def from_dict(cls, f: Mapping[str, Any]) -> FitHealth:
         return cls(str(f["name"]), str(f["law"]), str(f["status"]), f.get("identifiable"),
                    tuple(f.get("at_bounds", ())), str(f.get("identifiability", "")), str(f.get("weakest", "")),
-                   tuple(f.get("running_off", ())), tuple(f.get("weak", ())))  # fmt: skip
+                   tuple(f.get("running_off", ())), tuple(f.get("weak", ())),
+                   bool(f.get("moves_answer", True)))  # fmt: skip
+
+
+def unpinned(fits: Sequence[FitHealth]) -> tuple[Reason, ...]:
+    """The :data:`FIT_UNPINNED` reasons of the fits the data do not pin down where the decision reads them
+    (``moves_answer``): a decision resting on one is weak."""
+    return tuple(r for f in fits if not f.pinned and f.moves_answer for r in (f.reason(),) if r is not None)
 
 
 @dataclass(frozen=True)

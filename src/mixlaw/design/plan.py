@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from mixlaw import limits
 from mixlaw.design.budget import CostFn, SizeSpec, parse_budget, resolve_sizes
-from mixlaw.design.strategies import Allocation, Strategy, allocate, parse_strategies
+from mixlaw.design.strategies import Allocation, Strategy, allocate, parse_strategies, positions
 from mixlaw.errors import InputError
 from mixlaw.options import DEFAULT_SOLVER, SolverOptions
 
@@ -67,6 +70,66 @@ def parse_prior(text: str | None, domains: Sequence[str], data_dir: str | Path |
     return {k: v / total for k, v in out.items()}
 
 
+#: Estimated CPU seconds above which :func:`plan` tells ``announce`` what it is about to spend.
+ANNOUNCE_SECONDS = 20.0
+
+
+def expected_counts(
+    strategy: Strategy, sizes: Sequence[SizeSpec], budget: float, floors: int = 1, caps: int | None = None
+) -> np.ndarray:
+    """An upper bound of the run counts per size (floats, sizes by parameters) that
+    :func:`~mixlaw.design.strategies.solve_counts` will give, computed without integers.
+
+    Its counts are ``n_s = min(cap, max(floor, ⌊λ p'_s⌋))`` at the largest ``λ`` whose runs fit the budget; since
+    ``⌊x⌋ ≥ x − 1``, that ``λ`` is at most the root of ``Σ min(cap, max(floor, λ p'_s − 1)) c_s = budget``, found
+    by bisection in floats. A budget of 1e40 FLOPs gives ~1e28 runs here, not an int64 wrap-around."""
+    ordered = sorted(sizes, key=lambda s: s.n_params)
+    c = np.array([s.cost for s in ordered], dtype=np.float64)
+    p = np.asarray(strategy.profile(positions(ordered)), dtype=np.float64)
+    pp = p if strategy.space == "count" else p / c
+    pp = pp / pp.max() if pp.max() > 0 else pp
+    cap = math.inf if caps is None else float(caps)
+    f = float(floors)
+
+    def spend(lam: float) -> float:
+        return float((np.minimum(cap, np.maximum(f, lam * pp - 1.0)) * c).sum())
+
+    hi = max((budget + float(c.sum())) / max(float((pp * c).sum()), 1e-300), 1.0)
+    while spend(hi) <= budget and hi < 1e300 and np.any(hi * pp - 1.0 < cap):
+        hi *= 2.0
+    lo = 0.0
+    for _ in range(200):  # float bisection: spend(lo) <= budget < spend(hi)
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if spend(mid) <= budget else (lo, mid)
+        if hi - lo <= 1e-12 * hi:
+            break
+    return np.minimum(cap, np.maximum(f, np.floor(hi * pp)))
+
+
+def _bound_allocations(
+    strategies: Sequence[Strategy],
+    sizes: Sequence[SizeSpec],
+    budget: float,
+    n_domains: int,
+    opts: Mapping[str, Any],
+    limit: limits.MemoryLimit | None,
+) -> float:
+    """Refuse (:func:`mixlaw.limits.plan`) an allocation too large to build, before it is built; its CPU seconds."""
+    seconds = 0.0
+    for strat in strategies:
+        n = expected_counts(strat, sizes, budget, opts["floors"], opts["caps"])
+        mm = opts["max_mixtures"]
+        take = np.minimum(n, float(mm)) if mm is not None else n
+        if opts["sharing"] == "independent":  # one pool per size, each matched against those before it
+            distinct = float(take.sum())
+            pairs = float(sum(t * float(take[:i].sum() + take.max()) for i, t in enumerate(take)))
+        else:
+            distinct, pairs = float(take.max()), 0.0
+        _, sec = limits.plan(float(n.sum()), distinct, n_domains, strat.label, limit, independent=pairs)
+        seconds += sec
+    return seconds
+
+
 def plan(
     *,
     sizes: Sequence[str],
@@ -90,11 +153,19 @@ def plan(
     cost: CostFn | None = None,
     cost_unit: str = "FLOPs",
     solver: SolverOptions = DEFAULT_SOLVER,
+    limit: limits.MemoryLimit | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Allocate ``budget`` over ``sizes`` with ``strategy`` (and each ``compare`` strategy); simulate if asked.
 
     ``solver`` caps the iterations of every fit of the simulation (:class:`~mixlaw.options.SolverOptions`,
     ``--max-iter``; default the simulator's :data:`~mixlaw.design.simulate.SIM_MAX_ITER`).
+
+    Every step is estimated before it runs: the allocations (runs × distinct mixtures, :func:`mixlaw.limits.plan`)
+    and the simulation (replicates × runs × fits, :func:`mixlaw.limits.simulation`); above ``limit``
+    (``--max-memory``, default 4 GiB) or the planning time limit it stops with one line naming the option, before
+    any work. ``announce`` receives a one-line estimate of a step expected to take over
+    :data:`ANNOUNCE_SECONDS`.
 
     Returns ``{"sizes", "target", "budget", "allocation" (the chosen one), "compare": [allocations],
     "simulation": SimResult | None, "notes"}``; allocations are :class:`Allocation` objects.
@@ -122,12 +193,22 @@ def plan(
         "seed": seed,
         "k": k,
     }
+    seconds = _bound_allocations([main, *others], size_specs, b.flops, len(doms), opts, limit)
+    if announce is not None and seconds > ANNOUNCE_SECONDS:
+        announce(f"allocating {1 + len(others)} strateg{'y' if not others else 'ies'}: about {seconds:,.0f} CPU s")
     chosen = allocate(main, size_specs, b.flops, doms, **opts)
     compared = [allocate(s, size_specs, b.flops, doms, **opts) for s in others]
     sim = None
     if simulate:
         from mixlaw.design.simulate import SIM_MAX_ITER
         from mixlaw.design.simulate import simulate as run_sim
+        from mixlaw.laws import get_law
+
+        fit_law = get_law("camel", domains=tuple(doms), k=k, size="n_params", size_unit=float(tgt.n_params))
+        runs = [a.n_runs for a in (chosen, *compared)]
+        nbytes, sec = limits.simulation(simulate, runs, len(fit_law.start_design()), fit_law.n_internal, k, limit)
+        if announce is not None and sec > ANNOUNCE_SECONDS:
+            announce(f"simulating --simulate {simulate:,}: {limits.describe(nbytes, sec)}")
 
         sim = run_sim(
             [main, *others],

@@ -210,7 +210,7 @@ def solve_counts(
         raise InputError(f"--budget: the floor of {f.tolist()} runs per size costs {spent:.3g}, more than {budget:.3g}")
     # every event below λ0 fits (cost(λ) <= Σ f c + λ Σ p' c), so the sweep may start there
     lam0 = max(0.0, (budget - spent) / math.fsum(pp * c)) * (1 - 1e-9)
-    n = np.minimum(u, np.maximum(f, np.floor(lam0 * pp).astype(np.int64)))
+    n = np.minimum(u, np.maximum(f, np.floor(np.minimum(lam0 * pp, 2.0**62)).astype(np.int64)))  # no int64 wrap
     spent = math.fsum(n * c)
     while True:
         live = (pp > 0) & (n < u)

@@ -20,6 +20,7 @@ import pandas as pd
 
 from mixlaw.errors import InputError, source_lines
 from mixlaw.runs.meta import MetaTable, base_runs, check_coverage, complete_tokens, join_meta, read_meta
+from mixlaw.runs.run_ids import of_table
 from mixlaw.runs.select import TableOptions, select_rows
 from mixlaw.runs.validate import validate_table
 
@@ -147,6 +148,7 @@ def ingest_files(
     meta_table = read_meta(meta) if meta is not None else (opts.meta_table() if opts.meta is not None else None)
     results: list[dict[str, Any]] = []
     tables: list[pd.DataFrame | None] = []
+    spelled: list[dict[str, str]] = []  # per file: {run_id: spelling} (mixlaw.runs.run_ids)
     used: set[int] = set()
     all_runs: list[str] = []
     matched: list[str] = []
@@ -175,6 +177,7 @@ def ingest_files(
                 except InputError:
                     raise exc from None
             runs = [str(r) for r in pd.unique(table["run_id"])]
+            spelled.append(of_table(table))  # as the file wrote them (attrs do not survive the joins)
             if meta_table is not None:
                 table, hit = join_meta(table, meta_table, {r: f for r in runs}, label)
                 used |= hit
@@ -190,6 +193,7 @@ def ingest_files(
                 raise
             res["status"] = f"error: {exc}"
             table = None
+        spelled += [{}] * (len(results) + 1 - len(spelled))
         results.append(res)
         tables.append(table)
     base: pd.DataFrame | None = None
@@ -198,7 +202,7 @@ def ingest_files(
         if all(t is not None for t in tables):  # a file that failed may hold the runs the other rows name
             check_coverage(meta_table, used | hit, all_runs, matched)
     with RunStore(store) as st:
-        for res, table in zip(results, tables, strict=True):
+        for res, table, spelling in zip(results, tables, spelled, strict=True):
             if table is None:
                 if on_file is not None:
                     on_file(res)
@@ -211,9 +215,10 @@ def ingest_files(
                 if lr_table is not None:
                     from mixlaw.runs.lr_table import read_lr_table
 
-                    schedules = read_lr_table(lr_table, table)
+                    schedules = read_lr_table(lr_table, table, spellings=spelling, source=res["file"])
                 summary = st.ingest_table(
-                    table, res["file"], replace=replace, validated=True, schedules=schedules, allow_nan=allow_nan
+                    table, res["file"], replace=replace, validated=True, schedules=schedules, allow_nan=allow_nan,
+                    spellings=spelling,
                 )
                 res.update(summary)
                 res["mapped"] = len(sources)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -9,16 +10,27 @@ import numpy as np
 import pandas as pd
 
 from mixlaw.errors import InputError
+from mixlaw.runs.run_ids import UNTYPED, compare, of_table
 
 __all__ = ["read_lr_table"]
 
 
-def read_lr_table(path: str | Path, table: pd.DataFrame | None = None) -> dict[str, dict[str, Any]]:
+def read_lr_table(
+    path: str | Path,
+    table: pd.DataFrame | None = None,
+    *,
+    spellings: Mapping[str, str] | None = None,
+    source: str = "the run table",
+) -> dict[str, dict[str, Any]]:
     """Per-run LR schedules from a dense table with columns ``run_id, step, lr`` (one row per step).
 
     Steps of each run must be consecutive, starting at 0 or 1, and reach the run's last evaluated step in
     ``table``. The schedule stored is ``{"kind": "table", "lr": [lr_1, ..., lr_T]}`` (``lr[i]`` is the LR of
     update ``i + 1``, the :mod:`mixlaw.schedules` convention) plus ``"lr0"`` when step 0 is given.
+
+    ``spellings``: the ``{run_id: spelling}`` of ``table`` as its file (``source``) wrote them
+    (:mod:`mixlaw.runs.run_ids`; default ``table.attrs``); a run the LR table writes differently (``1`` and
+    ``"1"``, ``"a"`` and ``"a "``) is refused, naming both files.
     """
     from mixlaw.runs.io import _read_csv
     from mixlaw.runs.schema import validate_table
@@ -37,6 +49,9 @@ def read_lr_table(path: str | Path, table: pd.DataFrame | None = None) -> dict[s
         unknown = sorted(set(df["run_id"]) - set(last_steps))
         if unknown:
             raise InputError(f"expected runs of the ingested file, got unknown run {unknown[0]!r} in {path.name}")
+        mine = spellings if spellings is not None else of_table(table)
+        df.attrs[UNTYPED] = True  # a CSV: its ids are text of no type
+        compare(mine, source, of_table(df), path.name, sorted(set(df["run_id"])))
     out: dict[str, dict[str, Any]] = {}
     for rid, g in df.sort_values(["run_id", "step"]).groupby("run_id", sort=False):
         steps = g["step"].to_numpy()

@@ -6,6 +6,7 @@ Layout (schema version :data:`SCHEMA_VERSION`, recorded in ``PRAGMA user_version
     steps  (run_id, step, PRIMARY KEY (run_id, step))                  -- one row per evaluation
     evals  (run_id, step, "column", value REAL, PRIMARY KEY (run_id, step, "column"))   -- long format
     status (run_id TEXT PRIMARY KEY, status TEXT, message TEXT, updated REAL)
+    run_ids (run_id TEXT PRIMARY KEY, spelling TEXT, source TEXT)   -- as ingested (mixlaw.runs.run_ids; on first use)
 
 Every write (a run's metadata, an evaluation chunk, a whole ingested table) is one ``BEGIN IMMEDIATE``
 transaction:

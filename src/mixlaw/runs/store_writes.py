@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from mixlaw.errors import InputError
+from mixlaw.runs import run_ids
 from mixlaw.runs.schema import RUN_LEVEL_COLUMNS, RunMeta, is_weight_column, validate_schedule, validate_table
 from mixlaw.runs.store_ingest import infer_run_metas
 
@@ -142,6 +143,7 @@ class StoreWrites:
         allow_missing: bool = False,
         validated: bool = False,
         schedules: Mapping[str, Mapping[str, Any]] | None = None,
+        spellings: Mapping[str, str] | None = None,
     ) -> dict[str, int]:
         """Validate a whole RunTable and write it in ONE transaction (the store is unchanged if anything
         fails).
@@ -166,6 +168,10 @@ class StoreWrites:
             ``df`` already went through :func:`validate_table` (the readers do this); skip re-validation.
         schedules
             Optional ``{run_id: schedule}`` (e.g. from ``--lr-table``) stored as each run's schedule.
+        spellings
+            ``{run_id: spelling}`` of the ids as the file wrote them (:mod:`mixlaw.runs.run_ids`; default the
+            table's own, from :func:`validate_table`). A run already stored under another spelling (``"a"`` and
+            ``"a "``, ``1`` and ``"1"``) is refused, naming both files.
 
         Returns
         -------
@@ -174,6 +180,7 @@ class StoreWrites:
             before}``.
         """
         table = df if validated else validate_table(df, source, allow_nan=allow_nan, allow_missing=allow_missing)
+        spelled = dict(spellings if spellings is not None else run_ids.of_table(table))
         metas = infer_run_metas(table, source)
         if schedules:
             unknown = sorted(set(schedules) - set(metas))
@@ -198,6 +205,7 @@ class StoreWrites:
         evals = table[eval_cols]
         new_runs = 0
         with self._tx() as con:
+            named = run_ids.check(con, self.path, list(metas), spelled, source)  # before any run is written
             for meta in metas.values():
                 if con.execute("SELECT 1 FROM runs WHERE run_id = ?", (meta.run_id,)).fetchone() is None:
                     new_runs += 1
@@ -206,5 +214,6 @@ class StoreWrites:
                 except InputError as exc:
                     raise InputError(f"{exc} (use --replace to overwrite) in {source}") from None
             self._write_evals(con, evals, source, replace=replace)
+            run_ids.record(con, named)
         return {"runs": len(metas), "rows": len(table), "new_runs": new_runs}
 

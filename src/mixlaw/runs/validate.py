@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from mixlaw.errors import InputError
+from mixlaw.runs.run_ids import SPELLINGS, spellings
 from mixlaw.runs.values import (
     _INTEGER_COLUMNS,
     _NONNEG_COLUMNS,
@@ -341,6 +342,7 @@ def validate_table(
         raise InputError(f"expected at least one data row, got none in {source}")
     out: dict[str, pd.Series] = {}
     out["run_id"] = _string_column(df["run_id"], "run_id", source, row_nums, required=True)
+    spelled = spellings(df["run_id"].to_numpy(dtype=object), out["run_id"].to_numpy())  # across files: run_ids
     weight_cols: list[str] = []
     for c in names:
         if c == "run_id":
@@ -483,18 +485,13 @@ def validate_table(
         i = int(np.flatnonzero(second)[0])
         rid, st = key.iloc[i]["run_id"], int(key.iloc[i]["step"])
         firsts = np.flatnonzero(dup & (key["run_id"].to_numpy() == rid) & (key["step"].to_numpy() == st))
-        raise _fail(
-            "one row per (run_id, step)",
-            f"a second row for ({rid!r}, {st}) (first at row {int(row_nums[firsts[0]])})",
-            source,
-            int(row_nums[i]),
-            "step",
-        )
+        raise _fail("one row per (run_id, step)", f"a second row for ({rid!r}, {st}) (first at row "
+                    f"{int(row_nums[firsts[0]])})", source, int(row_nums[i]), "step")  # fmt: skip
     order = ["run_id", "step"] + [c for c in names if c not in ("run_id", "step")]
     res = pd.DataFrame({c: out[c].to_numpy() for c in order})
     for c in res.columns:
         if c not in ("run_id",) and out[c].dtype == object:
             res[c] = res[c].astype(object)
     res["run_id"] = res["run_id"].astype(object)
-    res.attrs["rows"] = [int(r) for r in row_nums]
+    res.attrs.update({"rows": [int(r) for r in row_nums], **({SPELLINGS: spelled} if spelled else {})})
     return res

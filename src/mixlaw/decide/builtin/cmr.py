@@ -18,9 +18,11 @@ from mixlaw.decide.contract import (
     DecisionContext,
     DecisionResult,
     Estimate,
+    FitHealth,
     Reason,
     Status,
     reason,
+    unpinned,
 )
 from mixlaw.decide.registry import register_decision
 from mixlaw.errors import InputError
@@ -83,6 +85,44 @@ def _size_label(size: Any) -> str:
         return str(size)
 
 
+def fit_health(dec: Any) -> tuple[FitHealth, ...]:
+    """The health of every fit a CMR decision rests on, per size: the ΔL_general and ΔL_domain curve of each
+    trained ratio (``dL_general@SIZE,R=r``), then the CMR law through the turning points (``cmr_law@SIZE``).
+
+    The CMR engine keeps their parameters, rows and solver status (:class:`~mixlaw.decide.cmr.result.SizeCMR`), not
+    engine fit results, so each verdict is assessed here at the fitted parameters (:meth:`FitHealth.assess`). Each
+    fit is profiled where the decision reads it: a curve from its first evaluation to the budget, the CMR law from
+    the first turning point to the budget. What the data do not pin down weakens the decision only where it moves
+    those readings beyond the noise (``moves_answer``): a curve read inside its own evaluations never does."""
+    import numpy as np
+
+    from mixlaw.decide.cmr.curves import curve_laws
+    from mixlaw.decide.cmr.decision import cmr_law, cmr_points
+
+    def span(lo: float, hi: float) -> dict[str, Any]:
+        return {"tokens": np.geomspace(max(lo, 1e-300), max(hi, lo, 1e-300), 64)}
+
+    out: list[FitHealth] = []
+    for s in dec.sizes:
+        label = _size_label(s.n_params)
+        for ratio, c in sorted(s.curves.items()):
+            if "tokens" not in c:
+                continue
+            dom_law, gen_law = curve_laws(s.token_unit, bool(c["pin_zero"]), tuple(c["laws"]))
+            at = span(float(np.min(c["tokens"])), max(float(s.budget_tokens), float(np.max(c["tokens"]))))
+            for which, law in (("general", gen_law), ("domain", dom_law)):
+                if c.get(which) is not None:
+                    name, y, st = f"dL_{which}@{label},R={ratio:g}", c[f"obs_{which}"], str(c[f"status_{which}"])
+                    out.append(FitHealth.assess(name, law, {"tokens": c["tokens"]}, y, c[which], st, at))
+        pts = cmr_points(s.ratios)
+        if s.cmr_law is not None and pts:
+            t0 = [p[0] for p in pts]
+            at = span(min(t0), float(s.budget_tokens))
+            out.append(FitHealth.assess(f"cmr_law@{label}", cmr_law(s.token_unit), {"tokens": t0},
+                                        [p[1] for p in pts], s.cmr_law, at=at))  # fmt: skip
+    return tuple(out)
+
+
 @register_decision
 class CriticalMixtureRatio(Decision):
     """The CMR per model size, with its bias-corrected bootstrap interval and the tolerance boundary."""
@@ -104,7 +144,10 @@ class CriticalMixtureRatio(Decision):
 
     def estimate(self, table: pd.DataFrame, options: CMROptions, ctx: DecisionContext) -> Estimate:
         dec = self._run(table, options, ctx, 0)
-        return Estimate({f"cmr@{_size_label(s.n_params)}": s.cmr for s in dec.sizes}, details=dec.to_dict())
+        fits = fit_health(dec)
+        why = unpinned(fits)
+        return Estimate({f"cmr@{_size_label(s.n_params)}": s.cmr for s in dec.sizes},
+                        Status.WEAK if why else Status.OK, why, dec.to_dict(), fits)  # fmt: skip
 
     def decide(self, table: pd.DataFrame, options: CMROptions, ctx: DecisionContext) -> DecisionResult:
         dec = self._run(table, options, ctx, ctx.intervals.resamples)
@@ -140,7 +183,12 @@ class CriticalMixtureRatio(Decision):
                 status = status.worst(Status.WEAK)
                 for w in s.weak_reasons or [s.status]:
                     reasons.append(Reason(CMR_SIZE_WEAK, {"size": label, "detail": w}))
+        fits = fit_health(dec)
+        why = unpinned(fits)  # a decision resting on a fit the data do not pin down is weak, and says which
+        if why:
+            reasons.extend(why)
+            status = status.worst(Status.WEAK)
         return DecisionResult(
             decision=self.name, status=status, answers=tuple(answers), reasons=tuple(reasons),
-            data=DataBasis.of(table), options=options, details=dec.to_dict(),
+            data=DataBasis.of(table), fits=fits, options=options, details=dec.to_dict(),
         )  # fmt: skip

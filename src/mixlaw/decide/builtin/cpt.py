@@ -12,7 +12,18 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mixlaw.decide.contract import Answer, Decision, DecisionContext, DecisionResult, Estimate, Reason, Status, reason
+from mixlaw.decide.contract import (
+    Answer,
+    Decision,
+    DecisionContext,
+    DecisionResult,
+    Estimate,
+    FitHealth,
+    Reason,
+    Status,
+    reason,
+    unpinned,
+)
 from mixlaw.decide.registry import register_decision
 from mixlaw.errors import InputError
 from mixlaw.fit.uncertainty.from_draws import Interval
@@ -36,6 +47,30 @@ def _weights(text: str | None) -> tuple[float, float] | None:
     except ValueError:
         raise InputError(f"expected weights as two numbers W_PT,W_CPT, got {text!r}", column="weights") from None
     return a, b
+
+
+def fit_health(fits: Any) -> tuple[FitHealth, ...]:
+    """The health of every fit of a CPT bundle (:class:`~mixlaw.decide.cpt.fits.CptFits`), D_pt and D_cpt laws and
+    OOD combinations: the engine's own verdict (:meth:`FitHealth.of`) where the bundle keeps the fit's record, and
+    ``status = "unknown"`` with no verdict for a plain parameter dict (nothing is invented)."""
+    from mixlaw.fit import FitResult
+
+    out = []
+    for prefix, group in (("", fits.fits), ("ood:", fits.ood)):
+        for name, lf in group.items():
+            rec = lf.record
+            if rec is not None and "schema" in rec:
+                out.append(FitHealth.of(f"{prefix}{name}", FitResult.from_dict(dict(rec))))
+            else:
+                out.append(FitHealth(f"{prefix}{name}", str(lf.law.name), "unknown"))
+    return tuple(out)
+
+
+def _with_fits(est: Estimate, fits: tuple[FitHealth, ...]) -> Estimate:
+    """``est`` resting on ``fits``: weak, with the reason, where the data do not pin a fit down."""
+    why = unpinned(fits)
+    status = est.status.worst(Status.WEAK) if why else est.status
+    return Estimate(est.values, status, (*est.reasons, *why), est.details, fits, est.units)
 
 
 def _draw_iv(iv: Any) -> Interval | None:
@@ -101,8 +136,9 @@ class CptCritical(Decision):
         status = Status.OK if not reasons else Status.WEAK
         details = {"critical_point": {"pt_step": values["critical_pt_step"], "s1_pt": cp.s1_pt, "reason": cp.reason},
                    "turning_length": tl.to_dict(), "weights": None if w is None else list(w)}  # fmt: skip
-        return Estimate(values, status, tuple(reasons), details, units={"critical_pt_step": "steps",
-                                                                       "turning_length_steps": "steps"})  # fmt: skip
+        est = Estimate(values, status, tuple(reasons), details, units={"critical_pt_step": "steps",
+                                                                      "turning_length_steps": "steps"})  # fmt: skip
+        return _with_fits(est, fit_health(fits))
 
     def decide(self, table: pd.DataFrame | None, options: CptCriticalOptions, ctx: DecisionContext) -> DecisionResult:
         from mixlaw.decide.cpt import load_fits, load_plan
@@ -121,7 +157,7 @@ class CptCritical(Decision):
                 reasons.append(Reason(CENSORED, {"n": iv.n_censored, "n_draws": iv.n_draws,
                                                  "answer": name.replace("_", " ")}))  # fmt: skip
         answers = tuple(Answer(k, v, est.units[k], _draw_iv(ivs[k])) for k, v in est.values.items())
-        return DecisionResult(self.name, est.status, answers, tuple(reasons), None, (), options, est.details)
+        return DecisionResult(self.name, est.status, answers, tuple(reasons), None, est.fits, options, est.details)
 
 
 @dataclass(frozen=True)
@@ -158,11 +194,13 @@ class CptOptimize(Decision):
         from mixlaw.decide.cpt.predict import optimize
 
         w = _weights(options.weights) or (0.5, 0.5)  # validated in the options: never None here
-        res = optimize(load_fits(options.fit), load_plan(options.plan), options.over,  # type: ignore[arg-type]
+        fits = load_fits(options.fit)
+        res = optimize(fits, load_plan(options.plan), options.over,  # type: ignore[arg-type]
                        w, level=ctx.intervals.level)  # fmt: skip
         reasons = (Reason(AT_EDGE, {"over": options.over}),) if res.at_edge else ()
-        return Estimate({f"best_{options.over}": res.best, "objective": res.best_objective},
-                        Status.WEAK if res.at_edge else Status.OK, reasons, res.to_dict())  # fmt: skip
+        est = Estimate({f"best_{options.over}": res.best, "objective": res.best_objective},
+                       Status.WEAK if res.at_edge else Status.OK, reasons, res.to_dict())  # fmt: skip
+        return _with_fits(est, fit_health(fits))
 
     def decide(self, table: pd.DataFrame | None, options: CptOptimizeOptions, ctx: DecisionContext) -> DecisionResult:
         est = self.estimate(table, options, ctx)
@@ -174,4 +212,4 @@ class CptOptimize(Decision):
 
         answers = (Answer(f"best_{options.over}", est.values[f"best_{options.over}"], "", iv(d.get("interval"))),
                    Answer("objective", est.values["objective"], "nats", iv(d.get("objective_interval"))))  # fmt: skip
-        return DecisionResult(self.name, est.status, answers, est.reasons, None, (), options, est.details)
+        return DecisionResult(self.name, est.status, answers, est.reasons, None, est.fits, options, est.details)

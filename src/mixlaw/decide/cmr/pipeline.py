@@ -387,7 +387,9 @@ def decide_size(
         tolerance_boundary=dec.tolerance_boundary, tolerance_boundary_ci=tol_ci, tolerance_status=dec.tolerance_status,
         ratio_law_general=dec.ratio_law_general, ratio_law_domain=dec.ratio_law_domain, ratios=dec.ratios,
         curves={c.ratio: {"general": c.gen_params, "domain": c.dom_params, "t_lo": c.t_lo, "t_last": c.t_last,
-                          "pin_zero": sf.pin_zero} for c in sf.curves},
+                          "pin_zero": sf.pin_zero, "laws": sf.laws, "tokens": c.tokens, "obs_general": c.obs_gen,
+                          "obs_domain": c.obs_dom, "status_general": c.gen_status, "status_domain": c.dom_status}
+                for c in sf.curves},
         notes=list(dict.fromkeys(notes)), n_bootstrap=bootstrap, n_bootstrap_failed=n_failed, bootstrap_cmr=boot_cmr,
         bootstrap_cmr_law=boot_laws, outcome=dec.status, weak_reasons=weak,
         cmr_law_at_budget_raw=dec.cmr_law_at_budget_raw, model_free_crossing=mf, model_free_status=mf_status,

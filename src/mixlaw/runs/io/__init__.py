@@ -25,6 +25,7 @@ from mixlaw.runs.io.tensorboard import _event_files, _masked_crc, _scalars_from_
 from mixlaw.runs.io.text import _ROW, _read_csv, _read_json, _read_jsonl, _read_parquet, _read_text
 from mixlaw.runs.io.trainers import default_run_id, lightning_frame, looks_like_lightning, read_trainer_state
 from mixlaw.runs.io.wandb_export import _looks_like_wandb, _wandb_api_frame, _wandb_csv_to_long, read_wandb
+from mixlaw.runs.run_ids import UNTYPED
 from mixlaw.runs.schema import validate_table
 
 __all__ = [
@@ -176,6 +177,8 @@ def read_table(
         sources.setdefault(canon, foreign)
     out = validate_table(table, name, allow_nan=allow_nan, allow_missing=bool(allow_missing), rows=rows)
     out.attrs["column_sources"] = {c: f for c, f in sources.items() if c in out.columns and c != f}
+    if kind in ("csv", "tsv", "wandb-csv", "lightning"):  # cells of no type: ids compared by text (runs.run_ids)
+        out.attrs[UNTYPED] = True
     stored = set(sources.values())
     out.attrs["skipped_names"] = [f for f in raw_attrs.get("raw_names", ()) if f not in stored and f not in out.columns]
     return attach_lines(out, rows) if len(out) == len(rows) else out  # later messages name these lines
