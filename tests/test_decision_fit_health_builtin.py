@@ -115,3 +115,15 @@ def test_cpt_carries_the_law_fit_verdict_and_is_weak_on_an_unpinned_one(tmp_path
     both = _lr_bundle(tmp_path, ("constant", "cosine"))
     res2 = api.decide(None, "cpt_critical", options={"fit": both, "plan": plan})
     assert res2.fits[0].identifiability == "ok" and "fit_unpinned" not in res2.reason_codes
+
+
+def test_the_decision_page_says_when_an_unpinned_fit_does_not_move_the_answer() -> None:
+    from mixlaw.decide.contract import FitHealth
+    from mixlaw.report.decision_page import _pinned
+
+    base = dict(name="f", law="chinchilla", status="converged", identifiable=False, identifiability="unidentifiable")
+    assert _pinned(FitHealth(**base, moves_answer=False)) == "NOT identifiable (does not move the answer)"
+    assert _pinned(FitHealth(**base, moves_answer=True)) == "NOT identifiable"
+    assert _pinned(FitHealth(**{**base, "identifiable": True, "identifiability": "ok"}, moves_answer=False)) == (
+        "identifiable"
+    )

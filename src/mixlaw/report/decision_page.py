@@ -65,7 +65,9 @@ def _pinned(f: FitHealth) -> str:
     else:
         ident = "" if f.identifiable is None else words["ok" if f.identifiable else "unidentifiable"]
     loose = f" (running off: {', '.join(f.running_off)})" if f.running_off else ""
-    return f"{ident}{loose}"
+    unpinned = ident in ("weak", "NOT identifiable") or bool(f.running_off)
+    aside = " (does not move the answer)" if unpinned and not f.moves_answer else ""
+    return f"{ident}{loose}{aside}"
 
 
 def decision_section(result: DecisionResult) -> Section:
