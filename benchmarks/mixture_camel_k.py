@@ -57,7 +57,7 @@ def main() -> None:
     ap.add_argument("--ks", default="1,2,3")
     ap.add_argument("--models", default="mixture_additive,mixture_joint,dml")
     args = ap.parse_args()
-    from mixlaw.decide.mixture.api import compare
+    from mixlaw.api.mixture import compare
     from mixlaw.decide.mixture.camel_k import fit_camel
     from mixlaw.expr import filter_rows
 

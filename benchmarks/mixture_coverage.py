@@ -93,7 +93,7 @@ def case_table(d: pd.DataFrame, case: str) -> pd.DataFrame:
 
 
 def run_case(d: pd.DataFrame, case: str, models: str, bootstrap: int, seed: int) -> list[dict[str, Any]]:
-    from mixlaw.decide.mixture.api import compare
+    from mixlaw.api.mixture import compare
 
     table = case_table(d, case)
     holdout = CASES[case][0]

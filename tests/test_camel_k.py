@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mixlaw.decide.mixture.api import optimize
+from mixlaw.api.mixture import optimize
 from mixlaw.decide.mixture.camel_k import ALPHA_LIMIT, ComponentStatus, FitStatus, KChoiceStatus, camel_health, select_k
 from mixlaw.laws import get_law
 

@@ -77,7 +77,7 @@ EXPECTED: dict[str, set[str]] = {
     | {"--tokens-per-param", "--flops-per-s", "--floor-runs", "--cap-runs", "--prior", "--mixture-floor"}
     | {"--mixtures", "--max-mixtures", "--k", "--noise", "--seed", "--name", "--data-dir", "--work-dir"}
     | {"--block-size", "--batch-size", "--eval-tokens", "--cost-runs", "--cost-column", "--json", "--max-iter"}
-    | {"--config"},
+    | {"--config", "--max-memory"},
 }
 
 

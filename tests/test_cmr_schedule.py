@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from mixlaw.cli.cmr import app, infer_tokens_per_step
+from mixlaw.cli.cmr import app
+from mixlaw.decide.cmr.schedule import infer_tokens_per_step
 from mixlaw.decide.cpt import schedule_aware_cmr
 from mixlaw.laws import get_law
 from mixlaw.runs.schema import Mixture, RunMeta

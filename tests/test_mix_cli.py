@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mixlaw.cli import app
-from mixlaw.decide.mixture.api import check_mixture
+from mixlaw.decide.mixture.checks import check_mixture
 from mixlaw.errors import InputError
 from mixlaw.laws import get_law
 
@@ -154,7 +154,7 @@ def test_mixture_rows_in_files_and_frames_are_checked(runs_csv: Path, tmp_path: 
 
 
 def test_optimize_bootstrap_interval_and_optimum_vs_size(runs_csv: Path) -> None:
-    from mixlaw.decide.mixture.api import optimize
+    from mixlaw.api.mixture import optimize
 
     df = pd.read_csv(runs_csv)
     with warnings.catch_warnings():

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from mixlaw.api.mixture import compare
 from mixlaw.cli import app
-from mixlaw.decide.mixture.api import compare
 from mixlaw.laws import get_law
 
 runner = CliRunner()

@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from mixlaw.api.mixture import compare
 from mixlaw.cli import app
-from mixlaw.decide.mixture.api import compare
 from mixlaw.decide.mixture.intervals import bc_ends, prediction_interval
 from mixlaw.fit import fit_law
 from mixlaw.fit.uncertainty.intervals import band, inputs_of

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mixlaw.decide.mixture.api import compare
+from mixlaw.api.mixture import compare
 from mixlaw.laws import get_law
 
 NOISE = 0.01

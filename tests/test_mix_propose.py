@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mixlaw.decide.mixture.api import optimize
+from mixlaw.api.mixture import optimize
 from mixlaw.decide.mixture.propose import DirichletProposer
 from mixlaw.errors import InputError
 

@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from mixlaw.api.mixture import optimize
 from mixlaw.cli import app
 from mixlaw.decide.mixture import PRESETS
-from mixlaw.decide.mixture.api import optimize
 from mixlaw.errors import InputError
 from mixlaw.laws import get_law
 

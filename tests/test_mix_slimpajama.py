@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mixlaw.decide.mixture.api import compare
+from mixlaw.api.mixture import compare
 
 DOMAINS = ("arxiv", "book", "c4", "github", "commoncrawl", "stackexchange", "wikipedia")
 

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mixlaw.decide.mixture.api import optimize
+from mixlaw.api.mixture import optimize
 from mixlaw.decide.mixture.targets import tokens_rule
 from mixlaw.errors import InputError
 from mixlaw.laws import get_law

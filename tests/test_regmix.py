@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mixlaw.decide.mixture.api import compare
+from mixlaw.api.mixture import compare
 from mixlaw.errors import InputError
 from mixlaw.surrogates import RegMix
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mixlaw.decide.mixture.api import compare
+from mixlaw.api.mixture import compare
 from mixlaw.surrogates import RegMix
 from mixlaw.surrogates.intervals import _conformal_quantile, surrogate_interval
 

@@ -42,22 +42,6 @@ from mixlaw.cli._table import (
 
 app = typer.Typer(help="Critical mixture ratio of CPT runs (CMR scaling law).", add_completion=False)
 
-_LAZY = {  # re-exported names that live in heavier modules (imported on first use: `mixlaw --help` stays fast)
-    "load_table": "mixlaw.cli.cmr_job",
-    "SizeScheduleCMR": "mixlaw.decide.cmr.schedule",
-    "schedule_cmr_by_size": "mixlaw.decide.cmr.schedule",
-    "infer_tokens_per_step": "mixlaw.decide.cmr.schedule",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(name)
-
-
 class _Progress:
     """Sizes × resamples: a rich bar on a terminal, else one line per finished size on stderr."""
 

@@ -1,6 +1,6 @@
 """``mixlaw mix``: multi-domain mixtures — ``compare`` mixture laws on held-out runs, ``optimize`` a mixture.
 
-Thin verbs over :mod:`mixlaw.decide.mixture.api`; only typer and the standard library are imported at module load.
+Thin verbs over :mod:`mixlaw.api.mixture`; only typer and the standard library are imported at module load.
 """
 
 from __future__ import annotations

@@ -29,14 +29,6 @@ __all__ = ["ingest", "runs", "app"]
 DEFAULT_STORE = "mixlaw.db"  # mixlaw.runs.store.DEFAULT_STORE, without importing pandas at start-up
 
 
-def __getattr__(name: str) -> Any:
-    if name == "read_lr_table":  # moved to mixlaw.api; kept importable from here
-        from mixlaw.api import read_lr_table
-
-        return read_lr_table
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 @verb
 def ingest(
     file: Annotated[

@@ -142,7 +142,7 @@ def _benchmarks(out: Mapping[str, Any]) -> str:
 
 
 def mix_report(out: Mapping[str, Any], held: Mapping[str, Any] | None = None, *, source: str | None = None) -> str:
-    """The whole page from :func:`mixlaw.decide.mixture.api.optimize`'s result and, optionally, a comparison."""
+    """The whole page from :func:`mixlaw.api.mixture.optimize`'s result and, optionally, a comparison."""
     boot = out.get("bootstrap") or {}
     wb = boot.get("weights") or {}
     wrows = [{"domain": d, "weight": v, "95% low": wb.get(d, [None])[0], "95% high": wb.get(d, [None, None])[1]}

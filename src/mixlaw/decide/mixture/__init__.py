@@ -3,7 +3,8 @@
 - :mod:`~mixlaw.decide.mixture.constraints`: floors, caps, fixed weights, repetition limits, KL to a prior;
 - :mod:`~mixlaw.decide.mixture.optimize`: multi-start SLSQP with active constraints and a KKT check;
 - :mod:`~mixlaw.decide.mixture.objective`: weighted predicted losses and benchmark-weighted accuracies;
-- :mod:`~mixlaw.decide.mixture.api`: ``compare`` (held-out evaluation of mixture laws) and ``optimize``.
+- :mod:`~mixlaw.decide.mixture.compare` (held-out evaluation of mixture laws) and
+  :mod:`~mixlaw.decide.mixture.optimum` (the optimal mixture), re-exported by the facade :mod:`mixlaw.api.mixture`.
 """
 
 from mixlaw.decide.mixture.constraints import MixtureConstraints, kl_divergence, project_box_simplex
