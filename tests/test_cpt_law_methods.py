@@ -14,8 +14,8 @@ from mixlaw.decide.cpt.critical import continued_limits
 from mixlaw.errors import InputError
 from mixlaw.laws import get_law
 from mixlaw.laws.cpt import CPT
-from mixlaw.laws.multi_power import multi_power_exact
 from mixlaw.schedules import Schedule
+from mixlaw.schedules.multi_power import multi_power_exact
 
 DPT = {"L0": 3.057, "A": 0.490, "alpha": 0.497, "C1": 0.299, "C2": 0.298, "B": 0.366, "E": 28.0, "beta": 0.189}
 FAR = 1e40  # a forward area far beyond any run: the A-term and the (slow, beta = 0.19) shift saturation are gone

@@ -11,8 +11,9 @@ from mixlaw.decide.cpt import identifiability
 from mixlaw.fit import fit_law
 from mixlaw.laws import get_law
 from mixlaw.laws.cpt_replay import replay_factor
-from mixlaw.laws.multi_power import PUBLISHED_MPL, mpl_columns, multi_power_exact, multi_power_features
+from mixlaw.laws.multi_power import PUBLISHED_MPL
 from mixlaw.schedules import Schedule, add_schedule_features
+from mixlaw.schedules.multi_power import mpl_columns, multi_power_exact, multi_power_features
 
 CPT_LAWS = ["lr_annealing", "cpt", "cpt_size", "cpt_replay", "ood_combination", "multi_power"]
 

@@ -13,8 +13,9 @@ from mixlaw.decide.cpt import CptFits, CptPlan, LawFit, critical_point, critical
 from mixlaw.laws import get_law
 from mixlaw.laws.cpt import shift_term
 from mixlaw.laws.cpt_size import effective_single_size
-from mixlaw.laws.multi_power import PUBLISHED_MPL, multi_power_exact, multi_power_features
+from mixlaw.laws.multi_power import PUBLISHED_MPL
 from mixlaw.schedules import Schedule
+from mixlaw.schedules.multi_power import multi_power_exact, multi_power_features
 
 EXTERNAL = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "external"
 MPL_DIR = EXTERNAL / "MultiPowerLaw" / "loss_curve_repo"

@@ -205,7 +205,6 @@ def test_top_level_package_is_light_and_public_api_resolves() -> None:
 
 
 def test_old_import_paths_still_work() -> None:
-    from mixlaw.laws.multi_power import mpl_columns, multi_power_exact, multi_power_features
     from mixlaw.schedules import (
         SCHEDULE_FEATURES,
         Areas,
@@ -218,6 +217,7 @@ def test_old_import_paths_still_work() -> None:
         features_for_law,
     )
     from mixlaw.schedules import mpl_columns as mpl2
+    from mixlaw.schedules.multi_power import mpl_columns, multi_power_exact, multi_power_features
 
     assert mpl_columns is mpl2 and callable(multi_power_exact) and callable(multi_power_features)
     assert all(callable(f) for f in (add_schedule_features, areas, as_schedule, cpt_areas))

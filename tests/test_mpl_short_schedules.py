@@ -19,8 +19,9 @@ from scipy.optimize import least_squares
 
 from mixlaw.fit import fit_law
 from mixlaw.laws import get_law
-from mixlaw.laws.multi_power import PUBLISHED_MPL, multi_power_features
+from mixlaw.laws.multi_power import PUBLISHED_MPL
 from mixlaw.schedules import Schedule
+from mixlaw.schedules.multi_power import multi_power_features
 
 EXTERNAL = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "external"
 MPL_DIR = EXTERNAL / "MultiPowerLaw" / "loss_curve_repo"

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from mixlaw.errors import InputError
-from mixlaw.laws.multi_power import mpl_columns
 from mixlaw.schedules import Schedule, add_schedule_features, areas, cpt_areas
+from mixlaw.schedules.multi_power import mpl_columns
 
 PT = Schedule.parse("wsd:peak=2e-4,steps=4000,decay=800,warmup=100")
 CPT = Schedule.parse("cosine:peak=2e-4,steps=2000,warmup=100")

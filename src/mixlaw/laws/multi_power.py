@@ -42,23 +42,12 @@ import torch
 from mixlaw.errors import InputError
 from mixlaw.laws._base import DerivedInput, Law, Option, ParamSpec, Tensor, register
 from mixlaw.laws.lr_annealing import safe_log
-from mixlaw.schedules.multi_power import (  # the history builders live beside the schedules; re-exported here
+from mixlaw.schedules.multi_power import (  # the history builders live beside the schedules
     DEFAULT_BINS,
-    DEFAULT_EXACT,
     mpl_columns,
-    multi_power_exact,
-    multi_power_features,
 )
 
-__all__ = [
-    "MultiPower",
-    "multi_power_features",
-    "multi_power_exact",
-    "mpl_columns",
-    "PUBLISHED_MPL",
-    "DEFAULT_BINS",
-    "DEFAULT_EXACT",
-]
+__all__ = ["MultiPower", "PUBLISHED_MPL"]
 
 
 # Published "best parameters" (README of thu-yao-01-luo/MultiPowerLaw; laws.md §4.5).

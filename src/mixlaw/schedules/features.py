@@ -66,7 +66,7 @@ def add_schedule_features(
     Columns added: ``s1, s2`` (total areas), ``s1_pt, s1_cpt, s2_pt, s2_cpt`` (PT/CPT split), ``cpt_step``,
     and with ``replay_column`` the ``replay_ratio`` (= that column, e.g. ``w_general``: the replay share of
     D_pt data in the CPT mix); with ``multi_power_bins=K`` also the multi-power history columns (``mpl_s1``
-    and :func:`mixlaw.laws.multi_power.mpl_columns`). A run without ``parent_run`` is a PT run (CPT areas
+    and :func:`mixlaw.schedules.multi_power.mpl_columns`). A run without ``parent_run`` is a PT run (CPT areas
     are 0). A run with a parent is a CPT run whose history is the parent's schedule up to the branch step,
     then its own.
 
