@@ -17,8 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 from mixlaw.cli.cmr import app
-from mixlaw.decide.cmr.schedule import infer_tokens_per_step
 from mixlaw.decide.cpt import schedule_aware_cmr
+from mixlaw.decide.cpt.schedule_size import infer_tokens_per_step
 from mixlaw.laws import get_law
 from mixlaw.runs.schema import Mixture, RunMeta
 from mixlaw.runs.store import RunStore

@@ -75,7 +75,7 @@ class SolverOptions:
     - every engine fit (:func:`mixlaw.fit.fit_law`, :func:`mixlaw.fit.fit_batch`, the bootstrap refits): the
       adaptive limit (``None``), which stops a row when its objective no longer falls measurably
       (:mod:`mixlaw.fit.solver.refine`);
-    - the profiled least-squares search of :mod:`mixlaw.decide.cmr.profile`: ``PROFILE_ROUNDS`` rounds of its
+    - the profiled least-squares search of :mod:`mixlaw.fit.solver.profiled`: ``PROFILE_ROUNDS`` rounds of its
       pattern search (it halves its step until the exponents are known to its tolerance, far sooner);
     - the nested mixture pipeline's second batched attempt on curves whose first one ran out of iterations:
       ``FALLBACK_ITER`` iterations (:mod:`mixlaw.decide.mixture.nested`);

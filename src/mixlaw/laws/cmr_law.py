@@ -77,7 +77,7 @@ class CMRLaw(Law):
             "beta3": np.array([-1.0, -0.5, 0.0, 0.5, 1.0, 1.5]),
         }
 
-    # ---- separable form (used by mixlaw.decide.cmr.profile): the exponent nonlinear, the rest linear
+    # ---- separable form (used by mixlaw.fit.solver.profiled): the exponent nonlinear, the rest linear
     def profile_points(self) -> dict[str, np.ndarray]:
         """Token exponents over ``[-3, 3]`` without 0."""
         e = np.round(np.arange(-3.0, 3.0001, 0.02), 3)

@@ -113,7 +113,7 @@ class DLossDomain(Law):
             "beta1": np.array([-0.3, -0.05, 0.0, 0.05]),
         }
 
-    # ---- separable form (used by mixlaw.decide.cmr.profile): the exponent nonlinear, the rest linear
+    # ---- separable form (used by mixlaw.fit.solver.profiled): the exponent nonlinear, the rest linear
     def profile_points(self) -> dict[str, np.ndarray]:
         """Exponents over ``[-1.5, 2.5]`` without 0 (``> 0`` when pinned)."""
         e = np.round(np.arange(-1.5, 2.5001, 0.05), 3)

@@ -101,7 +101,7 @@ class DLossGeneral(Law):
             "beta2": np.array([-0.05, 0.0, 0.05]),
         }
 
-    # ---- separable form (used by mixlaw.decide.cmr.profile): exponents nonlinear, the rest linear
+    # ---- separable form (used by mixlaw.fit.solver.profiled): exponents nonlinear, the rest linear
     def profile_points(self) -> dict[str, np.ndarray]:
         """Exponent pairs ``s2 < s3`` (gap ≥ 0.05, no exponent at 0) over ``[-1.5, 2.5]`` (``> 0`` pinned)."""
         e = np.round(np.arange(-1.5, 2.5001, 0.1), 3)

@@ -55,7 +55,7 @@ class RatioExp(Law):
             "b": np.linspace(-5.0, 1.0, 7),
         }
 
-    # ---- separable form (used by mixlaw.decide.cmr.profile): k nonlinear, c and the amplitude exp(b) linear
+    # ---- separable form (used by mixlaw.fit.solver.profiled): k nonlinear, c and the amplitude exp(b) linear
     def profile_points(self) -> dict[str, np.ndarray]:
         """Sensitivities ``k`` over ``[-30, 30]`` without 0."""
         k = np.round(np.arange(-30.0, 30.0001, 0.1), 3)

@@ -54,7 +54,7 @@ class RatioPower(Law):
             "beta": np.array([0.0, 1.0, 2.0, 3.0, 5.0]),
         }
 
-    # ---- separable form (used by mixlaw.decide.cmr.profile): the exponent nonlinear, the rest linear
+    # ---- separable form (used by mixlaw.fit.solver.profiled): the exponent nonlinear, the rest linear
     def profile_points(self) -> dict[str, np.ndarray]:
         """Exponents of the share over ``[-2, 4]`` without 0."""
         e = np.round(np.arange(-2.0, 4.0001, 0.02), 3)

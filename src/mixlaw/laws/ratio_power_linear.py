@@ -61,7 +61,7 @@ class RatioPowerLinear(Law):
             "beta": np.array([0.0, 1.0, 2.0, 3.5, 5.0]),
         }
 
-    # ---- separable form (used by mixlaw.decide.cmr.profile): the exponent nonlinear, the rest linear
+    # ---- separable form (used by mixlaw.fit.solver.profiled): the exponent nonlinear, the rest linear
     def profile_points(self) -> dict[str, np.ndarray]:
         """Exponents over ``[1.1, 16]``."""
         return {"s": np.round(np.arange(1.1, 16.0001, 0.02), 3)}

@@ -15,7 +15,7 @@ from mixlaw.report.html import Section, esc, figure_html, render_report, table_h
 
 if TYPE_CHECKING:
     from mixlaw.decide.cmr import CMRDecision
-    from mixlaw.decide.cmr.schedule import SizeScheduleCMR
+    from mixlaw.decide.cpt.schedule_size import SizeScheduleCMR
 
 __all__ = ["schedule_cmr_report", "schedule_cmr_section"]
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import typer
 
-from mixlaw.decide.cmr.schedule import SizeScheduleCMR
-from mixlaw.decide.cmr.schedule import _size_value as size_value
+from mixlaw.decide.cpt.schedule_size import SizeScheduleCMR
+from mixlaw.decide.cpt.schedule_size import _size_value as size_value
 from mixlaw.fmt import fmt_size, fmt_tokens
 
 __all__ = ["print_decision", "print_schedule", "emit_schedule", "json_default"]

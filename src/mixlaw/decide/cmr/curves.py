@@ -32,9 +32,9 @@ import numpy as np
 import pandas as pd
 
 from mixlaw.decide.cmr.common import evaluate, law_of, r2_mse
-from mixlaw.decide.cmr.profile import fit_profiled, is_separable
 from mixlaw.decide.cmr.ratio import engine_fit
 from mixlaw.errors import FitError, InputError
+from mixlaw.fit.solver.profiled import fit_profiled, is_separable
 from mixlaw.laws import Law
 from mixlaw.options import DEFAULT_SOLVER, SolverOptions
 

@@ -34,7 +34,6 @@ from mixlaw.decide.cmr.common import (
     unmet_criteria,
 )
 from mixlaw.decide.cmr.curves import SizeFits, curve_laws
-from mixlaw.decide.cmr.profile import fit_profiled
 from mixlaw.decide.cmr.ratio import RatioLawFit, model_free_crossing, tolerance_boundary
 from mixlaw.decide.cmr.result import Bracket, BracketReason, Reading, observed_bracket
 from mixlaw.decide.cmr.t0 import (
@@ -45,6 +44,7 @@ from mixlaw.decide.cmr.t0 import (
     critical_tokens_batch,
     observed_shape,
 )
+from mixlaw.fit.solver.profiled import fit_profiled
 from mixlaw.laws import Law
 from mixlaw.options import DEFAULT_SOLVER, SolverOptions
 

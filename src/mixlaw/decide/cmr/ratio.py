@@ -20,8 +20,8 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from mixlaw.decide.cmr.common import STATUS_OK, evaluate, input_ok, law_of, r2_mse, status_too_few
-from mixlaw.decide.cmr.profile import fit_profiled, is_separable
 from mixlaw.errors import BoundaryWarning, ConvergenceWarning, FitError, InputError
+from mixlaw.fit.solver.profiled import fit_profiled, is_separable
 from mixlaw.laws import Law, get_law, law_names
 from mixlaw.options import DEFAULT_SOLVER, SolverOptions
 
