@@ -155,8 +155,10 @@ class TargetInputs:
                     raise InputError(
                         f"--target-tokens: law '{law_name}' needs the target's training tokens (its input '{c}')"
                     )
-            elif c == uniq_col:
-                dom = str(opts.get("domain", ""))
+            elif c == uniq_col or (uniq_col and c.startswith(str(uniq_col)) and c[len(str(uniq_col)):] in
+                                   tuple(map(str, opts.get("domains", ())))):  # fmt: skip
+                # one unique-token input (``unique``, with ``domain``) or one per domain (``unique`` a prefix)
+                dom = str(opts.get("domain", "")) if c == uniq_col else c[len(str(uniq_col)) :]
                 if dom in cons.unique_tokens:
                     values[c], sources[c] = float(cons.unique_tokens[dom]), "--unique-tokens"
                 elif c in table.columns and pd.to_numeric(table[c], errors="coerce").nunique() == 1:
