@@ -6,6 +6,7 @@ judged on the last 500 (held out)."""
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
@@ -82,3 +83,25 @@ def test_orphans_in_blackbox_mode_get_their_own_areas_as_cpt_areas() -> None:
     out = add_schedule_features(t, orphans="blackbox")
     assert (out["s1_pt"] == 0).all() and (out["s2_pt"] == 0).all()
     assert out["s1_cpt"].tolist() == pytest.approx([0.0, 0.01, 0.1])
+
+
+def test_cpt_verbs_say_which_base_they_assume(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from mixlaw.cli.cpt import app
+    from mixlaw.decide.cpt import CptFits, LawFit
+    from mixlaw.laws import get_law
+
+    bb = get_law("cpt", base="blackbox")
+    p = dict(bb.example_params)
+    fits = CptFits(fits={"loss_c4": LawFit(bb, p, max_lr=2e-4), "loss_law": LawFit(bb, {**p, "B": -0.79},
+                                                                                      max_lr=2e-4)},
+                   pt_set="loss_c4", cpt_set="loss_law")  # fmt: skip
+    fits.save(tmp_path / "fit.json")
+    plan = tmp_path / "plan.toml"
+    plan.write_text('[cpt]\nschedule = "cosine:peak=2e-4,steps=3000,warmup=100"\n[areas]\neval_every = 500\n')
+    r = CliRunner().invoke(app, ["predict", str(tmp_path / "fit.json"), "--plan", str(plan)])
+    assert r.exit_code == 0, r.output
+    assert "base: black-box base: the PT forward area S1_pt is a fitted parameter" in r.output
+    r = CliRunner().invoke(app, ["predict", str(tmp_path / "fit.json"), "--plan", str(plan), "--json"])
+    assert json.loads(r.output)["base"].startswith("black-box base")
