@@ -61,6 +61,9 @@ T0_NEAR = 1.2
 #: Largest resampled spread (sd of log T0) of a turning point past :data:`T0_NEAR` × the last evaluation that still
 #: feeds the CMR law (at noise 1e-5 such peaks are pinned to ~1 %, and the law through them extrapolates well).
 SIGMA_PAST = 0.05
+#: Share of the resamples in which a turning point past :data:`T0_NEAR` × the last evaluation must feed the law
+#: for it to count as pinned down (:func:`t0_weights`).
+PRESENT_MIN = 0.9
 
 __all__ = ["Decision", "ratio_rows", "cmr_points", "fit_cmr_laws", "t0_weights", "headline", "cmr_law"]
 
@@ -312,7 +315,8 @@ def t0_weights(rows_list: Sequence[list[dict[str, Any]]]) -> dict[float, float]:
     resample) where the ratio's turning point feeds the CMR law; a ratio whose turning point is there in fewer
     than a tenth of the resamples gets ``σ = 1`` (a factor e: next to no weight), and one whose peak lies past
     :data:`T0_NEAR` × its last evaluation in most resamples gets 0 (out of the law) unless ``σ ≤`` :data:`SIGMA_PAST`
-    (an extrapolated peak is biased early, more so the looser it is)."""
+    and it is there in at least :data:`PRESENT_MIN` of the resamples (an extrapolated peak is biased early, more so
+    the looser it is)."""
     vals: dict[float, list[float]] = {}
     past: dict[float, int] = {}
     for rows in rows_list:
@@ -324,8 +328,11 @@ def t0_weights(rows_list: Sequence[list[dict[str, Any]]]) -> dict[float, float]:
     need = max(3, len(rows_list) // 10)
     for r, v in vals.items():
         sd = float(np.std(v, ddof=1)) if len(v) >= need else 1.0
-        # a peak mostly fitted past the data feeds the law only where the resamples pin it down (T0_NEAR)
-        out[r] = 0.0 if 2 * past[r] > len(v) and sd > SIGMA_PAST else 1.0 / (sd**2 + T0_SIGMA_FLOOR**2)
+        # a peak mostly fitted past the data feeds the law only where the resamples pin it down (T0_NEAR): a
+        # small spread, measured on (nearly) every resample: one that leaves the law's range (past T0_REACH, or no
+        # root) in more than a tenth of them is censored, and the spread of the rest understates its own
+        loose = sd > SIGMA_PAST or len(v) < PRESENT_MIN * len(rows_list)
+        out[r] = 0.0 if 2 * past[r] > len(v) and loose else 1.0 / (sd**2 + T0_SIGMA_FLOOR**2)
     return out
 
 
