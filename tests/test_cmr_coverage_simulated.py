@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from mixlaw.decide.cmr import critical_mixture_ratio, simulate_cmr_runs
-from mixlaw.decide.cmr.common import bc_interval
+from mixlaw.decide.cmr.common import cmr_interval
 from mixlaw.decide.cmr.result import Reading
 from mixlaw.laws.cmr_law import CMRLaw
 
@@ -77,33 +77,40 @@ def test_point_estimates_track_the_truth(grids: list) -> None:
     assert float(np.max(np.abs(err))) < 0.06, err
 
 
-@pytest.mark.xfail(strict=True, reason="measured 12/20 = 60 % at noise 1e-4 with 20 resamples (17/24 on 24 grids "
-                   "when each resample is clipped to its own table's bracket instead of the printed one): the residual "
-                   "bootstrap misses the early bias of turning points fitted near the end of the data, and a wrong "
-                   "verdict at a near-critical ratio puts the truth outside the bracket")  # fmt: skip
 def test_95_percent_answers_cover_the_true_cmr(grids: list) -> None:
     cover = [lo - 1e-9 <= truth <= hi + 1e-9 for truth, s in grids for lo, hi in [_answer_interval(s)]]
     assert 0.90 <= float(np.mean(cover)) <= 0.99, f"{sum(cover)}/{len(cover)}"
 
 
+def _mc_agree(s20: object, s50: object, rng: np.random.Generator) -> bool:
+    """Whether both ends of the 20- and the 50-resample intervals agree within their Monte-Carlo error.
+
+    The error of an end from ``B`` resamples is the spread of that end over 400 sets of ``B`` values drawn with
+    replacement from the 50 resampled CMRs, by the verb's interval rule (:func:`cmr_interval`); the two runs' errors
+    add (both are estimates: centring a band of the 20-resample error on the 50-resample interval alone fails
+    about a third of seeds under any rule). An end agrees within 2.58 combined standard errors (99 % per end, so
+    that four ends of a calibrated pair agree about 96 % of the time)."""
+    boot = np.asarray(s50.bootstrap_cmr)  # type: ignore[attr-defined]
+    point = s50.cmr  # type: ignore[attr-defined]
+    ends = {}
+    for b in (20, 50):
+        subs = [cmr_interval(boot[rng.choice(boot.size, b, replace=True)], point) for _ in range(400)]
+        ends[b] = np.array([[c[0], c[1]] for c in subs if c is not None])
+    se = np.sqrt(ends[20].var(axis=0, ddof=1) + ends[50].var(axis=0, ddof=1))
+    diff = np.abs(np.asarray(s20.ci) - np.asarray(s50.ci))  # type: ignore[attr-defined]
+    return bool(np.all(diff <= 2.58 * se + 1e-9))
+
+
 def test_twenty_and_fifty_resamples_agree_within_monte_carlo_error() -> None:
-    """The interval from 20 resamples against the one from 50: each end of the 20-resample interval lies within the
-    spread (2.5–97.5 %) of that end over 400 sets of 20 values drawn with replacement from the 50 resampled CMRs
-    (the Monte-Carlo error of a 20-resample interval, estimated from the larger run)."""
+    """The interval from 20 resamples against the one from 50, on two simulated grids (:func:`_mc_agree`)."""
     rng = np.random.default_rng(7)
     checked = 0
     for i, sh in enumerate((0.1, 0.3)):
         _, runs = _grid(100 + i, sh)
         s50 = _decide(runs, 50, i)
         s20 = _decide(runs, 20, i)
-        if s50.cmr is None or s50.bootstrap_cmr is None or s20.ci is None:
+        if s50.cmr is None or s50.bootstrap_cmr is None or s20.ci is None or s50.ci is None:
             continue
-        boot = np.asarray(s50.bootstrap_cmr)
-        subs = [bc_interval(boot[rng.choice(boot.size, 20, replace=True)], s50.cmr) for _ in range(400)]
-        ends = np.array([[c[0], c[1]] for c in subs if c is not None])
-        lo_band = np.quantile(ends[:, 0], [0.025, 0.975])
-        hi_band = np.quantile(ends[:, 1], [0.025, 0.975])
-        assert lo_band[0] - 1e-9 <= s20.ci[0] <= lo_band[1] + 1e-9, (sh, s20.ci, lo_band)
-        assert hi_band[0] - 1e-9 <= s20.ci[1] <= hi_band[1] + 1e-9, (sh, s20.ci, hi_band)
+        assert _mc_agree(s20, s50, rng), (sh, s20.ci, s50.ci)
         checked += 1
     assert checked == 2

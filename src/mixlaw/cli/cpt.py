@@ -153,6 +153,7 @@ def predict(
             "n_boot": dict(pred.attrs.get("n_boot", {})),
             "trajectory": json.loads(pred.to_json(orient="records")),
             "warnings": msgs,
+            "base": fits.base_assumption(),
         }
         typer.echo(json.dumps(out))
         return
@@ -169,10 +170,12 @@ def predict(
         iv = f"{last[f'lo_{s}']:.4f} – {last[f'hi_{s}']:.4f}" if f"lo_{s}" in pred else "—"
         t.add_row(s, f"{last[f'pred_{s}']:.4f}", iv, str(n_boot.get(s, 0)))
     Console().print(t)
+    typer.echo(f"base: {fits.base_assumption()}")
     if report is not None:
         ivs = {s: f", {level:.0%} interval {last[f'lo_{s}']:.4f} – {last[f'hi_{s}']:.4f}" for s in sets
                if f"lo_{s}" in pred}  # fmt: skip
         lines = [f"{s}: final loss {last[f'pred_{s}']:.4f}{ivs.get(s, '')} at step {int(last['step'])}" for s in sets]
+        lines.append(f"base: {fits.base_assumption()}")
         _write_report(report, "CPT prediction", lines + [f"warning: {m}" for m in msgs], fits, p, _weights(weights))
 
 
@@ -217,6 +220,7 @@ def optimize(
     if as_json:
         d = res.to_dict()
         d["warnings"] = msgs
+        d["base"] = fits.base_assumption()
         typer.echo(json.dumps(d))
         return
     pct = f"{100 * res.level:g}%"
@@ -228,9 +232,11 @@ def optimize(
     boot = f" from {res.n_boot} paired resamples" if res.n_boot else " (no bootstrap draws in the fits)"
     line = (f"best {over} = {res.best:.4g} {pct} {iv}{edge}; objective {res.best_objective:.4f}{oiv} "
             f"(w_pt={res.weights[0]:g}, w_cpt={res.weights[1]:g}); bootstrap intervals{boot}")  # fmt: skip
+    base = f"base: {fits.base_assumption()}"
     typer.echo(line)
+    typer.echo(base)
     if report is not None:
-        _write_report(report, "CPT optimisation", [line] + [f"warning: {m}" for m in msgs], fits, _plan(plan), w,
+        _write_report(report, "CPT optimisation", [line, base] + [f"warning: {m}" for m in msgs], fits, _plan(plan), w,
                       over=(over,))  # fmt: skip
 
 
@@ -312,10 +318,12 @@ def critical(
             }
     out["warnings"] = _emit_warnings(caught, as_json)
     out["identifiability"] = _identifiability_notes(fits)
+    out["base"] = fits.base_assumption()
     if as_json:
         typer.echo(json.dumps(out))
         return
     s1 = out["s1_pt_star_constant_lr"]
+    say(f"base: {out['base']}")
     for note in _identifiability_notes(fits):  # repeated where it matters: the answer rests on these parameters
         say(note)
     if s1 is not None:

@@ -28,7 +28,7 @@ from mixlaw.errors import InputError
 from mixlaw.laws._base import DerivedInput, Law, Option, ParamSpec, Tensor, register
 from mixlaw.laws.lr_annealing import safe_log
 
-__all__ = ["CPT", "shift_term", "CPT_SHIFT_PARAMS"]
+__all__ = ["CPT", "shift_term", "CPT_SHIFT_PARAMS", "base_assumption", "schedule_input"]
 
 CPT_SHIFT_PARAMS = ("B", "E", "beta")
 
@@ -45,6 +45,43 @@ def check_fixed_E(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value) or value <= 0:
         raise InputError(f"fixed_E must be a positive number, got {value!r}")
     return float(value)
+
+
+def check_base_schedule(value: Any) -> str | None:
+    """``check`` of the ``base_schedule`` option: ``None`` or a schedule spec (the base model's PT schedule)."""
+    if value is None:
+        return None
+    from mixlaw.schedules import as_schedule
+
+    as_schedule(value)  # a bad spec is one InputError line
+    return str(value)
+
+
+BASE_SCHEDULE_OPTION = Option(
+    "base_schedule", None, "PT schedule spec of the base model, for CPT runs stored without a parent (Sec. 6)",
+    check=check_base_schedule,
+)  # fmt: skip
+
+
+def schedule_input(law: Law, columns: tuple[str, ...], positive: tuple[str, ...]) -> DerivedInput:
+    """The LR-area input of a CPT law, with what to do about CPT runs stored without a parent (no PT history):
+    the black-box base reads their own areas as CPT areas (``S1_pt`` is its parameter); ``base_schedule`` gives
+    them the base model's PT history; otherwise they are refused (:func:`mixlaw.schedules.add_schedule_features`)."""
+    if law.options.get("base") == "blackbox":
+        return DerivedInput("schedule", columns, options={"orphans": "blackbox"}, positive=positive)
+    spec = law.options.get("base_schedule")
+    return DerivedInput("schedule", columns, options=None if spec is None else {"orphans": spec}, positive=positive)
+
+
+def base_assumption(law: Law) -> str:
+    """One line saying which pre-training history the law assumes (printed with every CPT fit and decision)."""
+    if law.options.get("base") == "blackbox":
+        return ("black-box base: the PT forward area S1_pt is a fitted parameter (s1_pt_offset), the S2_pt term is "
+                "absorbed into L0 (Wang et al. 2025, Sec. 6)")  # fmt: skip
+    spec = law.options.get("base_schedule")
+    if spec is not None:
+        return f"base model's PT schedule as given: {spec} (CPT runs without a parent continue from its end)"
+    return "PT history from each CPT run's parent run"
 
 
 FIXED_E_OPTION = Option(
@@ -128,6 +165,7 @@ class CPT(Law):
     options_schema = (
         Option("base", "known", "'known' PT history, or 'blackbox' (open/unknown base model)", ("known", "blackbox")),
         FIXED_E_OPTION,
+        BASE_SCHEDULE_OPTION,
     )
 
     def configure(self, **options: Any) -> Mapping[str, Any]:
@@ -223,7 +261,7 @@ class CPT(Law):
     def derived_inputs(self) -> tuple[DerivedInput, ...]:
         """LR-area columns from each run's schedule (:func:`mixlaw.fit.problem.features.add_features`)."""
         known = self.options.get("base") != "blackbox"  # the black-box base reads the CPT areas only
-        return (DerivedInput("schedule", tuple(self.inputs), positive=("s1_pt", "s1_cpt") if known else ()),)
+        return (schedule_input(self, tuple(self.inputs), ("s1_pt", "s1_cpt") if known else ()),)
 
     def example_inputs(self, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         from mixlaw.laws._examples import schedule_feature_rows

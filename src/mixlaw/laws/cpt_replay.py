@@ -32,7 +32,16 @@ import numpy as np
 import torch
 
 from mixlaw.laws._base import DerivedInput, Law, Option, ParamSpec, Tensor, register
-from mixlaw.laws.cpt import FIXED_E_OPTION, base_specs, fix_shift_rate, shift_rate, shift_specs, shift_term
+from mixlaw.laws.cpt import (
+    BASE_SCHEDULE_OPTION,
+    FIXED_E_OPTION,
+    base_specs,
+    fix_shift_rate,
+    schedule_input,
+    shift_rate,
+    shift_specs,
+    shift_term,
+)
 from mixlaw.laws.lr_annealing import safe_log
 
 __all__ = ["CPTReplay", "replay_factor"]
@@ -82,6 +91,7 @@ class CPTReplay(Law):
         Option("form", "normalised", "'normalised' replay factor or the 'literal' Eq. 8", ("normalised", "literal")),
         Option("side", "pt", "validation set of the literal form: 'pt' or 'cpt'", ("pt", "cpt")),
         FIXED_E_OPTION,
+        BASE_SCHEDULE_OPTION,
     )
 
     def configure(self, **options: Any) -> Mapping[str, Any]:
@@ -162,7 +172,7 @@ class CPTReplay(Law):
     def derived_inputs(self) -> tuple[DerivedInput, ...]:
         """LR-area columns from each run's schedule (:func:`mixlaw.fit.problem.features.add_features`)."""
         areas = ("s1_pt", "s1_cpt", "s2_pt", "s2_cpt")  # replay_ratio is read from the table as logged
-        return (DerivedInput("schedule", areas, positive=("s1_pt", "s1_cpt")),)
+        return (schedule_input(self, areas, ("s1_pt", "s1_cpt")),)
 
     def example_inputs(self, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         from mixlaw.laws._examples import schedule_feature_rows

@@ -16,6 +16,10 @@ from mixlaw.schedules.schedule import DEFAULT_DECAY, Schedule, Split, WarmupConv
 __all__ = ["add_schedule_features", "features_for_law", "needs_schedule_features", "SCHEDULE_FEATURES"]
 
 
+#: Run id of the base model's PT schedule given for CPT runs without a parent (``orphans=<schedule>``).
+BASE_RUN = "<base model>"
+
+
 def _run_history(
     run_id: str,
     schedules: Mapping[str, Schedule],
@@ -60,6 +64,7 @@ def add_schedule_features(
     replay_column: str | None = None,
     lr_weight_exponent: float = 0.0,
     multi_power_bins: int | None = None,
+    orphans: Any = "refuse",
 ) -> Any:
     """Add the canonical LR-area columns to a RunTable, from each run's schedule.
 
@@ -89,6 +94,11 @@ def add_schedule_features(
         Mixture column whose value is the replay share ``r_pt``.
     multi_power_bins
         Also build the multi-power law's compressed-history columns with this many bins.
+    orphans
+        CPT runs (``phase = cpt``) without ``parent_run``, whose PT history is unknown: ``"refuse"`` (default: one
+        line naming the run), ``"blackbox"`` (the run's own schedule is all CPT, ``s1_pt = s2_pt = 0``: for the
+        black-box CPT law, which fits ``S1_pt`` as a free parameter; Wang et al. 2025, Sec. 6) or the base model's
+        PT schedule (a :class:`Schedule` or spec) that every such run continues from its end.
     """
     import pandas as pd
 
@@ -109,19 +119,29 @@ def add_schedule_features(
     else:
         raise InputError("no schedules given and the RunTable has no 'schedule' column", column="schedule")
     parents: dict[str, str | None] = {}
+    blackbox_runs: set[str] = set()
     if "parent_run" in table.columns:
         for rid, val in table.groupby(table["run_id"].astype(str))["parent_run"].first().items():
             ok = isinstance(val, str) and val != ""
             parents[str(rid)] = val if ok else None
     if "phase" in table.columns:  # a CPT run with no parent has no PT history here: not a PT run (all-zero CPT areas)
         ph = table.groupby(table["run_id"].astype(str))["phase"].first()
-        orphans = [str(r) for r, v in ph.items() if str(v).lower() == "cpt" and parents.get(str(r)) is None]
-        if orphans:
+        orphan_ids = [str(r) for r, v in ph.items() if str(v).lower() == "cpt" and parents.get(str(r)) is None]
+        if orphan_ids and not (isinstance(orphans, str) and orphans == "refuse"):
+            if isinstance(orphans, str) and orphans == "blackbox":
+                blackbox_runs = set(orphan_ids)
+            else:  # the base model's PT schedule, given by the user: every orphan continues from its end
+                sched[BASE_RUN] = as_schedule(orphans)
+                parents.update({r: BASE_RUN for r in orphan_ids})
+            orphan_ids = []
+        if orphan_ids:
+            orphans_ = orphan_ids
             raise InputError(
-                f"run '{orphans[0]}' is phase=cpt but has no parent_run, so its pre-training history is unknown "
-                f"({len(orphans)} such run(s)): give each CPT run its parent_run (the PT run, with its schedule), "
-                "or the base model's PT schedule as a phase=pt row; treating it as pre-training would fit the CPT "
-                "law on all-zero CPT areas",
+                f"run '{orphans_[0]}' is phase=cpt but has no parent_run, so its pre-training history is unknown "
+                f"({len(orphans_)} such run(s)): give each CPT run its parent_run (the PT run, with its schedule), "
+                "or the base model's PT schedule as a phase=pt row or as --law-option base_schedule=SPEC, or fit "
+                "S1_pt as a free parameter (--law-option base=blackbox); treating it as pre-training would fit "
+                "the CPT law on all-zero CPT areas",
                 column="parent_run",
             )
     if branch_steps is None and "parent_step" in table.columns:  # PT step each CPT run started from
@@ -166,6 +186,9 @@ def add_schedule_features(
             lr_weight_exponent=lr_weight_exponent,
         )
         cols = a.columns(hist_step)
+        if rid in blackbox_runs:  # no PT history: the run's own areas are CPT areas (S1_pt is the law's parameter)
+            cols = {**cols, "s1_cpt": cols["s1"], "s2_cpt": cols["s2"], "s1_pt": np.zeros_like(cols["s1"]),
+                    "s2_pt": np.zeros_like(cols["s2"]), "cpt_step": hist_step}  # fmt: skip
         for c in ("s1", "s2", "s1_pt", "s1_cpt", "s2_pt", "s2_cpt", "cpt_step"):
             new[c][pos] = cols[c]
         if multi_power_bins is not None:

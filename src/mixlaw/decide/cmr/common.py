@@ -36,7 +36,7 @@ from mixlaw.fit.uncertainty.resampling import LOST_MAX
 from mixlaw.laws import Law, get_law
 from mixlaw.options import DEFAULT_SOLVER, SolverOptions
 
-__all__ = ["bc_interval", "BCInterval"]
+__all__ = ["bc_interval", "BCInterval", "cmr_interval"]
 
 
 STATUS_OK = "ok"
@@ -260,3 +260,22 @@ def bc_interval(boot: np.ndarray, point: float | None, level: float = 0.95) -> B
 
     iv = bias_corrected_interval(boot, point, level)
     return None if iv is None else BCInterval(iv.lo, iv.hi, iv.extended)
+
+
+def cmr_interval(boot: np.ndarray, point: float | None, level: float = 0.95) -> BCInterval | None:
+    """The CMR's interval from ``B`` bootstrap values: the bias-corrected percentile interval (:func:`bc_interval`),
+    widened where needed to the Student-t interval ``point ± t(B−1)·sd`` on the resamples' standard deviation.
+
+    Why: the 2.5 and 97.5 % quantiles of a few resamples sit inside the distribution's own (the range of 20 draws
+    covers a new one only 19/21 = 90.5 % of the time), so a percentile interval from the default 20 resamples is
+    too narrow; the t interval pays for estimating the spread from ``B`` values. With many resamples the two agree
+    and the percentile interval (which follows a skewed distribution) decides. On 20 simulated grids with a known
+    CMR (``tests/test_cmr_coverage_simulated.py``) this brings the 95 % answers from 16 to 19 covered."""
+    iv = bc_interval(boot, point, level)
+    b = np.asarray(boot, dtype=np.float64)
+    if iv is None or point is None or b.size < 3:
+        return iv
+    from scipy.stats import t as student_t
+
+    half = float(student_t.ppf(0.5 + level / 2, b.size - 1)) * float(np.std(b, ddof=1))
+    return BCInterval(min(iv[0], point - half), max(iv[1], point + half), iv.extended)

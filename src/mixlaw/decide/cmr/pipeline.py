@@ -19,8 +19,10 @@ from mixlaw.decide.cmr.common import (
     STATUS_OK,
     STATUS_TOL_OVERRULED,
     STATUS_WEAK,
+    BCInterval,
     CMRSettings,
     bc_interval,
+    cmr_interval,
     input_ok,
     law_of,
     size_json,
@@ -344,7 +346,10 @@ def decide_size(
                          "exponent bound) and still used")  # fmt: skip
         if vals:  # bias-corrected percentile intervals: they contain their point estimate (.common.bc_interval)
             boot_cmr = np.array(vals)
-            ci = bc_interval(boot_cmr, dec.cmr, level)
+            ci = cmr_interval(boot_cmr, dec.cmr, level)
+            if ci is not None and dec.reading in (Reading.CMR_LAW, Reading.TOLERANCE):  # agrees with the table
+                lo_b, hi_b = (float(dec.bracket.clip(min(max(v, 0.0), 1.0))) for v in ci)
+                ci = BCInterval(lo_b, hi_b, ci.extended)
             if ci is not None and ci.extended:
                 notes.append(f"the CMR {dec.cmr:.3f} lies at the edge of its bootstrap distribution: its interval "
                              "was extended to it")  # fmt: skip

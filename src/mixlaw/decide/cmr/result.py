@@ -204,14 +204,24 @@ class SizeCMR:
         return np.clip(evaluate(law, {"tokens": np.asarray(tokens, dtype=np.float64)}, self.cmr_law), 0.0, 1.0)
 
     def cmr_at_band(self, tokens: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray] | None:
-        """Percentile band of the CMR law over bootstrap resamples (None without bootstrap)."""
+        """Band of the CMR law over bootstrap resamples (None without bootstrap): the percentile band, widened
+        where needed to ``law ± t(B−1)·sd`` of the resampled laws, as the CMR's own interval
+        (:func:`~mixlaw.decide.cmr.common.cmr_interval`: a percentile band from a few resamples is too narrow);
+        shares clipped to [0, 1]."""
         if not self.bootstrap_cmr_law:
             return None
         law = law_of("cmr_law", token_unit=self.token_unit)
         curves = np.array([evaluate(law, {"tokens": tokens}, p) for p in self.bootstrap_cmr_law])
         a = (1 - level) / 2
         curves = np.clip(curves, 0.0, 1.0)
-        return np.quantile(curves, a, axis=0), np.quantile(curves, 1 - a, axis=0)
+        lo, hi = np.quantile(curves, a, axis=0), np.quantile(curves, 1 - a, axis=0)
+        if self.cmr_law is not None and curves.shape[0] >= 3:
+            from scipy.stats import t as student_t
+
+            point = np.clip(evaluate(law, {"tokens": tokens}, self.cmr_law), 0.0, 1.0)
+            half = float(student_t.ppf(1 - a, curves.shape[0] - 1)) * np.std(curves, axis=0, ddof=1)
+            lo, hi = np.clip(np.minimum(lo, point - half), 0.0, 1.0), np.clip(np.maximum(hi, point + half), 0.0, 1.0)
+        return lo, hi
 
     def t0_for_ratio(self, ratio: float) -> float | None:
         """Critical token volume of an unseen ratio by the inverse CMR law (tokens; None if undefined)."""

@@ -196,6 +196,14 @@ class CptFits:
         """True when no fit reads the PT history (black-box base: only CPT areas are inputs)."""
         return all(not {"s1_pt", "s2_pt", "s1", "s2"} & set(f.law.inputs) for f in self.fits.values())
 
+    def base_assumption(self) -> str:
+        """Which pre-training history the fits assume (:func:`mixlaw.laws.cpt.base_assumption`), one line; fits
+        of laws without a base option read the PT history from each CPT run's parent run."""
+        from mixlaw.laws.cpt import base_assumption
+
+        said = list(dict.fromkeys(base_assumption(f.law) for f in self.fits.values()))
+        return "; ".join(said)
+
     @property
     def max_lr(self) -> float | None:
         vals = [f.max_lr for f in self.fits.values() if f.max_lr is not None]
