@@ -96,15 +96,6 @@ RELIABLE_RATIO = 2.0
 AXIS_FIELDS = ("name", "kind", "lo", "hi", "growth", "n_cuts", "term")
 
 
-def _t_over_z(level: float | None, dof: int) -> float:
-    """``t_dof((1 + level) / 2) / z((1 + level) / 2)`` (1 without a level or a degree of freedom)."""
-    if level is None or dof < 1:
-        return 1.0
-    from scipy.stats import norm, t
-
-    return float(t.ppf((1 + level) / 2, dof) / norm.ppf((1 + level) / 2))
-
-
 def calibration_axis(law: Law, data: FitData, size_input: str = "n_params") -> str | None:
     """The law input the extrapolation distance is measured along (``None`` when no input is strictly positive)."""
     if size_input in data.x_np and (data.x_np[size_input] > 0).all():
@@ -220,15 +211,10 @@ class Calibration:
         v = np.asarray(x[self.axis], dtype=np.float64).reshape(-1)
         return _log_distance(v, 0.0, self.run_top)
 
-    def factor(self, d: np.ndarray | float, level: float | None = None) -> np.ndarray:
-        """``max(1, sqrt(inflation² + (q · growth · d)²))``: how much wider than the base interval at distance ``d``
-        (the calibration only widens: the base interval already carries the full fit's parameter spread).
-
-        ``q`` is 1 without a ``level``; with one, the Student-t quantile of :attr:`n_growth` ``− 1`` degrees of
-        freedom over the normal one at that level: the growth is a variance estimated from that many nested fits,
-        and a new score's quantile under an estimated variance is Student-t's (as the new-run term's)."""
-        g = self.growth * _t_over_z(level, self.n_growth - 1)
-        f = np.sqrt(self.inflation**2 + (g * np.asarray(d, dtype=np.float64)) ** 2)
+    def factor(self, d: np.ndarray | float) -> np.ndarray:
+        """``max(1, sqrt(inflation² + (growth · d)²))``: how much wider than the base interval at distance ``d``
+        (the calibration only widens: the base interval already carries the full fit's parameter spread)."""
+        f = np.sqrt(self.inflation**2 + (self.growth * np.asarray(d, dtype=np.float64)) ** 2)
         return np.maximum(f, 1.0)
 
     def run_half(self, level: float, d: np.ndarray | float = 0.0, carried: float = 0.0) -> np.ndarray:

@@ -205,7 +205,7 @@ def _calibrated(result: Fitted, x: Mapping[str, np.ndarray], level: float, seed:
         h = float(t.ppf((1 + level) / 2, dof)) * float(result.residual_sd or 0.0)
         lo, hi = (pred * np.exp(-h), pred * np.exp(h)) if law.fit_space == "log" else (pred - h, pred + h)
     dist = cal.distance(x, len(pred))
-    f = cal.factor(dist, level)
+    f = cal.factor(dist)
     # new-run term (fit.calib_runs), in quadrature; a base bootstrap over the same runs (drawn whole, or their
     # residual vectors reweighted by the wild cluster bootstrap) carries the full fit's parameter error over runs
     # (the jackknife variance), which is not counted twice
