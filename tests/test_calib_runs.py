@@ -157,3 +157,37 @@ def test_new_run_terms_travel_with_the_fit_json_and_old_fits_have_none() -> None
     # the new-run term grows beyond the typical fitted run's end, not inside it
     r = cal.run_half(0.95, cal.run_distance({"tokens": np.array([1e4, 1e6])}, 2))
     assert r[0] == pytest.approx(cal.run_half(0.95, 0.0)) and (r[1] > r[0] or cal.step_growth == 0)
+
+
+def _within(X: np.ndarray, D: np.ndarray, rows: int = 8) -> FoldErrors:
+    """Within-run cut folds whose mean excess over the residual variance is ``X`` at mean squared distance ``D``."""
+    k = X.size
+    s2 = 1e-4
+    e = np.repeat(np.sqrt(s2 + X), rows)  # every row of fold j: e² − s² = X_j
+    d_run = np.repeat(np.sqrt(D), rows)
+    n = e.size
+    return FoldErrors(
+        e=e, d=np.zeros(n), split=np.repeat(np.arange(k), rows), forward=np.ones(n, dtype=bool), rows=np.arange(n),
+        last=np.zeros(n, dtype=bool), span=np.ones(n), sd=np.full(n, 0.01), axis="tokens", n_folds=k, unit="runs",
+        within=np.ones(n, dtype=bool), d_run=d_run, s2=np.full(n, s2),
+    )  # fmt: skip
+
+
+def test_step_growth_is_the_expected_slope_not_the_clipped_one() -> None:
+    """Within-run cuts that cannot tell a growth from none (slope below 0, standard error as large) give a positive
+    step growth, the size growth's treatment; a slope many standard errors above 0 is kept. On 300 simulated sets of
+    5 cuts with no growth (excess noise sd 2e-5) every step growth is positive — it errs wide — where the clipped
+    slope is 0 for 47 % of them (a negative slope)."""
+    from mixlaw.fit.evaluate.calib_growth import _nonnegative_mean
+    from mixlaw.fit.evaluate.calib_runs import step_growth
+
+    D = np.array([0.05, 0.1, 0.2, 0.3, 0.4])
+    flat = np.array([2e-5, -3e-5, 1e-5, -4e-5, 1e-5])  # slope < 0, standard error of the same order
+    kappa, k = step_growth(_within(flat, D))
+    assert k == 5 and kappa > 0 and kappa**2 == pytest.approx(_nonnegative_mean(flat, D))
+    clear = 1e-3 * D + 1e-6 * np.array([1, -1, 1, -1, 0])
+    kappa, _ = step_growth(_within(clear, D))
+    assert kappa**2 == pytest.approx(1e-3, rel=0.01)
+    rng = np.random.default_rng(3)
+    k2 = [step_growth(_within(np.maximum(2e-5 * rng.standard_normal(5), -9e-5), D))[0] ** 2 for _ in range(300)]
+    assert np.mean(np.array(k2) > 0) == 1.0 and np.mean(k2) > 0

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mixlaw.fit.evaluate.calib_axes import AxisGrowth, axis_masks
+from mixlaw.fit.evaluate.calib_axes import MIN_DISTINCT, AxisGrowth, axis_masks
 from mixlaw.fit.problem.data import FitData
 
 __all__ = ["WITHIN_FRACTIONS", "FoldErrors", "within_run_masks"]
@@ -152,9 +152,12 @@ def _masks(
     kinds = ["kfold"] * len(kfold) + ["forward"] * len(forward) + ["within"] * len(within) + axis_kinds
     masks: list[np.ndarray] = []
     kept: list[str] = []
+    need = min(MIN_DISTINCT, uniq.size) if unit == "sizes" else 0
     for kind, m in zip(kinds, kfold + forward + within + axis_cuts, strict=True):
         if m.sum() < min_rows or not (~m).any() or any(np.array_equal(m, o) for o in masks):
             continue  # too few rows to fit, nothing to predict, or a cut that repeats a fold (the largest size)
+        if kind in ("kfold", "forward") and np.unique(groups[m]).size < need:
+            continue  # fewer sizes than a power law in size needs: its error is the undetermined size term
         masks.append(m)
         kept.append(kind)
     return masks, kept

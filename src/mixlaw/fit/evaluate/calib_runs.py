@@ -69,7 +69,9 @@ beyond its own run's fitted part, ``d_r`` (:func:`run_distance`); the excess of 
 
 .. math:: \\overline{(e^2 - s^2)}_j = \\kappa^2\\, \\overline{d_r^2}_j,
 
-``κ²`` the least-squares slope through the origin over the folds (each fold counts once; clipped at 0). A new run
+``κ²`` the least-squares slope through the origin over the folds (each fold counts once), taken as its expected
+value under a flat prior on ``κ² ≥ 0`` given its standard error, as the size growth
+(:func:`mixlaw.fit.evaluate.calib_growth.error_model`; it was clipped at 0 before). A new run
 has no fitted part of its own, so a query's distance is measured beyond a *typical* fitted run's end, the median
 over the runs of each run's largest axis value (:func:`run_top`), not beyond the longest run: its new-run term is
 ``t_k · sqrt(τ̂² + κ̂² d(x)²)``.
@@ -131,7 +133,9 @@ def step_growth(fe: FoldErrors) -> tuple[float, int]:
     x, dd = np.array(X), np.array(D)
     if np.sum(dd * dd) <= 0:
         return 0.0, 0
-    return float(np.sqrt(max(0.0, float(np.sum(x * dd) / np.sum(dd * dd))))), int(x.size)
+    from mixlaw.fit.evaluate.calib_growth import _nonnegative_mean
+
+    return float(np.sqrt(_nonnegative_mean(x, dd))), int(x.size)  # as the size growth: its expected value
 
 
 def _noise(fe: FoldErrors) -> np.ndarray:
