@@ -22,19 +22,23 @@ def test_example_cmr_table_is_current() -> None:
 
 
 def test_the_readme_cmr_column_quotes_cmr_table() -> None:
-    """The README's per-size table quotes the generated ``cmr_table.md`` in its `mixlaw cmr` column: the value (the
-    reading the answer comes from, to 3 digits), the interval and the status, or the bracket."""
+    """The README's per-size table quotes the generated ``cmr_table.md`` in its `mixlaw cmr` column (the value of the
+    reading the answer comes from, to 3 digits, the interval and the status, or the bracket) and in its `mixlaw cmr`
+    vs the control column."""
     import re
 
     readme = (EXAMPLES / "README.md").read_text(encoding="utf-8")
     table = (EXAMPLES / "cmr_table.md").read_text(encoding="utf-8")
     sizes = {"12k": "13.2k", "25k": "21.7k", "100k": "113k"}
     checked = 0
-    for size, dom, cell in re.findall(r"^\| (12k|25k|100k) \| (legal|code) \([a-z]+\) \| ([^|]+)\|", readme, re.M):
+    for size, dom, cell, rel in re.findall(
+        r"^\| (12k|25k|100k) \| (legal|code) \([a-z]+\) \| ([^|]+)\|[^|]+\|[^|]+\|[^|]+\| ([^|]+)\|", readme, re.M
+    ):
         row = re.search(rf"^\| {dom} \| {re.escape(sizes[size])} \| ([^|]+)\| [^|]+\| ([^|]+)\| ([^|]+)\| [^|]+\| "
-                        rf"([^|]+)\|$", table, re.M)  # fmt: skip
+                        rf"([^|]+)\| ([^|]+)\|$", table, re.M)  # fmt: skip
         assert row, (size, dom)
-        answer, bracket, boundary, status = (g.strip() for g in row.groups())
+        answer, bracket, boundary, status, control = (g.strip() for g in row.groups())
+        assert rel.strip() == control, (size, dom)  # the `mixlaw cmr` vs the control column
         cell = cell.strip()
         if answer.startswith("CMR between"):
             lo, hi = (x.strip() for x in bracket.split(","))

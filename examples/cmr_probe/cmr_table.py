@@ -5,7 +5,8 @@ code --bootstrap 50`` decides (seed 0, ε = 0.05, λ = ∞) and writes one row p
 command prints it (a CMR with its 95 % interval, or the bracket of trained ratios when no law value agrees with the
 per-ratio table), how it was read, the table's bracket (largest trained ratio marked feasible, smallest marked
 infeasible), the tolerance boundary (largest share within ε at the budget, a separate number) and the model-free
-crossing. ``tests/test_cmr_example_table.py`` regenerates it and compares it with the file.
+crossing, and the CMR read relative to the R = 0 control with its interval. ``tests/test_cmr_example_table.py``
+regenerates it and compares it with the file.
 
 Usage: python examples/cmr_probe/cmr_table.py [--out examples/cmr_probe/cmr_table.md]
 """
@@ -37,8 +38,9 @@ def table_markdown(runs: pd.DataFrame, bootstrap: int = BOOTSTRAP, seed: int = S
                                             bootstrap=bootstrap, random_state=seed, workers=1)  # fmt: skip
     lines = [
         f"| domain | size | answer ({bootstrap} resamples, 95 %) | read from | table's bracket "
-        "(largest feasible, smallest infeasible trained R) | tolerance boundary | model-free crossing | status |",
-        "|---|---|---|---|---|---|---|---|",
+        "(largest feasible, smallest infeasible trained R) | tolerance boundary | model-free crossing | status | "
+        "CMR relative to the R = 0 control |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for d, dec in decs.items():
         for s in dec.sizes:
@@ -47,8 +49,11 @@ def table_markdown(runs: pd.DataFrame, bootstrap: int = BOOTSTRAP, seed: int = S
                 ans += f" [{s.ci[0]:.2f}, {s.ci[1]:.2f}]"
             lo, hi = s.bracket
             br = f"{'—' if lo is None else f'{lo:g}'}, {'—' if hi is None else f'{hi:g}'}"
+            cr = s.control_reading or {}
+            rel = _num(cr.get("cmr")) + (f" [{cr['ci'][0]:.3f}, {cr['ci'][1]:.3f}]" if cr.get("ci") else "")
             lines.append(f"| {d} | {fmt_size(s.n_params)} | {ans} | {s.cmr_source} | {br} | "
-                         f"{_num(s.tolerance_boundary)} | {_num(s.model_free_crossing)} | {s.status} |")  # fmt: skip
+                         f"{_num(s.tolerance_boundary)} | {_num(s.model_free_crossing)} | {s.status} | "
+                         f"{rel} |")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
