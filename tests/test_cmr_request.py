@@ -30,11 +30,13 @@ def test_bad_options_fail_in_the_caller_before_any_worker() -> None:
 
 
 def test_the_request_is_frozen_and_travels_whole() -> None:
-    req = CMRRequest(general_eval="general", domain_eval="code", epsilon=0.02, sensitivity_lambdas=[100, math.inf],
-                     solver=SolverOptions(max_iter=4))  # type: ignore[arg-type]  # fmt: skip
+    req = CMRRequest.of("general", "code", epsilon=0.02, sensitivity_lambdas=[100, math.inf],
+                        solver=SolverOptions(max_iter=4))  # fmt: skip
     assert req.sensitivity_lambdas == (100.0, math.inf)  # a sequence given as a list is kept as a tuple
     with pytest.raises(dataclasses.FrozenInstanceError):
-        req.epsilon = 0.1  # type: ignore[misc]
+        req.bootstrap = 10  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        req.settings.epsilon = 0.1  # type: ignore[misc]
     back = pickle.loads(pickle.dumps(req))  # what a worker process receives
     assert back == req and back.settings == req.settings and back.settings.solver.max_iter == 4
     assert req.settings.epsilon == 0.02 and req.settings.lagrange_mult == math.inf

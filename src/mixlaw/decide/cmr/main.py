@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -127,13 +127,16 @@ def critical_mixture_ratio(
     """
     if not isinstance(table, pd.DataFrame):
         raise InputError(f"expected a pandas DataFrame, got {type(table).__name__}")
-    request = CMRRequest(
-        general_eval=general_eval, domain_eval=domain_eval, ratio_column=ratio_column, size_column=size_column,
+    settings = CMRSettings(
         epsilon=epsilon, lagrange_mult=lagrange_mult, budget_tokens=budget_tokens, token_unit=token_unit,
-        ratio_law=ratio_law, c_method=c_method, pin_zero=pin_zero, fit_loss=fit_loss, bootstrap=bootstrap, level=level,
-        t0_search_factor=t0_search_factor, sensitivity_lambdas=tuple(sensitivity_lambdas),
+        ratio_law=ratio_law, c_method=c_method, pin_zero=pin_zero, fit_loss=fit_loss, level=level,
+        t0_search_factor=t0_search_factor, batched=batched, solver=solver,
+    )  # fmt: skip
+    request = CMRRequest(
+        general_eval=general_eval, domain_eval=domain_eval, settings=settings, ratio_column=ratio_column,
+        size_column=size_column, bootstrap=bootstrap, sensitivity_lambdas=tuple(sensitivity_lambdas),
         sensitivity_epsilons=tuple(sensitivity_epsilons), relative_to_control=relative_to_control,
-        control_reading=control_reading, validate=validate, batched=batched, solver=solver,
+        control_reading=control_reading, validate=validate,
     )  # fmt: skip
     rng = random_state if isinstance(random_state, np.random.Generator) else np.random.default_rng(random_state)
     return decide_request(table, request, rng, progress)
@@ -143,50 +146,37 @@ def critical_mixture_ratio(
 class CMRRequest:
     """One domain's CMR decision — the keyword arguments of :func:`critical_mixture_ratio` but the generator and
     the progress callback — validated once. It is what crosses to a worker process when
-    :func:`critical_mixture_ratio_by_domain` decides several domains side by side; :attr:`settings` is the part
-    every stage of a size's pipeline reads."""
+    :func:`critical_mixture_ratio_by_domain` decides several domains side by side. :attr:`settings` is the part
+    every stage of a size's pipeline reads (:class:`CMRSettings`); the other fields say which columns to read, how
+    many resamples to draw and which extra tables to compute. :meth:`of` builds one from the flat keywords."""
 
     general_eval: str
     domain_eval: str
+    settings: CMRSettings = CMRSettings()
     ratio_column: str | None = None
     size_column: str | None = None
-    epsilon: float = 0.05
-    lagrange_mult: float = math.inf
-    budget_tokens: float | None = None
-    token_unit: float | None = None
-    ratio_law: str = "auto"
-    c_method: str = "fit"
-    pin_zero: bool = False
-    fit_loss: str = "l2"
     bootstrap: int = 0
-    level: float = 0.95
-    t0_search_factor: float = 10.0
     sensitivity_lambdas: tuple[float, ...] = DEFAULT_LAMBDAS
     sensitivity_epsilons: tuple[float, ...] = DEFAULT_EPSILONS
     relative_to_control: bool = False
     control_reading: bool = True
     validate: bool = False
-    batched: bool = True
-    solver: SolverOptions = DEFAULT_SOLVER
 
     def __post_init__(self) -> None:
-        check_args(self.epsilon, self.lagrange_mult, self.budget_tokens, self.bootstrap, self.level)
-        if self.ratio_law != "auto":
-            resolve_ratio_law(self.ratio_law)
-        if self.c_method not in ("fit", "corr_grid"):
-            raise InputError(f"c_method must be 'fit' or 'corr_grid', got {self.c_method!r}")
+        check_args(self.settings.epsilon, self.settings.lagrange_mult, self.settings.budget_tokens, self.bootstrap,
+                   self.settings.level)  # fmt: skip
+        if self.settings.ratio_law != "auto":
+            resolve_ratio_law(self.settings.ratio_law)
         object.__setattr__(self, "sensitivity_lambdas", tuple(float(v) for v in self.sensitivity_lambdas))
         object.__setattr__(self, "sensitivity_epsilons", tuple(float(v) for v in self.sensitivity_epsilons))
 
-    @property
-    def settings(self) -> CMRSettings:
-        """The settings of the per-size pipeline."""
-        return CMRSettings(
-            epsilon=self.epsilon, lagrange_mult=self.lagrange_mult, budget_tokens=self.budget_tokens,
-            token_unit=self.token_unit, ratio_law=self.ratio_law, c_method=self.c_method, pin_zero=self.pin_zero,
-            fit_loss=self.fit_loss, level=self.level, t0_search_factor=self.t0_search_factor, batched=self.batched,
-            solver=self.solver,
-        )  # fmt: skip
+    @classmethod
+    def of(cls, general_eval: str, domain_eval: str, **kwargs: Any) -> CMRRequest:
+        """The request from :func:`critical_mixture_ratio`'s flat keywords: those of :class:`CMRSettings` go to
+        :attr:`settings`, the rest to the request (an unknown keyword is a ``TypeError`` naming it)."""
+        names = {f.name for f in fields(CMRSettings)}
+        settings = CMRSettings(**{k: kwargs.pop(k) for k in list(kwargs) if k in names})
+        return cls(general_eval=general_eval, domain_eval=domain_eval, settings=settings, **kwargs)
 
 
 def decide_request(
@@ -198,13 +188,13 @@ def decide_request(
     """:func:`critical_mixture_ratio` of a validated :class:`CMRRequest` with the generator ``rng``."""
     if not isinstance(table, pd.DataFrame):
         raise InputError(f"expected a pandas DataFrame, got {type(table).__name__}")
-    r = request
-    epsilon, lagrange_mult, budget_tokens, level = r.epsilon, r.lagrange_mult, r.budget_tokens, r.level
+    r, settings = request, request.settings
+    epsilon, lagrange_mult, budget_tokens, level = (
+        settings.epsilon, settings.lagrange_mult, settings.budget_tokens, settings.level)  # fmt: skip
     bootstrap, relative_to_control = r.bootstrap, r.relative_to_control
     cols = resolve_columns(table, r.general_eval, r.domain_eval, r.ratio_column, r.size_column)
     inc_abs = prepare_increments(table, cols)
     inc = _relative(inc_abs) if relative_to_control else inc_abs
-    settings = r.settings
     other = None
     if r.control_reading and has_control(inc_abs):
         other = inc_abs if relative_to_control else relative_to_control_safe(inc_abs)
@@ -228,10 +218,10 @@ def decide_request(
     recorded = {
         "general_eval": cols.general, "domain_eval": cols.domain, "ratio_column": cols.ratio,
         "size_column": cols.size, "epsilon": epsilon, "lagrange_mult": "inf" if math.isinf(lagrange_mult) else
-        lagrange_mult, "budget_tokens": budget_tokens, "ratio_law": r.ratio_law, "c_method": r.c_method,
-        "pin_zero": r.pin_zero, "fit_loss": r.fit_loss, "bootstrap": bootstrap,
+        lagrange_mult, "budget_tokens": budget_tokens, "ratio_law": settings.ratio_law, "c_method": settings.c_method,
+        "pin_zero": settings.pin_zero, "fit_loss": settings.fit_loss, "bootstrap": bootstrap,
         "bootstrap_unit": "residuals within each run (shared index for general/domain)", "level": level,
-        "t0_search_factor": r.t0_search_factor, "relative_to_control": relative_to_control,
+        "t0_search_factor": settings.t0_search_factor, "relative_to_control": relative_to_control,
         "increments": (
             "relative to the R = 0 control" if relative_to_control else "absolute (from each run's T = 0)"
         ),
@@ -279,9 +269,10 @@ def critical_mixture_ratio_by_domain(
     seed = kwargs.pop("random_state", None)
     progress = kwargs.pop("progress", None)
     try:
-        base = CMRRequest(general_eval=general_eval, domain_eval=domain_evals[0], **kwargs)
+        base = CMRRequest.of(general_eval, domain_evals[0], **kwargs)
     except TypeError as exc:  # an unknown keyword
-        raise InputError(f"critical_mixture_ratio_by_domain: {exc}".replace("CMRRequest.__init__() ", "")) from None
+        msg = str(exc).replace("CMRRequest.__init__() ", "").replace("CMRSettings.__init__() ", "")
+        raise InputError(f"critical_mixture_ratio_by_domain: {msg}") from None
     if base.ratio_column is not None and len(domain_evals) > 1:
         raise InputError("--ratio-column applies to one domain; several domains use w_<domain> each")
     ss = seed.bit_generator.seed_seq if isinstance(seed, np.random.Generator) else np.random.SeedSequence(seed)
