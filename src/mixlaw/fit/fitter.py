@@ -97,6 +97,10 @@ class Fitter:
         grouped K-fold and forward-chaining refits along the size axis, one batched solve). ``False`` (default):
         not fitted (internal fits of decisions do not pay for it); ``None``: whenever ``bootstrap > 0`` (what
         :func:`mixlaw.api.fit`, and so ``mixlaw fit``, asks for).
+    halt
+        ``halt(U) -> settled`` on internal points: the point fit stops a problem once every start still running is
+        settled and holds the lowest objective (:mod:`mixlaw.fit.solver.halt`; a fit run to learn what kind of optimum
+        it reaches, e.g. a CAMEL fit at the exponential limit); ``settings["halted"]`` says whether it did.
     memory_limit
         The memory the bootstrap may plan to use (:class:`mixlaw.limits.MemoryLimit`, default 4 GiB): a larger
         request (:func:`mixlaw.limits.bootstrap_bytes`: resamples × rows × parameters) stops before the point fit
@@ -133,6 +137,7 @@ class Fitter:
         progress: Progress | None = None,
         calibrate: bool | None = False,
         memory_limit: MemoryLimit | None = None,
+        halt: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> None:
         self.law = law
         self.loss = loss
@@ -156,6 +161,7 @@ class Fitter:
         self.progress = progress
         self.calibrate = calibrate
         self.memory_limit = memory_limit
+        self.halt = halt
 
     # ------------------------------------------------------------------ public
     def fit(
@@ -235,6 +241,7 @@ class Fitter:
             stall_units=point_stall_units_for(cap),
             spare_best=True,
             callback=self._callback("fit", polish.size),
+            halt=self.halt,
         )
         kw: dict[str, Any] = dict(loss=self.loss, delta=delta, max_iter=cap, ftol=self.ftol, xtol=self.xtol)
         sol = repolish(sol, residuals, pid0, W, **kw)  # a best start stopped at the cap goes on from where it was
@@ -313,6 +320,7 @@ class Fitter:
             "bootstrap_starts": self.bootstrap_starts,
             "bootstrap_scheme": None if boot is None else boot.scheme,
             "bootstrap_fallback": None if boot is None or not boot.fallback else boot.fallback,
+            **({"halted": bool(sol.halted[best_local])} if self.halt is not None and sol.halted is not None else {}),
         }
         self.result_ = FitResult(
             law_name=law.name,
