@@ -336,6 +336,7 @@ def optimize_cmd(
             source=runs.name,
             solver=SolverOptions(max_iter=max_iter),
             level=level,
+            progress=_stderr_progress("mix optimize --report"),
         )
         out["report"] = str(write_mix_report(report, out, held, source=runs.name))
     if as_json:
