@@ -129,6 +129,7 @@ def plan_cmd(
         cost=cost,
         cost_unit=cost_unit,
         solver=SolverOptions(max_iter=max_iter),
+        progress=_stage_lines("plan") if simulate and not sys.stdout.isatty() else None,
     )
     alloc = res["allocation"]
     if out is not None:
@@ -245,3 +246,11 @@ def _print(res: dict[str, Any], out: Path | None) -> None:
         con.print(st)
     if out is not None:
         typer.echo(f"spec written to {out}: mixlaw probe run {out} --store plan.db")
+
+
+def _stage_lines(verb: str) -> Any:
+    """One ``<verb> [  12 s]: <stage>`` line on stderr per stage (stdout is not a terminal)."""
+    import time
+
+    t0 = time.monotonic()
+    return lambda text: print(f"{verb} [{time.monotonic() - t0:5.0f} s]: {text}", file=sys.stderr, flush=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +90,7 @@ def plan(
     cost: CostFn | None = None,
     cost_unit: str = "FLOPs",
     solver: SolverOptions = DEFAULT_SOLVER,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Allocate ``budget`` over ``sizes`` with ``strategy`` (and each ``compare`` strategy); simulate if asked.
 
@@ -141,6 +142,7 @@ def plan(
             seed=seed,
             allocation=opts,
             max_iter=solver.cap(SIM_MAX_ITER),
+            progress=progress,
         )
     return {
         "sizes": size_specs,
