@@ -10,6 +10,14 @@ and prints the process CPU seconds (``time.process_time``, one BLAS/torch thread
 ``benchmarks/mixture_optimize_domains.py`` times only the mixture optimiser on a fixed objective; here the fits,
 which grow with the law's parameter count (CAMEL: ``k(D + 2) + 1``), are what dominates.
 
+Measured 2026-12-04 on the shared 2-core machine (load 7-10, so seconds are inflated; the exponent is a ratio):
+
+- before SLSQP's ``ftol`` went from 1e-15 to 1e-12 (``--laws camel --bootstrap 0``): 3.62 / 5.44 / 142.43 s,
+  ``camel_domains_exponent=2.65``; at D = 20 the mixture optimiser took 131 s (172,185 objective evaluations, most
+  starts at the 500-iteration cap), the fit 7 s;
+- after (``--bootstrap 20``, the default of ``mix optimize``): dml 1.33 / 1.75 / 2.66 s,
+  **``dml_domains_exponent=0.50``**; camel 8.45 / 10.07 / 20.95 s, **``camel_domains_exponent=0.66``**.
+
 Run: ``PYTHONPATH=src nice -n 10 python benchmarks/mixture_domains.py [--laws dml,camel] [--domains 5,10,20]
 [--bootstrap 20]``.
 """
