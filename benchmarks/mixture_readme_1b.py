@@ -8,7 +8,8 @@ issue's goals: the job at most 15 s, the report at most 2x).
 
 Measured 2026-12-04 on the shared 2-core machine at load 7-10 (CPU seconds inflate under that load):
 
-- main (54c2e80) 36.2 s and this branch 19.4 s, run one after the other; the decision's steps on this branch: CAMEL
+- at load 5-6: main (54c2e80) 34.3 s, this branch **17.7 s** (``readme_1b_cpu=17.7s``); at load 7-10: 36.2 s and
+  19.4 s, run one after the other; the decision's steps on this branch: CAMEL
   fits 8.8 s (k = 2 for five losses in one batched solve, halted at the exponential limit; k = 1 for four), paired
   bootstrap 5.6 s (refits in two solves, 20 re-optimisations 1.3 s), the optimum 1.2 s, imports and loading 2.5 s.
 
