@@ -12,6 +12,11 @@ Measured (2-core machine at load 6-8, one repeat): before the solve was pinned t
 took 0.71 / 0.51 / 16.5 s of CPU (SLSQP's small dense solves on a multi-threaded OpenBLAS spin; exponent 2.27); with
 ``threads(1)`` around the solves, two repeats: 0.39 / 0.80 / 1.33 s, exponent 0.89.
 
+With SLSQP's ``ftol`` 1e-12 instead of 1e-15 (``mixlaw.decide.mixture.optimize.SLSQP_FTOL``), 2026-12-04, load 7-10,
+three repeats, main beside it: 0.21 / 0.30 / 0.57 s, exponent 0.74 (main: 0.22 / 0.51 / 0.88 s, exponent 0.99). On
+this objective SLSQP converged either way; on a fitted 20-domain CAMEL objective the old ``ftol`` sent most starts to
+the 500-iteration cap (``benchmarks/mixture_domains.py``).
+
 Run: ``PYTHONPATH=src nice -n 10 python benchmarks/mixture_optimize_domains.py [--domains 5,10,20]``.
 """
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -25,6 +26,7 @@ __all__ = [
     "one_line",
     "emit_json",
     "progress_bar",
+    "stage_lines",
     "console",
     "TableArg",
     "StoreOpt",
@@ -135,10 +137,12 @@ def emit_json(obj: Any, **dumps: Any) -> None:
 
 
 @contextmanager
-def progress_bar(enabled: bool) -> Iterator[Callable[[str, int, int], None] | None]:
-    """A ``(stage, done, total)`` callback drawing one rich bar per stage on stderr (``None`` when disabled)."""
+def progress_bar(enabled: bool, lines: str | None = None) -> Iterator[Callable[[str, int, int], None] | None]:
+    """A ``(stage, done, total)`` callback drawing one rich bar per stage on stderr; disabled, with ``lines`` (the
+    verb) and stdout not a terminal (a log, a pipe, CI), one stderr line per stage when it starts and ends and at
+    most every 10 s between (:func:`stage_lines`); else ``None``."""
     if not enabled:
-        yield None
+        yield stage_lines(lines) if lines is not None and not sys.stdout.isatty() else None
         return
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -158,6 +162,26 @@ def progress_bar(enabled: bool) -> Iterator[Callable[[str, int, int], None] | No
             prog.update(tasks[stage], completed=done, total=total)
 
         yield cb
+
+
+def stage_lines(verb: str, every: float = 10.0) -> Callable[[str, int, int], None]:
+    """``(stage, done, total)`` → ``<verb> [  12 s]: bootstrap 40/200`` on stderr: at a stage's start and end and at
+    most every ``every`` seconds between."""
+    import time
+
+    t0 = time.monotonic()
+    last: dict[str, float] = {}
+
+    def cb(stage: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if stage in last and done < total and now - last[stage] < every:
+            return
+        if stage in last and done >= total and last[stage] == -1.0:
+            return
+        last[stage] = -1.0 if done >= total else now
+        print(f"{verb} [{now - t0:5.0f} s]: {stage} {done}/{total}", file=sys.stderr, flush=True)
+
+    return cb
 
 
 TableArg = Annotated[

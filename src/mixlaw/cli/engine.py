@@ -195,7 +195,7 @@ def fit_cmd(
     settings: dict[str, Any] = dict(n_random_starts=n_starts, n_polish=n_polish, strategy=strategy, bootstrap=bootstrap)
     settings.update(bootstrap_scheme=resample, max_iter=max_iter)
     settings["memory_limit"] = memory_limit  # the bootstrap's bound, checked before the point fit
-    with progress_bar(not as_json and sys.stderr.isatty()) as progress:
+    with progress_bar(not as_json and sys.stderr.isatty(), lines="fit") as progress:
         res = api.fit(
             df,
             law,

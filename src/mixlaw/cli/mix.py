@@ -324,25 +324,40 @@ def optimize_cmd(
     if report is not None:
         from mixlaw.report.mix_page import write_mix_report
 
-        held = compare(
-            df,
-            domains=_domains(domains),
-            targets=out["targets"],
-            holdout=holdout,
-            models=f"{out['law']},blind",
-            size_column=size_column,
-            bootstrap=min(bootstrap, 50) if bootstrap else 20,
-            random_state=random_state,
-            source=runs.name,
-            solver=SolverOptions(max_iter=max_iter),
-            level=level,
-        )
+        parts = [
+            compare(
+                df,
+                domains=_domains(domains),
+                targets=ts,
+                holdout=holdout,
+                models=f"{models},blind",
+                size_column=size_column,
+                bootstrap=min(bootstrap, 50) if bootstrap else 20,
+                random_state=random_state,
+                source=runs.name,
+                solver=SolverOptions(max_iter=max_iter),
+                level=level,
+                progress=_stderr_progress("mix optimize --report"),
+            )
+            for models, ts in _report_models(out).items()
+        ]
+        held = {**parts[0], "targets": [t for p in parts for t in p["targets"]]}
         out["report"] = str(write_mix_report(report, out, held, source=runs.name))
     if as_json:
         return emit_json(out)
     from mixlaw.report.mix_text import print_optimum
 
     print_optimum(out)
+
+
+def _report_models(out: dict[str, Any]) -> dict[str, list[str]]:
+    """The report's held-out comparison: each target with the law the decision kept for it (CAMEL with the number of
+    components it was reduced to, ``camel:k=1``), targets of one law together; ``{models: [targets]}``."""
+    groups: dict[str, list[str]] = {}
+    for t in out["targets"]:
+        k = (out.get("camel_k") or {}).get(t, {}).get("k")
+        groups.setdefault(out["law"] if k is None else f"{out['law']}:k={k}", []).append(t)
+    return groups
 
 
 def _stderr_progress(verb: str) -> Any:

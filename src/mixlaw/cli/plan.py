@@ -135,6 +135,7 @@ def plan_cmd(
         solver=SolverOptions(max_iter=max_iter),
         limit=memory_limit,
         announce=lambda line: typer.echo(f"plan: {line}", err=True),
+        progress=_stage_lines("plan") if simulate and not sys.stdout.isatty() else None,
     )
     alloc = res["allocation"]
     if out is not None:
@@ -251,3 +252,11 @@ def _print(res: dict[str, Any], out: Path | None) -> None:
         con.print(st)
     if out is not None:
         typer.echo(f"spec written to {out}: mixlaw probe run {out} --store plan.db")
+
+
+def _stage_lines(verb: str) -> Any:
+    """One ``<verb> [  12 s]: <stage>`` line on stderr per stage (stdout is not a terminal)."""
+    import time
+
+    t0 = time.monotonic()
+    return lambda text: print(f"{verb} [{time.monotonic() - t0:5.0f} s]: {text}", file=sys.stderr, flush=True)

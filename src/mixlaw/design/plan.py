@@ -155,6 +155,7 @@ def plan(
     solver: SolverOptions = DEFAULT_SOLVER,
     limit: limits.MemoryLimit | None = None,
     announce: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Allocate ``budget`` over ``sizes`` with ``strategy`` (and each ``compare`` strategy); simulate if asked.
 
@@ -222,6 +223,7 @@ def plan(
             seed=seed,
             allocation=opts,
             max_iter=solver.cap(SIM_MAX_ITER),
+            progress=progress,
         )
     return {
         "sizes": size_specs,

@@ -24,7 +24,7 @@ fitted size: regret of an arbitrary choice, Spearman 0) and counted in ``n_faile
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -176,6 +176,7 @@ def simulate(
     seed: int = 0,
     allocation: Mapping[str, Any] | None = None,
     max_runs: int = 5000,
+    progress: Callable[[str], None] | None = None,
 ) -> SimResult:
     """Score each strategy on ``replicates`` paired simulations (see the module docstring).
 
@@ -196,6 +197,8 @@ def simulate(
     allocation
         Keywords of :func:`~mixlaw.design.strategies.allocate` (``floors``, ``caps``, ``prior``,
         ``mixture_floor``, ``max_mixtures`` ...); ``max_mixtures`` may also be given per strategy as a shape key.
+    progress
+        Called with one line per strategy before its batched fit (stage lines on stderr); ``None``: silent.
     max_runs
         Refuse designs with more simulated runs than this (compute-space allocations can ask for thousands).
     """
@@ -235,6 +238,8 @@ def simulate(
     scores = {m: np.zeros((len(strats), replicates)) for m in METRICS}
     n_failed = []
     for j, a in enumerate(allocs):
+        if progress:
+            progress(f"simulating {strats[j].label}: {a.n_runs} runs x {replicates} replicates, one batched fit")
         n_params = np.concatenate([np.full(n, s.n_params) for s, n in zip(a.sizes, a.counts, strict=True)])
         W = np.vstack([m for m in a.mixtures if len(m)])  # (n_runs, d)
         pos = np.concatenate([np.arange(n) for n in a.counts])

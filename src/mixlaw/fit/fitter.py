@@ -9,7 +9,7 @@ The pieces live beside this module — :mod:`~mixlaw.fit.problem.data` (validate
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -23,10 +23,11 @@ from mixlaw.fit.problem.data import FitData, make_residuals, prepare_data, proje
 from mixlaw.fit.problem.starts import build_starts, choose_polish, distinct, screen_parts
 from mixlaw.fit.result import FitResult, FitStatus
 from mixlaw.fit.solver.batch import BatchFit, fit_batch
+from mixlaw.fit.solver.multi import PolishRequest
 from mixlaw.fit.solver.pools import threads
 from mixlaw.fit.solver.refine import iteration_cap, point_stall_units_for, repolish, stall_tol_for
 from mixlaw.fit.solver.refits import root_status, usable
-from mixlaw.fit.solver.solve import STATUS_CONVERGED, STATUS_STALLED, objective_values, solve
+from mixlaw.fit.solver.solve import STATUS_CONVERGED, STATUS_STALLED, SolveResult, objective_values
 from mixlaw.fit.uncertainty.bootstrap import SCHEME_CHOICES, Scheme, bootstrap_law, resolve_scheme
 from mixlaw.fit.uncertainty.identify import assess_fit
 from mixlaw.fit.uncertainty.intervals import residual_sd
@@ -97,6 +98,10 @@ class Fitter:
         grouped K-fold and forward-chaining refits along the size axis, one batched solve). ``False`` (default):
         not fitted (internal fits of decisions do not pay for it); ``None``: whenever ``bootstrap > 0`` (what
         :func:`mixlaw.api.fit`, and so ``mixlaw fit``, asks for).
+    halt
+        ``halt(U) -> settled`` on internal points: the point fit stops a problem once every start still running is
+        settled and holds the lowest objective (:mod:`mixlaw.fit.solver.halt`; a fit run to learn what kind of optimum
+        it reaches, e.g. a CAMEL fit at the exponential limit); ``settings["halted"]`` says whether it did.
     memory_limit
         The memory the bootstrap may plan to use (:class:`mixlaw.limits.MemoryLimit`, default 4 GiB): a larger
         request (:func:`mixlaw.limits.bootstrap_bytes`: resamples × rows × parameters) stops before the point fit
@@ -133,6 +138,7 @@ class Fitter:
         progress: Progress | None = None,
         calibrate: bool | None = False,
         memory_limit: MemoryLimit | None = None,
+        halt: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> None:
         self.law = law
         self.loss = loss
@@ -156,6 +162,7 @@ class Fitter:
         self.progress = progress
         self.calibrate = calibrate
         self.memory_limit = memory_limit
+        self.halt = halt
 
     # ------------------------------------------------------------------ public
     def fit(
@@ -187,6 +194,25 @@ class Fitter:
         input_map: Mapping[str, str] | None,
         source: str,
     ) -> Fitter:
+        steps = self._fit_steps(table, target=target, input_map=input_map, source=source)
+        request = next(steps)
+        try:
+            steps.send(request.run())
+        except StopIteration:
+            pass
+        return self
+
+    def _fit_steps(
+        self,
+        table: pd.DataFrame | Mapping[str, Any],
+        *,
+        target: str,
+        input_map: Mapping[str, str] | None,
+        source: str,
+    ) -> Generator[PolishRequest, SolveResult, None]:
+        """The fit as a generator: it yields the polish of its best starts (a :class:`PolishRequest`), receives the
+        solve's result and sets ``result_`` (:func:`mixlaw.fit.many.fit_many` serves several fits' requests in one
+        solve)."""
         law = get_law(self.law)
         self._check_settings()
         data = FitData(law, table, target=target, input_map=input_map, group_column=self.group_column, source=source)
@@ -221,21 +247,11 @@ class Fitter:
         polish = choose_polish(U_all, f_init, self.n_polish, self.strategy == "full")
         cap = iteration_cap(self.max_iter)
         pid0 = np.zeros(polish.size, dtype=np.int64)
-        sol = solve(
-            residuals,
-            U_all[polish],
-            pid0,
-            W,
-            loss=self.loss,
-            delta=delta,
-            max_iter=cap,
-            ftol=self.ftol,
-            xtol=self.xtol,
-            stall_tol=stall_tol_for(cap),
-            stall_units=point_stall_units_for(cap),
-            spare_best=True,
-            callback=self._callback("fit", polish.size),
-        )
+        sol = yield PolishRequest(law, data.x, data.y_t, U_all[polish], W, dict(
+            loss=self.loss, delta=delta, max_iter=cap, ftol=self.ftol, xtol=self.xtol, stall_tol=stall_tol_for(cap),
+            stall_units=point_stall_units_for(cap), spare_best=True, callback=self._callback("fit", polish.size),
+            halt=self.halt,
+        ))  # fmt: skip
         kw: dict[str, Any] = dict(loss=self.loss, delta=delta, max_iter=cap, ftol=self.ftol, xtol=self.xtol)
         sol = repolish(sol, residuals, pid0, W, **kw)  # a best start stopped at the cap goes on from where it was
         status = np.array(["screened"] * S, dtype=object)
@@ -313,6 +329,7 @@ class Fitter:
             "bootstrap_starts": self.bootstrap_starts,
             "bootstrap_scheme": None if boot is None else boot.scheme,
             "bootstrap_fallback": None if boot is None or not boot.fallback else boot.fallback,
+            **({"halted": bool(sol.halted[best_local])} if self.halt is not None and sol.halted is not None else {}),
         }
         self.result_ = FitResult(
             law_name=law.name,
@@ -343,7 +360,6 @@ class Fitter:
             fitted_law=law,
         )
         warn_about(law, self.result_)
-        return self
 
     def _clusters(
         self, table: pd.DataFrame | Mapping[str, Any], data: FitData, required: bool = True

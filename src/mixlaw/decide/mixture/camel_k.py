@@ -54,6 +54,7 @@ __all__ = [
     "KCandidate",
     "KChoice",
     "KChoiceStatus",
+    "at_exponential_limit",
     "camel_health",
     "fit_camel",
     "select_k",
@@ -212,6 +213,23 @@ def camel_health(law: Any, params: Mapping[str, Any], rows: pd.DataFrame | Mappi
         comps.append(ComponentHealth(i, st, alpha, beta, share_max, spread))
     c_zero = c < C_ZERO * float(np.exp(np.min(log_total)))
     return CamelHealth(law.k, tuple(comps), c, bool(c_zero))
+
+
+def at_exponential_limit(law: Any) -> Any:
+    """``settled(U) -> (m,) bool`` for the internal points ``U`` ``(m, P)`` of ``law`` (a CAMEL law): some component's
+    ``alpha_i`` is past :data:`ALPHA_LIMIT`, so the fit is degenerate there (the ``halt`` rule of
+    :mod:`mixlaw.fit.solver.halt`, used on the candidate fits with ``k > 1`` of ``camel_reduce``)."""
+    import torch
+
+    names = [f"alpha_{i}" for i in range(law.k)]
+
+    def settled(U: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            p = law.to_natural(torch.as_tensor(np.atleast_2d(np.asarray(U, dtype=np.float64))))
+        a = torch.stack([p[n].reshape(-1) for n in names], dim=-1).numpy()
+        return np.asarray((a > ALPHA_LIMIT).any(axis=-1), dtype=bool)
+
+    return settled
 
 
 def fit_camel(

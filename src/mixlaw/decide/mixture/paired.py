@@ -18,7 +18,7 @@ from mixlaw.decide.mixture.optimize import optimize_mixture
 from mixlaw.errors import InputError
 from mixlaw.options import DEFAULT_SOLVER, IntervalOptions, SolverOptions
 
-__all__ = ["bc_pair", "paired_bootstrap", "refit_draws"]
+__all__ = ["bc_pair", "paired_bootstrap", "refit_all", "refit_draws"]
 
 
 def refit_draws(
@@ -57,6 +57,78 @@ def refit_draws(
     return out, {"n_unusable": int((~ok).sum()), "n_rescued": boot.n_rescued, "status": status}
 
 
+def _group_key(res: Any) -> tuple[Any, ...]:
+    law = res.law
+    return (law.name, repr(sorted((k, repr(v)) for k, v in dict(law.options).items())), res.loss, res.delta,
+            repr(sorted(dict(res.input_map).items())))  # fmt: skip
+
+
+def refit_all(
+    fits: Mapping[str, Any],
+    rows: Mapping[str, pd.DataFrame],
+    counts: np.ndarray,
+    solver: SolverOptions = DEFAULT_SOLVER,
+) -> dict[str, tuple[list[FittedLaw | None], dict[str, Any]]]:
+    """:func:`refit_draws` for every fit of ``fits``; the fits of one law (name and options) over the same inputs
+    are refitted together, all their resamples in ONE batched solve (each problem: one target's values, one
+    resample's weights, seeded at that target's point estimate; rescued as in :func:`refit_draws`). Problems never
+    interact in the solver, so each target gets what :func:`refit_draws` gives it alone, up to the rounding of
+    batched kernels of another size; the solver's fixed cost per iteration is paid once per group."""
+    from mixlaw.fit.problem.data import FitData
+
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    for t, r in fits.items():
+        groups.setdefault(_group_key(r), []).append(t)
+    out: dict[str, tuple[list[FittedLaw | None], dict[str, Any]]] = {}
+    for ts in groups.values():
+        datas = {t: FitData(fits[t].law, rows[t], target=fits[t].target, input_map=fits[t].input_map,
+                            group_column=None) for t in ts}  # fmt: skip
+        x0 = datas[ts[0]].x
+        same = all(d.x.keys() == x0.keys() and all(torch.equal(d.x[k], x0[k]) for k in x0) for d in datas.values())
+        if len(ts) < 2 or not same:
+            out |= {t: refit_draws(fits[t], rows[t], counts, solver) for t in ts}
+            continue
+        out |= _refit_group({t: fits[t] for t in ts}, datas, rows, counts, solver)
+    return {t: out[t] for t in fits}
+
+
+def _refit_group(
+    fits: Mapping[str, Any], datas: Mapping[str, Any], rows: Mapping[str, pd.DataFrame], counts: np.ndarray,
+    solver: SolverOptions,
+) -> dict[str, tuple[list[FittedLaw | None], dict[str, Any]]]:  # fmt: skip
+    from mixlaw.fit.solver.batch import threads
+    from mixlaw.fit.solver.refits import _refit, rescue
+    from mixlaw.fit.uncertainty.bootstrap import point_centre
+
+    ts = list(fits)
+    first = fits[ts[0]]
+    law, B = first.law, counts.shape[0]
+    Ws = {t: counts[:, rows[t]["_mixture"].to_numpy()].astype(np.float64) for t in ts}
+    seeds = {t: np.asarray(fits[t].law.to_internal(fits[t].params), dtype=np.float64) for t in ts}
+    Y = np.concatenate([np.broadcast_to(datas[t].y, (B, datas[t].n)) for t in ts])
+    W = np.concatenate([Ws[t] for t in ts])
+    S = np.concatenate([np.broadcast_to(seeds[t], (B, 1, seeds[t].size)) for t in ts])
+    kw: dict[str, Any] = dict(loss=first.loss, delta=first.delta, max_iter=solver.cap(None))
+    with threads(1), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # resample fits: boundary notes are not the point
+        params, ok, status, objective, ends = _refit(law, datas[ts[0]].x, Y, W, S, **kw)
+        centres = np.concatenate([
+            np.broadcast_to(point_centre(fits[t].law, datas[t], fits[t].params, seeds[t][None, :], loss=first.loss,
+                                         delta=first.delta), (B, seeds[t].size)) for t in ts
+        ])  # fmt: skip
+        before = ok.copy()
+        rescue(law, datas[ts[0]].x, Y, W, centres, ends, (params, ok, status, objective), **kw)
+    out = {}
+    for i, t in enumerate(ts):
+        sl = slice(i * B, (i + 1) * B)
+        good = ok[sl] & (Ws[t].sum(axis=1) > 0)
+        draws = [FittedLaw(fits[t].law, fits[t].law.unflatten(params[sl][b])) if good[b] else None for b in range(B)]
+        st = status[sl].astype(str)
+        out[t] = (draws, {"n_unusable": int((~good).sum()), "n_rescued": int((ok[sl] & ~before[sl]).sum()),
+                          "status": {str(k): int(v) for k, v in zip(*np.unique(st, return_counts=True), strict=True)}})
+    return out
+
+
 def bc_pair(values: np.ndarray, level: float, point: float) -> list[float]:
     """The BC percentile interval of bootstrap ``values`` around ``point`` (it always contains the point)."""
     from mixlaw.decide.mixture.intervals import bc_ends
@@ -86,7 +158,7 @@ def paired_bootstrap(
     n_mix = int(max(int(r["_mixture"].max()) for r in rows.values())) + 1
     picks = [rng.integers(0, n_mix, n_mix) for _ in range(B)]  # the same mixtures for every law
     counts = np.stack([np.bincount(p, minlength=n_mix) for p in picks])
-    refits = {t: refit_draws(r, rows[t], counts, solver) for t, r in {**fits, **bench_fits}.items()}
+    refits = refit_all({**fits, **bench_fits}, rows, counts, solver)  # one batched solve per law
     draws = {t: d for t, (d, _) in refits.items()}
     sign = -1.0 if bench_fits else 1.0
     W, J, S, P = [], [], [], []

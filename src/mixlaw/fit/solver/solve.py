@@ -18,12 +18,10 @@ Huber fits (δ = 1e-3) converge in tens of iterations instead of hundreds. Besid
 the loss's own curvature (1 inside δ, 0 outside) is tried; each row takes the best trial point and only if it
 does not raise the objective, so every row decreases its objective monotonically.
 
-The step rule is built for *sloppy* fits, measured on the CAMEL k = 3 SlimPajama fit (28
-parameters, Hessian condition ~1e11), where the rule of before — one damping μ per step, Marquardt scaling from
-the current diagonal, μ ÷5 / ×10, the ∞-norm cap — crawled: coordinates whose Jacobian column had died (log C and
-mixture logits run to −28, an infimum at infinity; columns 1e-12 of the median) had Gauss–Newton components of
-up to 1e10, so the cap bound on nearly every iteration and shrank every live coordinate's step to nothing, while
-μ fell to 1e-15. Now:
+The step rule is built for *sloppy* fits (the CAMEL k = 3 SlimPajama fit: 28 parameters, Hessian condition
+~1e11), where the rule of before (one μ per step, Marquardt scaling, μ ÷5 / ×10, the ∞-norm cap) crawled: dead
+Jacobian columns (log C and mixture logits run to −28) had Gauss–Newton components of up to 1e10, so the cap shrank
+every live coordinate's step to nothing. Now:
 
 - **Moré scaling**: the damping is ``μ·D`` with ``D`` the running maximum of diag(Jᵀ Ω J) per row, so a dead
   coordinate keeps the damping of the scale it once had (Moré 1978);
@@ -34,19 +32,10 @@ up to 1e10, so the cap bound on nearly every iteration and shrank every live coo
   derivative of the residuals from one extra forward evaluation, ``a = −(Jᵀ Ω J + μ D)⁻¹ Jᵀ Ω r_vv``, the step
   ``v + a/2`` tried where ``2‖a‖/‖v‖ ≤ 0.75``: steps that follow a curved valley instead of crossing it.
 
-Measured (``benchmarks/solver_iters.py``): 300 iterations of the CAMEL fit reach 1.28319e-3 against 1.30e-3 for
-the best row before (most rows > 2e-3), and the fit finishes (every row stalled by iteration ~1,100, best
-1.283113e-3, below scipy's 1.283164e-3). The old rule stays selectable (private ``_rule``/``_RULE``) for that benchmark.
-
-Cost per iteration. The Jacobian goes through the natural parameters where the residual function exposes its two
-stages (:func:`~mixlaw.fit.solver.steps.split_jacobian`, the same numbers to 1e-11): the map from internal to
-natural parameters is differentiated once per row instead of once per data point, 90 → 55 ms for 200 CAMEL rows.
-Resample refits, which start at the point estimate near their own optimum, use the *lazy* ladder
-(``ladder="lazy"``): the rungs 0.1, 1, 10 (with their accelerations and the old rule's steps) first, the rungs 1e3
-and 1e6 only for the rows those did not improve — 20 trial points instead of 32 on most iterations.
-
-Rows that have converged leave the active set; rows of the same problem that reach the same point (within
-``merge_tol``) are merged, since from identical states the method takes identical steps.
+Measured (``benchmarks/solver_iters.py``): the CAMEL fit finishes at 1.283113e-3, below scipy's 1.283164e-3 (the
+old rule: private ``_rule``). The Jacobian goes by the chain rule through the natural parameters
+(:func:`~mixlaw.fit.solver.steps.split_jacobian`); resample refits use the *lazy* ladder (:func:`_lazy_candidates`).
+Converged rows leave the active set; rows of one problem at the same point (``merge_tol``) are merged.
 """
 
 from __future__ import annotations
@@ -58,6 +47,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from mixlaw.fit.solver.halt import Halter
 from mixlaw.fit.solver.pools import trim_heap
 from mixlaw.fit.solver.steps import (
     LADDER,
@@ -111,6 +101,7 @@ class SolveResult:
     status: np.ndarray  # (K,) object array of status strings
     merged_into: np.ndarray  # (K,) index of the survivor row for merged rows, else -1
     total_iter: int
+    halted: np.ndarray | None = None  # (K,) rows stopped by the ``halt`` rule (mixlaw.fit.solver.halt)
 
 
 def objective_values(
@@ -178,6 +169,7 @@ def solve(
     history: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None,
     trace: list[dict[str, np.ndarray]] | None = None,
     ladder: Literal["full", "lazy"] = "full",
+    halt: Callable[[np.ndarray], np.ndarray] | None = None,
     _rule: Literal["new", "old", "ladder"] | None = None,
 ) -> SolveResult:
     """Minimise ``K`` independent robust least-squares problems at once.
@@ -213,11 +205,7 @@ def solve(
         point, ``f / Σ_i W_i`` (one unit of the Huber loss per point: the scale on which the data can tell two
         parameter sets apart). This is the test of the adaptive iteration limit (:mod:`mixlaw.fit.solver.refine`): a row
         crawling along a valley by less than that is stopped, since what it still gains is negligible against the
-        noise of the objective. Two windows, not one: a valley can be crawled slowly for a window before the
-        steps lengthen (a one-decade power law started far off: 0.012 units over iterations 5-35, then 2.26 units
-        more by convergence at 103); on 40 such fits one window stopped 6 rows more than 0.1 unit above their
-        optimum (up to 2.26), two windows none (at most 0.096), for 10 % fewer iterations than no test
-        (``tests/test_fit_adaptive.py``).
+        noise of the objective. Two windows, not one (why: :mod:`mixlaw.fit.solver.refine`).
     spare_best
         With ``stall_units``: the row with the lowest objective of its problem (the estimate, for a point fit) is
         exempt from the noise-scaled test and runs on to convergence, the relative test or the cap; only the other
@@ -226,17 +214,19 @@ def solve(
         Initial Levenberg–Marquardt damping, relative to the diagonal of ``Jᵀ Ω J``.
     callback
         ``callback(iteration, n_active)`` after each iteration (for progress bars).
-    history
-        When a list, one ``(rows, f, grad_norm)`` tuple is appended per iteration: the rows active in it, their
-        objective after it and their max-abs gradient before it (the per-row objective trace, for diagnosis).
-    trace
-        When a list, one dict per iteration: ``rows``, ``f``, ``accept``, ``mu``, ``winner``, ``step``, ``x``.
+    history, trace
+        Lists for diagnosis, appended per iteration: ``(rows, f, grad_norm)`` (the active rows, their objective
+        after, max-abs gradient before); a dict ``rows, f, accept, mu, winner, step, x``.
     ladder
         ``"full"``: every iteration tries every rung of :data:`LADDER`. ``"lazy"`` (the resample refits, which
         start at the point estimate, near their own optimum): the rungs :data:`~mixlaw.fit.solver.steps.LADDER_FIRST`
         first, with their accelerations and the old rule's steps, and the rungs
         :data:`~mixlaw.fit.solver.steps.LADDER_REST` only for the rows none of those improved (see
         :func:`_lazy_candidates`).
+    halt
+        ``halt(x) -> settled`` on the internal points of active rows: a problem whose active rows are all settled
+        (and hold its lowest objective) for a while stops as ``stalled``, marked in ``halted``
+        (:mod:`mixlaw.fit.solver.halt`); ``None`` (default): off.
     """
     _rule = _rule or _RULE
     # A private, writable copy: torch warns about (and must never write through) a read-only view such as the
@@ -260,6 +250,7 @@ def solve(
     D_run = torch.zeros((K, P), dtype=torch.float64)  # Moré scaling: running max of diag(Jᵀ Ω J) per row
     mu_old = torch.full((K,), mu0, dtype=torch.float64)  # the damping of the old rule's candidate steps
 
+    halter, halted = (Halter(halt, pid_np) if halt is not None else None), np.zeros(K, dtype=bool)
     fell = np.zeros(K, dtype=bool)  # the row has taken a step that lowered its objective (the edge rule below)
     bad = ~np.isfinite(f_out)
     status[bad] = STATUS_FAILED
@@ -395,6 +386,13 @@ def solve(
             older = f_ring[active, slot]  # units_window iterations ago
             stalled |= (n_iter[active] > units_window) & (older - f_np <= tol_u)
         stalled = (stalled | edge) & ~done & ~failed
+        if halter is not None:  # the problems whose outcome is settled (mixlaw.fit.solver.halt)
+            go = ~(done | failed | stalled)
+            live = status != STATUS_FAILED
+            live[active[failed]] = False
+            stop = halter.stop(it, active[go], U[torch.as_tensor(active[go])].numpy(), f_out, live)
+            halted[active[go][stop]] = True
+            stalled[np.flatnonzero(go)[stop]] = True
         f_ring[active, slot] = f_np
         status[active[done & ~failed]] = STATUS_CONVERGED
         status[active[stalled]] = STATUS_STALLED
@@ -422,6 +420,7 @@ def solve(
         status=status,
         merged_into=merged_into,
         total_iter=it,
+        halted=halted,
     )
 
 

@@ -1,0 +1,114 @@
+"""Several targets' point fits in one batched solve (mixlaw.fit.many), the halt rule (mixlaw.fit.solver.halt) and the
+paired refits of one law in one solve (mixlaw.decide.mixture.paired.refit_all)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mixlaw.decide.mixture.camel_k import FitStatus, at_exponential_limit, camel_health
+from mixlaw.fit import fit_law
+from mixlaw.fit.many import fit_targets
+from mixlaw.fit.solver.halt import HALT_CHECKS, HALT_EVERY, Halter
+from mixlaw.laws import get_law
+
+DOMS = ("a", "b", "c")
+
+
+def _table(seed: int, n_targets: int = 2) -> pd.DataFrame:
+    """Camel k = 1 losses on 12 mixtures × 3 sizes, one column per target (different parameters), 1 % noise."""
+    rng = np.random.default_rng(seed)
+    law = get_law("camel", domains=DOMS, k=1)
+    w = np.vstack([np.full(3, 1 / 3), rng.dirichlet(np.ones(3), size=11)])
+    df = pd.DataFrame(np.repeat(w, 3, axis=0), columns=[f"w_{d}" for d in DOMS])
+    df["n_params"] = np.tile([2e7, 6e7, 2e8], len(w))
+    x = {c: df[c].to_numpy() for c in law.inputs}
+    for j in range(n_targets):
+        p = dict(law.example_params) | {"C": 1.5 + 0.3 * j, "alpha_0": 0.3 + 0.2 * j}
+        df[f"loss{j}"] = law.evaluate(x, p) * np.exp(rng.normal(0.0, 0.01, len(df)))
+    df["run_id"] = [f"r{i}" for i in range(len(df))]
+    return df
+
+
+def test_batched_targets_match_single_fits() -> None:
+    """Each target of fit_targets is the fit fit_law gives alone: the same starts, the same optimum (objective to
+    1e-9 relative, predictions to 1e-6), its own warnings."""
+    df = _table(0)
+    law = get_law("camel", domains=DOMS, k=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        many, caught = fit_targets(law, {"loss0": df, "loss1": df}, random_state=3)
+        for t in ("loss0", "loss1"):
+            one = fit_law(law, df, target=t, random_state=3)
+            assert many[t].target == t and set(caught) == {"loss0", "loss1"}
+            assert many[t].objective == pytest.approx(one.objective, rel=1e-9)
+            np.testing.assert_allclose(many[t].predict(df), one.predict(df), rtol=1e-6)
+            assert len(many[t].starts) == len(one.starts)
+    assert many["loss0"].params["C"] != pytest.approx(many["loss1"].params["C"], rel=1e-3)  # really two problems
+
+
+def test_halter_needs_every_active_row_settled_and_the_best() -> None:
+    """A problem is halted only after HALT_CHECKS checks on which all its active rows are settled and its lowest
+    row is active; a finished unsettled best row keeps it running."""
+    pid = np.array([0, 0, 1, 1])
+    settled = np.array([True, True, True, False])
+    h = Halter(lambda x: settled[x[:, 0].astype(int)], pid)
+    rows = np.arange(4)
+    x = rows[:, None].astype(float)
+    f = np.array([1.0, 2.0, 1.0, 2.0])
+    live = np.ones(4, dtype=bool)
+    stops = [h.stop(HALT_EVERY * (i + 1), rows, x, f, live) for i in range(HALT_CHECKS)]
+    assert not stops[0].any() and stops[-1].tolist() == [True, True, False, False]
+    assert not h.stop(HALT_EVERY + 1, rows, x, f, live).any()  # only every HALT_EVERY iterations
+    h2 = Halter(lambda x: np.ones(len(x), dtype=bool), np.array([0, 0]))
+    f2 = np.array([0.5, 2.0])  # row 0 (finished, not in the active rows) is the best: never halted
+    for i in range(HALT_CHECKS + 2):
+        assert not h2.stop(HALT_EVERY * (i + 1), np.array([1]), np.zeros((1, 1)), f2, np.ones(2, dtype=bool)).any()
+
+
+def test_halted_camel_fit_reaches_the_same_verdict() -> None:
+    """On the shipped probes' loss_docs, k = 2 runs to the exponential limit: halted, the fit stops in fewer
+    iterations and is classified exactly as the full fit (degenerate, the same components at the limit)."""
+    d = pd.read_csv("examples/mixture_probe/runs.csv")
+    d = d[d.n_params < 2e5].sort_values("step").groupby("run_id").tail(1).reset_index(drop=True)
+    doms = ("general", "legal", "docs", "bio", "code")
+    law = get_law("camel", domains=doms, k=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        full = fit_law(law, d, target="loss_docs", random_state=0)
+        halted = fit_law(law, d, target="loss_docs", random_state=0, halt=at_exponential_limit(law))
+    hf, hh = camel_health(law, full.params, d), camel_health(law, halted.params, d)
+    assert halted.settings["halted"] is True
+    assert hf.status is hh.status is FitStatus.DEGENERATE
+    assert [c.status for c in hf.components] == [c.status for c in hh.components]
+    assert halted.starts["n_iter"].max() < 0.6 * full.starts["n_iter"].max()
+    assert halted.objective <= full.objective * 1.01  # stopped on the way down the same limit
+
+
+def test_refit_all_matches_refit_draws() -> None:
+    """The paired refits of two targets of one law in one solve give each target what refit_draws gives it alone
+    (objective-level agreement: resample optima to 1e-6 in prediction), the same usable count."""
+    from mixlaw.decide.mixture.checks import mixture_groups
+    from mixlaw.decide.mixture.paired import refit_all, refit_draws
+
+    df = _table(1)
+    df = df.assign(_mixture=mixture_groups(df, list(DOMS)))
+    law = get_law("camel", domains=DOMS, k=1)
+    rng = np.random.default_rng(5)
+    n_mix = int(df["_mixture"].max()) + 1
+    counts = np.stack([np.bincount(rng.integers(0, n_mix, n_mix), minlength=n_mix) for _ in range(6)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fits, _ = fit_targets(law, {"loss0": df, "loss1": df}, random_state=0)
+        both = refit_all(fits, {"loss0": df, "loss1": df}, counts)
+        for t in ("loss0", "loss1"):
+            alone, info = refit_draws(fits[t], df, counts)
+            assert both[t][1]["n_unusable"] == info["n_unusable"] == 0
+            for a, b in zip(alone, both[t][0], strict=True):
+                assert a is not None and b is not None
+                pa = law.evaluate({c: df[c].to_numpy() for c in law.inputs}, a.params)
+                pb = law.evaluate({c: df[c].to_numpy() for c in law.inputs}, b.params)
+                np.testing.assert_allclose(pb, pa, rtol=1e-6)
