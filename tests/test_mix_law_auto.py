@@ -33,10 +33,24 @@ def _runs(seed: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_auto_does_not_rest_on_an_unhealthy_camel() -> None:
+def test_auto_does_not_rest_on_an_unhealthy_camel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CAMEL given the better held-out score (so it is checked first): its fit on every run is unhealthy, and the
+    choice falls on the healthy mixture_additive, whose fits are returned for the caller to use."""
+    from mixlaw.decide.mixture import law_choice
+
+    real = law_choice._nested
+    scored: list[str] = []
+
+    def camel_first(name: str, *a: object, **k: object) -> tuple[float, float]:
+        mre, bias = real(name, *a, **k)  # type: ignore[arg-type]
+        scored.append(name)
+        return (mre / 100.0 if name == "camel" else mre), bias
+
+    monkeypatch.setattr(law_choice, "_nested", camel_first)
     runs = _runs(0)
     choice = choose_law({"loss": runs}, DOMS, candidates=("camel", "mixture_additive"))
     by = {s.law: s for s in choice.scores}
+    assert by["camel"].mre < by["mixture_additive"].mre and by["camel"].checked
     assert not by["camel"].healthy and by["camel"].problems
     assert by["mixture_additive"].healthy, by["mixture_additive"].problems
     assert choice.law == "mixture_additive" and choice.status is LawChoiceStatus.CHOSEN
@@ -44,6 +58,20 @@ def test_auto_does_not_rest_on_an_unhealthy_camel() -> None:
     assert by["mixture_additive"].mre < 0.02  # it extrapolates the held-out size (the truth is in its family)
     d = choice.to_dict()
     assert [c["law"] for c in d["candidates"]] == ["camel", "mixture_additive"] and d["status"] == "chosen"
+    fit = choice.fits["loss"]  # the chosen law's fit on every run, reused by mix optimize
+    assert fit.law.name == "mixture_additive" and fit.n_points == len(runs)
+
+
+def test_auto_skips_a_candidate_that_cannot_win() -> None:
+    """Held-out scores first; the fits on every run stop at the first healthy law that no unchecked one beats."""
+    runs = _runs(0)
+    choice = choose_law({"loss": runs}, DOMS, candidates=("camel", "mixture_additive"))
+    by = {s.law: s for s in choice.scores}
+    assert choice.law == "mixture_additive" and by["mixture_additive"].healthy and by["mixture_additive"].checked
+    if not by["camel"].checked:  # skipped only because it scored no better held out
+        assert by["camel"].mre >= by["mixture_additive"].mre and not by["camel"].healthy
+    else:
+        assert not by["camel"].healthy
 
 
 def test_auto_needs_three_sizes() -> None:
