@@ -2,11 +2,13 @@
 
 Every candidate law (size-aware mixture laws: ``camel``, ``mixture_additive``, ``mixture_joint``) is fitted to each
 target loss on the runs below the largest fitted size and predicts the runs at that size (held-out MRE and bias,
-averaged over the targets); it is also fitted on every run, and that fit's health is recorded: ``unidentifiable``
-(the data do not determine it), parameters at a bound, and for CAMEL a degenerate component
-(:mod:`mixlaw.decide.mixture.camel_k`; CAMEL enters as the ``k`` its health allows). The chosen law has the lowest
-held-out MRE among the healthy candidates; only when no candidate is healthy does the choice fall on an unhealthy
-one, and its status says so (:class:`LawChoiceStatus`). The caller refits the winner on every run.
+averaged over the targets). In the order of those scores, each is then fitted on every run (as ``mix optimize``
+would fit it) and that fit's health is recorded: ``unidentifiable`` (the data do not determine it), parameters at a
+bound, and for CAMEL a degenerate component (:mod:`mixlaw.decide.mixture.camel_k`; CAMEL enters as the ``k`` its
+health allows, and is scored again at that ``k``). The chosen law has the lowest held-out MRE among the healthy
+candidates, so the fits on every run stop at the first healthy law that no unchecked one beats (the rest cannot win
+and are marked not checked); only when no candidate is healthy does the choice fall on an unhealthy one, and its
+status says so (:class:`LawChoiceStatus`). The winner's fits on every run are returned for the caller to use.
 
 Size-blind laws (``dml``, ``bimix`` at one volume) cannot predict another size and are not candidates.
 """
