@@ -16,6 +16,9 @@ Cases (``--cases``, comma-separated):
 - ``size``: across sizes, the final checkpoint of every run: fitted on 122M-937M (200 runs), predicting the 24 runs at
   1.235B and 2.718B (``--holdout "n_params > 9.4e8"``); the laws that model size (camel, mixture_additive,
   mixture_joint). Coverage is also given per predicted size.
+- ``probe``: the shipped probes (``examples/mixture_probe/runs.csv``, final checkpoints below 2e5 parameters): fitted
+  on 13k-51k (34 runs), predicting the 16 runs at 113k, each of the five validation losses (``loss_<domain>``),
+  pooled (80 rows).
 - ``size_ckpt``: the same with every checkpoint of the training runs (the laws with a token term see how the loss
   falls with D), predicting the final checkpoints at 1.235B and 2.718B.
 
@@ -41,7 +44,11 @@ On the merged code of that round (with the solver's chain-rule Jacobian): camel 
 checkpoints, and the point fit now stops elsewhere in that flat valley at the same objective (bias +4.60 % →
 +3.24 %); the 100 % before was where the solver stopped (``docs/mix.md``).
 
-Run: ``PYTHONPATH=src nice -n 5 python benchmarks/mixture_coverage.py [--cases lmo310,size] [--bootstrap 50]
+Since the additive excess (``mixlaw.fit.evaluate.calib_growth.size_excess``, added in quadrature to the ratio), measured
+2026-12-04 ``--cases size,probe --bootstrap 50``: camel 83.3 % across SlimPajama sizes (1.235B 100 %, 2.718B 0 %),
+95.0 % on the probes; mixture_additive 100 % and 96.2 %; mixture_joint 100 % and (probes) in ``docs/mix.md``.
+
+Run: ``PYTHONPATH=src nice -n 5 python benchmarks/mixture_coverage.py [--cases lmo310,size,probe] [--bootstrap 50]
 [--models camel,mixture_additive]``. Measured figures: ``docs/mix.md`` ("Interval coverage on SlimPajama").
 """
 
