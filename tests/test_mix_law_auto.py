@@ -78,3 +78,17 @@ def test_auto_needs_three_sizes() -> None:
     runs = _runs(1)
     with pytest.raises(InputError, match="at least 3 fitted sizes"):
         choose_law({"loss": runs[runs["n_params"] < 2e8]}, DOMS, candidates=("mixture_additive",))
+
+
+def test_auto_is_the_default_of_mix_optimize() -> None:
+    """``--law auto`` is the default of the CLI and of the Python entry point (README 1b names camel explicitly)."""
+    import inspect
+
+    from typer.testing import CliRunner
+
+    from mixlaw.cli import app
+    from mixlaw.decide.mixture.optimum import optimize
+
+    assert inspect.signature(optimize).parameters["law"].default == "auto"
+    r = CliRunner().invoke(app, ["mix", "optimize", "--help"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "auto (the default)" in r.output, r.output
