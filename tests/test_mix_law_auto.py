@@ -92,3 +92,31 @@ def test_auto_is_the_default_of_mix_optimize() -> None:
     assert inspect.signature(optimize).parameters["law"].default == "auto"
     r = CliRunner().invoke(app, ["mix", "optimize", "--help"], env={"COLUMNS": "200"})
     assert r.exit_code == 0 and "auto (the default)" in r.output, r.output
+
+
+def test_optimize_auto_uses_the_choice_fits_and_shows_the_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``optimize(law="auto")`` takes the chosen law's fits from the choice (no second fit), and the text output and
+    the HTML report show the candidates table right under the weights / the decision."""
+    from rich.console import Console
+
+    from mixlaw.decide.mixture import law_choice, optimum
+    from mixlaw.report.mix_page import mix_report
+    from mixlaw.report.mix_text import print_optimum
+
+    real = law_choice.choose_law
+    only = ("mixture_additive",)
+    monkeypatch.setattr(law_choice, "choose_law", lambda *a, **k: real(*a, **{**k, "candidates": only}))
+
+    def no_refit(*_a: object, **_k: object) -> None:
+        raise AssertionError("the chosen law was fitted again")
+
+    monkeypatch.setattr(optimum, "fit_emitting", no_refit)
+    out = optimum.optimize(_runs(2), domains=DOMS, target="loss", target_size=3e9)
+    assert out["law"] == "mixture_additive" and out["law_choice"]["law"] == "mixture_additive"
+    assert out["fits"]["loss"]["n_points"] == 32
+    con = Console(record=True, width=160)
+    print_optimum(out, console=con)
+    text = con.export_text()
+    assert text.index("code") < text.index("held-out MRE") < text.index("law auto: mixture_additive")
+    html = mix_report(out)
+    assert html.index("Decision") < html.index("Law choice") < html.index("Optimal mixture")
