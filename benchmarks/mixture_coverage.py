@@ -46,7 +46,8 @@ checkpoints, and the point fit now stops elsewhere in that flat valley at the sa
 
 Since the additive excess (``mixlaw.fit.evaluate.calib_growth.size_excess``, added in quadrature to the ratio), measured
 2026-12-04 ``--cases size,probe --bootstrap 50``: camel 83.3 % across SlimPajama sizes (1.235B 100 %, 2.718B 0 %),
-95.0 % on the probes; mixture_additive 100 % and 96.2 %; mixture_joint 100 % and (probes) in ``docs/mix.md``.
+95.0 % on the probes; mixture_additive 100 % and 96.2 %; mixture_joint 100 % and 93.8 %
+(``mixture_coverage95_worst=0.833 (size/camel)``).
 
 Run: ``PYTHONPATH=src nice -n 5 python benchmarks/mixture_coverage.py [--cases lmo310,size,probe] [--bootstrap 50]
 [--models camel,mixture_additive]``. Measured figures: ``docs/mix.md`` ("Interval coverage on SlimPajama").
