@@ -193,10 +193,11 @@ def optimize_cmd(
         str,
         typer.Option(
             "--law",
-            help="Mixture law (camel, dml, mixture_joint, ...), or auto: the size-aware law with the lowest error "
-            "at the largest fitted size when fitted below it, among the healthy fits.",
+            help="Mixture law (camel, dml, mixture_joint, regmix, ...), or auto (the default): of camel, "
+            "mixture_additive and mixture_joint, the law with the lowest error at the largest fitted size when "
+            "fitted below it, among the healthy fits; the table of candidates is printed.",
         ),
-    ] = "camel",
+    ] = "auto",
     target: Annotated[
         list[str] | None, typer.Option("--target", help="Loss column a law is fitted to (repeatable; default loss).")
     ] = None,

@@ -159,6 +159,19 @@ def mix_report(out: Mapping[str, Any], held: Mapping[str, Any] | None = None, *,
         Section("Decision", f"<p><b>{esc(decision_sentence(out))}</b></p>"),
         Section("Optimal mixture", _bar(out) + table_html(wrows) + table_html(prow) + kkt),
     ]
+    choice = out.get("law_choice")
+    if choice:  # --law auto: the candidates, right under the decision
+        crows = [
+            {
+                "law": c["law"] + (f" (k = {c['k']})" if c.get("k") else ""),
+                "held-out MRE": c["heldout_mre"],
+                "bias": c["heldout_bias"],
+                "healthy": ("yes" if c["healthy"] else "no") if c.get("checked", True) else "not checked (cannot win)",
+                "problems": "; ".join(c["problems"]),
+            }
+            for c in choice["candidates"]
+        ]
+        sections.insert(1, Section("Law choice", f"<p>{esc(choice['text'])}</p>" + table_html(crows)))
     if held is not None:
         sections.append(Section("Predicted vs observed on held-out runs", _held_out(held)))
     sections.append(Section("Optimal mixture vs model size", _vs_size(out)))

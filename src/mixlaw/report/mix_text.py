@@ -77,7 +77,8 @@ def print_optimum(out: dict[str, Any], *, console: Any = None) -> None:
         for c in choice["candidates"]:
             ct.add_row(
                 c["law"] + (f" (k = {c['k']})" if c.get("k") else ""), f"{c['heldout_mre']:.2%}",
-                f"{c['heldout_bias']:+.2%}", "yes" if c["healthy"] else "no",
+                f"{c['heldout_bias']:+.2%}", ("yes" if c["healthy"] else "no") if c.get("checked", True)
+                else "not checked (cannot win)",
                 "; ".join(c["problems"][:2]) + (f" (+{len(c['problems']) - 2})" if len(c["problems"]) > 2 else ""),
             )  # fmt: skip
         con.print(ct)

@@ -256,7 +256,8 @@ def _predict_model(
             lo, hi, notes = _interval(res, test, level, random_state)
             cal = None
             if extrapolates(train, test, size_column):  # larger (smaller) models: intervals see size extrapolation
-                lo, hi, cal = size_calibrated(res, train, test, target, size_column, lo, hi, random_state, solver)
+                lo, hi, cal = size_calibrated(res, train, test, target, size_column, lo, hi, random_state, solver,
+                                              level)  # fmt: skip
             return pred, lo, hi, n_par, notes, cal, {}
     # Laws of the mixture alone and the blind baseline work per size (NaN at a size with no training rows).
     surrogate_line: str | None = None

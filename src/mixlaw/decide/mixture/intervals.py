@@ -125,16 +125,26 @@ def extrapolates(train: Any, test: Any, size_column: str) -> bool:
 
 def size_calibrated(
     res: Any, train: Any, test: Any, target: str, size_column: str, lo: np.ndarray, hi: np.ndarray, seed: int,
-    solver: SolverOptions = DEFAULT_SOLVER,
+    solver: SolverOptions = DEFAULT_SOLVER, level: float = 0.95,
 ) -> tuple[np.ndarray, np.ndarray, str | None]:  # fmt: skip
-    """``(lo, hi, summary)``: the BC interval widened about the point by the extrapolation calibration of the fit
-    (:mod:`mixlaw.fit.evaluate.calibrate`: a K-fold over the training sizes and forward cuts along ``size_column``, each
-    nested fit's errors standardised by its own standard errors), by ``max(1, sqrt(c² + γ² d²))`` in fit space at
-    each row's e-folds ``d`` beyond the fitted sizes. Unchanged, with ``summary`` ``None``, where no nested fit
-    can be formed. ``solver``: the caps of the calibration's refits."""
-    import pandas as pd
+    """``(lo, hi, summary)``: the BC interval widened about the point for the extrapolation in size, both terms from
+    the same nested refits (:func:`mixlaw.fit.evaluate.calibrate.fold_errors`: a K-fold over the training sizes and
+    forward cuts along ``size_column``), at each row's e-folds ``d`` beyond the fitted sizes:
 
-    from mixlaw.fit.evaluate.calibrate import Calibration, calibrate
+    - the **ratio** of :mod:`mixlaw.fit.evaluate.calibrate`: each end's distance from the point times
+      ``max(1, sqrt(c² + γ² d²))`` (each nested fit's errors standardised by its own standard errors);
+    - the **additive excess** of :func:`mixlaw.fit.evaluate.calib_growth.size_excess`, added in quadrature in fit
+      space: ``sqrt(h² + z² κ² d)`` for each end's distance ``h``, ``z`` the normal quantile of ``level``
+      (the nested fits' squared errors beyond their fitted sizes in excess of their residual variance, growing
+      linearly in the e-folds; from the nested fits' errors beyond the same end of their sizes as the row).
+
+    Unchanged, with ``summary`` ``None``, where no nested fit can be formed. ``solver``: the caps of the
+    calibration's refits."""
+    import pandas as pd
+    from scipy import stats
+
+    from mixlaw.fit.evaluate.calib_growth import size_excess
+    from mixlaw.fit.evaluate.calibrate import Calibration, calibrate, fold_errors
     from mixlaw.fit.problem.data import FitData
     from mixlaw.fit.uncertainty.intervals import inputs_of
 
@@ -142,19 +152,36 @@ def size_calibrated(
     data = FitData(law, train, target=target, input_map=res.input_map, group_column="run_id")
     clusters = pd.factorize(np.asarray(train[size_column]))[0]
     seeds = np.asarray(law.to_internal(res.params), dtype=np.float64)[None, :]
-    cal = calibrate(
-        law, data, res.params, seeds, size_input=size_column, clusters=clusters, rng=np.random.default_rng([seed, 2]),
-        loss=res.loss, delta=res.delta, max_iter=solver.cap(None),
-    )  # fmt: skip
+    kw: dict[str, Any] = {"loss": res.loss, "delta": res.delta, "max_iter": solver.cap(None)}
+    rng = np.random.default_rng([seed, 2])
+    fe = fold_errors(law, data, seeds, size_input=size_column, clusters=clusters, rng=rng, **kw)
+    if fe is None:
+        return lo, hi, None
+    cal = calibrate(law, data, res.params, seeds, size_input=size_column, clusters=clusters, rng=rng, folds=fe, **kw)
     if cal is None:
         return lo, hi, None
+    v = np.asarray(data.x_np[size_column], dtype=np.float64)
+    above = v[fe.rows] > np.median(v)  # an error beyond its fold's upper end (a size left out is an end size)
     x = inputs_of(res, test)
     c = Calibration.from_dict(cal.to_dict())
-    f = c.factor(c.distance(x, len(lo)))
+    d = c.distance(x, len(lo))
+    f = c.factor(d)
+    up_k2, n_up = size_excess(fe, above)
+    down_k2, n_down = size_excess(fe, ~above)
+    q = np.asarray(x[size_column], dtype=np.float64).reshape(-1) if size_column in x else np.full(len(lo), np.inf)
+    kappa2 = np.where(q >= v.max(), up_k2, down_k2)
+    add = float(stats.norm.ppf((1.0 + level) / 2.0)) ** 2 * kappa2 * d
+    kappa2_line, n_excess = (up_k2, n_up) if bool((q >= v.max()).any()) else (down_k2, n_down)
     with np.errstate(all="ignore"):
         pt = np.asarray(law.evaluate(dict(x), res.params), dtype=np.float64).reshape(-1)
         if law.fit_space == "log":
-            lo, hi = pt * (lo / pt) ** f, pt * (hi / pt) ** f
+            down, up = f * np.log(pt / lo), f * np.log(hi / pt)
+            lo, hi = pt * np.exp(-np.sqrt(down**2 + add)), pt * np.exp(np.sqrt(up**2 + add))
         else:
-            lo, hi = pt - f * (pt - lo), pt + f * (hi - pt)
-    return lo, hi, c.summary()
+            down, up = f * (pt - lo), f * (hi - pt)
+            lo, hi = pt - np.sqrt(down**2 + add), pt + np.sqrt(up**2 + add)
+    line = c.summary() + (
+        f"; plus an additive extrapolation error of {np.sqrt(kappa2_line):.3g} per sqrt(e-fold) "
+        f"({'log ' if law.fit_space == 'log' else ''}units, from {n_excess} nested fits beyond their sizes)"
+    )
+    return lo, hi, line

@@ -2,11 +2,13 @@
 
 Every candidate law (size-aware mixture laws: ``camel``, ``mixture_additive``, ``mixture_joint``) is fitted to each
 target loss on the runs below the largest fitted size and predicts the runs at that size (held-out MRE and bias,
-averaged over the targets); it is also fitted on every run, and that fit's health is recorded: ``unidentifiable``
-(the data do not determine it), parameters at a bound, and for CAMEL a degenerate component
-(:mod:`mixlaw.decide.mixture.camel_k`; CAMEL enters as the ``k`` its health allows). The chosen law has the lowest
-held-out MRE among the healthy candidates; only when no candidate is healthy does the choice fall on an unhealthy
-one, and its status says so (:class:`LawChoiceStatus`). The caller refits the winner on every run.
+averaged over the targets). In the order of those scores, each is then fitted on every run (as ``mix optimize``
+would fit it) and that fit's health is recorded: ``unidentifiable`` (the data do not determine it), parameters at a
+bound, and for CAMEL a degenerate component (:mod:`mixlaw.decide.mixture.camel_k`; CAMEL enters as the ``k`` its
+health allows, and is scored again at that ``k``). The chosen law has the lowest held-out MRE among the healthy
+candidates, so the fits on every run stop at the first healthy law that no unchecked one beats (the rest cannot win
+and are marked not checked); only when no candidate is healthy does the choice fall on an unhealthy one, and its
+status says so (:class:`LawChoiceStatus`). The winner's fits on every run are returned for the caller to use.
 
 Size-blind laws (``dml``, ``bimix`` at one volume) cannot predict another size and are not candidates.
 """
@@ -14,8 +16,8 @@ Size-blind laws (``dml``, ``bimix`` at one volume) cannot predict another size a
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -52,10 +54,13 @@ class LawScore:
     """Per target, what makes the fit on every run unhealthy (``loss_x: unidentifiable``, ``loss_x: at bounds C``)."""
     k: int | None = None
     """CAMEL: the number of components its health allowed (the largest healthy ``k`` up to the requested one)."""
+    checked: bool = True
+    """Whether its fits on every run were made; ``False``: it could not win (a healthy law scored at least as well
+    held out), so its health was not checked and ``healthy`` is ``False``."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"law": self.law, "heldout_mre": self.mre, "heldout_bias": self.bias, "healthy": self.healthy,
-                "problems": list(self.problems), "k": self.k}  # fmt: skip
+                "checked": self.checked, "problems": list(self.problems), "k": self.k}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,10 @@ class LawChoice:
     status: LawChoiceStatus
     heldout_size: float
     scores: tuple[LawScore, ...]
+    fits: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """The chosen law's fits on every run, per target (what ``mix optimize`` uses; not in :meth:`to_dict`)."""
+    camel_k: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """CAMEL chosen: the ``k`` record per target (:func:`~mixlaw.decide.mixture.law_fits.camel_reduce`)."""
 
     @property
     def text(self) -> str:
@@ -108,6 +117,49 @@ def _problems(res: Any, target: str, rows: pd.DataFrame) -> list[str]:
     return out
 
 
+def _nested(
+    name: str, opts: Mapping[str, Mapping[str, Any]], rows: Mapping[str, pd.DataFrame], domains: Sequence[str],
+    size_column: str, top: float, random_state: int, solver: SolverOptions,
+) -> tuple[float, float]:  # fmt: skip
+    """Mean held-out MRE and bias over the targets of ``name`` fitted below ``top`` and predicting the runs at it
+    (``opts``: the law's options per target, e.g. CAMEL's ``k``)."""
+    from mixlaw.decide.mixture.compare import build_model
+
+    mre, bias = [], []
+    for target, r in rows.items():
+        size = np.asarray(r[size_column], dtype=np.float64)
+        law = build_model(name, opts[target], domains, size_column)
+        res = _fit_quiet(law, r[size < top], target, random_state, solver)
+        pred = np.asarray(res.predict(r[size >= top]), dtype=np.float64)
+        obs = r.loc[size >= top, target].to_numpy(dtype=np.float64)
+        rel = (pred - obs) / obs
+        ok = bool(np.isfinite(rel).all())
+        mre.append(float(np.mean(np.abs(rel))) if ok else np.inf)
+        bias.append(float(np.mean(rel)) if ok else np.nan)
+    return float(np.mean(mre)), float(np.mean(bias))
+
+
+def _full(
+    name: str, opts: Mapping[str, Any], rows: Mapping[str, pd.DataFrame], domains: Sequence[str], size_column: str,
+    random_state: int, solver: SolverOptions,
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]], list[Any]]:  # fmt: skip
+    """The fits on every run (what ``mix optimize`` would use for ``name``), CAMEL's ``k`` record, their warnings."""
+    from mixlaw.decide.mixture.law_fits import build_mixture_law, camel_reduce, fit_recorded
+
+    law = build_mixture_law(name, opts, domains, size_column)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if name == "camel":  # a degenerate fit is refitted with fewer components, as for --law camel
+            fits, camel_k = camel_reduce(law, list(rows), rows, random_state, solver)
+        else:
+            fits, camel_k = {}, {}
+            for t, r in rows.items():
+                fits[t], more = fit_recorded(law, r, t, random_state, solver)
+                for w in more:
+                    warnings.warn(f"{law.name} on {t}: {w.message}", w.category, stacklevel=2)
+    return fits, camel_k, list(caught)
+
+
 def choose_law(
     rows: Mapping[str, pd.DataFrame],
     domains: Sequence[str],
@@ -117,42 +169,56 @@ def choose_law(
     candidates: Sequence[str] = AUTO_CANDIDATES,
     random_state: int = 0,
     solver: SolverOptions = DEFAULT_SOLVER,
+    progress: Callable[[str], None] | None = None,
 ) -> LawChoice:
     """Choose among ``candidates`` by the nested size holdout (module docstring); ``rows``: ``{target: its rows}``;
-    ``solver``: the caps of every fit."""
-    from mixlaw.decide.mixture.compare import build_model
+    ``solver``: the caps of every fit; ``progress``: one line per stage.
 
+    Cost: every candidate is fitted once below the largest size (its held-out score); the fits on every run, which
+    give its health, are made in the order of the scores and stop at the first healthy candidate that no unchecked
+    one beats (the others cannot win: their rows say ``not checked``). The winner's fits on every run are returned
+    (:attr:`LawChoice.fits`), so the caller does not refit it.
+    """
     sizes = np.unique(np.concatenate([np.asarray(r[size_column], dtype=np.float64) for r in rows.values()]))
     if sizes.size < 3:
-        raise InputError(f"--law auto: the size holdout needs at least 3 fitted sizes in '{size_column}'")
+        raise InputError(f"--law auto: the size holdout needs at least 3 fitted sizes in '{size_column}' "
+                         f"(found {sizes.size}); name a law with --law")  # fmt: skip
     top = float(sizes.max())
-    scores = []
+    base = {name: dict((law_options or {}).get(name, {})) for name in candidates}
+    score: dict[str, tuple[float, float]] = {}
     for name in candidates:
-        opts = dict((law_options or {}).get(name, {}))
-        mre, bias, problems = [], [], []
-        k_used: int | None = None
-        for target, r in rows.items():
-            law = build_model(name, opts, domains, size_column)
-            full = _fit_quiet(law, r, target, random_state, solver)
-            if name == "camel":  # the k its health allows, as mix optimize would use it
-                from mixlaw.decide.mixture.camel_k import FitStatus, camel_health
-
-                while camel_health(full.law, full.params, r).status is FitStatus.DEGENERATE and full.law.k > 1:
-                    law = build_model(name, {**opts, "k": full.law.k - 1}, domains, size_column)
-                    full = _fit_quiet(law, r, target, random_state, solver)
-                k_used = max(k_used or 0, full.law.k)
-            problems += _problems(full, target, r)
-            inner = r[np.asarray(r[size_column], dtype=np.float64) < top]
-            outer = r[np.asarray(r[size_column], dtype=np.float64) >= top]
-            res = _fit_quiet(law, inner, target, random_state, solver)
-            pred = np.asarray(res.predict(outer), dtype=np.float64)
-            obs = outer[target].to_numpy(dtype=np.float64)
-            rel = (pred - obs) / obs
-            mre.append(float(np.mean(np.abs(rel))) if np.isfinite(rel).all() else np.inf)
-            bias.append(float(np.mean(rel)) if np.isfinite(rel).all() else np.nan)
-        scores.append(LawScore(name, float(np.mean(mre)), float(np.mean(bias)), not problems, tuple(problems), k_used))
+        if progress:
+            progress(f"law auto: {name} fitted below {top:.3g}, predicting it")
+        score[name] = _nested(name, dict.fromkeys(rows, base[name]), rows, domains, size_column, top, random_state,
+                              solver)  # fmt: skip
+    full: dict[str, tuple[dict[str, Any], dict[str, dict[str, Any]], list[Any]]] = {}
+    problems: dict[str, list[str]] = {}
+    k_used: dict[str, int] = {}
+    while len(full) < len(candidates):
+        unchecked = [n for n in candidates if n not in full]
+        name = min(unchecked, key=lambda n: score[n][0])
+        if progress:
+            progress(f"law auto: {name} fitted on every run (its health)")
+        full[name] = fits, camel_k, _ = _full(name, base[name], rows, domains, size_column, random_state, solver)
+        problems[name] = [p for t, r in rows.items() for p in _problems(fits[t], t, r)]
+        if camel_k:
+            k_used[name] = max(int(v["k"]) for v in camel_k.values())
+            if any(int(v["k"]) != int(v["k_requested"]) for v in camel_k.values()):  # score the law as it is used
+                opts = {t: {**base[name], "k": int(v["k"])} for t, v in camel_k.items()}
+                score[name] = _nested(name, opts, rows, domains, size_column, top, random_state, solver)
+        rest = [score[n][0] for n in candidates if n not in full]
+        if not problems[name] and np.isfinite(score[name][0]) and all(score[name][0] <= m for m in rest):
+            break
+    scores = tuple(
+        LawScore(n, score[n][0], score[n][1], n in full and not problems[n], tuple(problems.get(n, ())),
+                 k_used.get(n), checked=n in full)
+        for n in candidates
+    )  # fmt: skip
     healthy = [s for s in scores if s.healthy and np.isfinite(s.mre)]
-    pool = healthy or [s for s in scores if np.isfinite(s.mre)] or scores
+    pool = healthy or [s for s in scores if np.isfinite(s.mre)] or list(scores)
     best = min(pool, key=lambda s: s.mre)
     status = LawChoiceStatus.CHOSEN if healthy else LawChoiceStatus.ONLY_UNHEALTHY
-    return LawChoice(best.law, status, top, tuple(scores))
+    fits, camel_k, caught = full[best.law]
+    for w in caught:  # the kept fits' notes, once
+        warnings.warn(w.message, w.category, stacklevel=2)
+    return LawChoice(best.law, status, top, scores, fits=fits, camel_k=camel_k)

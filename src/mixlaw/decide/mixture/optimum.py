@@ -64,7 +64,7 @@ __all__ = ["optimize"]
 def optimize(
     table: pd.DataFrame,
     *,
-    law: str = "camel",
+    law: str = "auto",
     domains: Sequence[str],
     target: str | Sequence[str] = "loss",
     weights: Mapping[str, float] | None = None,
@@ -150,7 +150,8 @@ def optimize(
                 raise InputError("--target-size: --law auto compares size-aware laws, which need the target size")
             if progress:
                 progress(f"law auto: comparing camel, mixture_additive, mixture_joint on {len(targets)} loss(es)")
-            choice = choose_law(rows, doms, size_column=size_column, random_state=random_state, solver=solver)
+            choice = choose_law(rows, doms, size_column=size_column, random_state=random_state, solver=solver,
+                                progress=progress)  # fmt: skip
             law = choice.law
         from mixlaw.surrogates import SURROGATES
 
@@ -161,12 +162,15 @@ def optimize(
                             random_state, target_size, progress)  # fmt: skip
         law_obj = build_mixture_law(law, law_options or {}, doms, size_column)
         tin = TargetInputs.resolve(law_obj, table, target_size, target_tokens, cons, law)  # before any fit
-        if progress:
-            progress(f"fitting {law} to {len(targets)} loss(es): {', '.join(targets)}")
-        if law_obj.name == "camel":  # a degenerate fit is refitted with fewer components (its notes dropped)
-            fits, camel_k = camel_reduce(law_obj, targets, rows, random_state, solver)
+        if choice is not None:  # the chosen law's fits on every run, made by the choice
+            fits, camel_k = dict(choice.fits), dict(choice.camel_k)
         else:
-            fits, camel_k = {t: fit_emitting(law_obj, rows[t], t, random_state, solver) for t in targets}, {}
+            if progress:
+                progress(f"fitting {law} to {len(targets)} loss(es): {', '.join(targets)}")
+            if law_obj.name == "camel":  # a degenerate fit is refitted with fewer components (its notes dropped)
+                fits, camel_k = camel_reduce(law_obj, targets, rows, random_state, solver)
+            else:
+                fits, camel_k = {t: fit_emitting(law_obj, rows[t], t, random_state, solver) for t in targets}, {}
         bench_fits: dict[str, Any] = {}
         for b in bench_w:
             sub = table.dropna(subset=targets)

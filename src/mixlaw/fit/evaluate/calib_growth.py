@@ -16,7 +16,7 @@ import numpy as np
 
 from mixlaw.fit.evaluate.calib_folds import FoldErrors
 
-__all__ = ["axis_excess", "error_model"]
+__all__ = ["axis_excess", "error_model", "size_excess"]
 
 
 def error_model(fe: FoldErrors, forward_only: bool = False) -> tuple[float, float, int]:
@@ -108,3 +108,38 @@ def axis_excess(fe: FoldErrors) -> tuple[np.ndarray, int]:
         k2[used] = nnls(D[:, used], X)[0]
         kappa[cols] = np.sqrt(np.maximum(k2, 0.0))
     return kappa, int(js.size)
+
+
+def size_excess(fe: FoldErrors, side: np.ndarray | None = None) -> tuple[float, int]:
+    """``(κ², n)``: the additive extrapolation variance per e-fold along the primary (size) axis, fit space, and the
+    folds behind it.
+
+    Each primary-axis fold (a K-fold that leaves out an end size, a forward cut) with rows beyond its fitted range
+    gives ``X_j = mean(e² − s_j²)`` over those rows (the squared held-out error in excess of the fold's own residual
+    variance) and ``D_j`` their mean e-folds beyond the range; ``X_j ≈ κ² D_j`` through the origin, taken as its
+    expected value under a flat prior on ``κ² ≥ 0`` (:func:`_nonnegative_mean`; each fold counts once). The variance
+    grows linearly in the distance (the error of a law whose misfit accumulates along log-size like a random walk),
+    so a short extrapolation already carries an excess of the size the nearest cuts show.
+
+    Why an additive term beside the ratio of :func:`error_model`: the ratio scales the fold's *own* linearised
+    standard error, which is near 0 or undefined where a fit sits on a ridge or at a bound (mixture laws on a few
+    sizes, CAMEL with a component at its exponential limit), so the ratio says little there although the error does
+    not vanish; the excess is in the loss's own (log) units and needs no standard error.
+
+    ``side``: one flag per error, the errors to use (those beyond the *same* end of their fold's range as the query:
+    a fit extrapolated to smaller sizes can diverge where one extrapolated to larger sizes does not, e.g. a power law
+    left without its smallest size, ``e^20`` on the simulated bend of ``tests/test_calib_mixture.py``)."""
+    if fe.s2 is None:
+        return 0.0, 0
+    dist = fe.d * fe.span
+    ok = np.isfinite(fe.e) & np.isfinite(fe.s2) & _primary_folds(fe) & (dist > 0)
+    if side is not None:
+        ok &= side
+    if fe.within is not None:
+        ok &= ~fe.within
+    js = np.unique(fe.split[ok])
+    if js.size == 0:
+        return 0.0, 0
+    X = np.array([np.mean(fe.e[ok & (fe.split == j)] ** 2 - fe.s2[ok & (fe.split == j)]) for j in js])
+    D = np.array([np.mean(dist[ok & (fe.split == j)]) for j in js])
+    return _nonnegative_mean(X, D), int(js.size)

@@ -393,6 +393,7 @@ def calibrate(
     size_input: str = "n_params",
     clusters: np.ndarray | None = None,
     rng: np.random.Generator,
+    folds: FoldErrors | None = None,
     **solver: Any,
 ) -> Calibration | None:
     """Fit the out-of-sample error model of a fit (module docstring); ``None`` when no fold can be formed.
@@ -400,10 +401,11 @@ def calibrate(
     ``seeds`` are internal starts (the point estimate first); ``clusters`` one integer label per row (the
     factorised size column: the groups of the K-fold; runs without it); ``solver`` is passed to
     :func:`mixlaw.fit.solver.refits.refit` (``loss``, ``delta``, ``max_iter``, ``ftol``, ``xtol``).
+    ``folds``: the fold errors of :func:`fold_errors` when the caller already has them (not refitted).
     """
     from mixlaw.fit.uncertainty.fitted import residual_sd
 
-    fe = fold_errors(law, data, seeds, size_input=size_input, clusters=clusters, rng=rng, **solver)
+    fe = folds or fold_errors(law, data, seeds, size_input=size_input, clusters=clusters, rng=rng, **solver)
     if fe is None:
         return None
     axis = fe.axis
