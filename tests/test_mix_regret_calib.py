@@ -150,3 +150,19 @@ def test_exactly_one_way_to_refit() -> None:
     t = _table(np.random.default_rng(6))
     with pytest.raises(TypeError):
         calibrate_regret({"loss": t}, {"loss": _Law()}, {"loss": 1.0}, DOMS, 2e5)
+
+
+def test_the_level_error_is_measured_and_widens_a_level_interval() -> None:
+    """A level error that cancels in every regret still widens the objective's interval: RMS of O - P (bias included)
+    times the growth, in quadrature."""
+    from mixlaw.decide.mixture.regret_calib import widen_level
+
+    t = _table(np.random.default_rng(7))
+    c = _calib(t, lambda r: _truth(r) + 0.3)  # regrets exact, every level 0.3 high
+    assert c.per_l1 == pytest.approx(0.0, abs=1e-12) and c.level_rms == pytest.approx(0.3, rel=1e-9)
+    assert c.level_sd() == pytest.approx(0.3 * c.growth)
+    z = 1.959963984540054
+    got = widen_level([4.9, 5.1], 5.0, c.level_sd(), 0.95)
+    assert got == pytest.approx([5.0 - math.hypot(0.1, z * c.level_sd()), 5.0 + math.hypot(0.1, z * c.level_sd())])
+    assert widen_level([4.9, 5.1], 5.0, 0.0, 0.95) == [4.9, 5.1] and widen_level(None, 5.0, 0.1, 0.95) is None
+    assert RegretCalibration(RegretCalibStatus.INSIDE_RANGE, level_rms=0.3).level_sd() == 0.0

@@ -91,7 +91,9 @@ def print_optimum(out: dict[str, Any], *, console: Any = None) -> None:
     score = f"score {out['score']:.5g}" if out["benchmark_weights"] else f"objective {out['objective']:.5g}"
     if "bootstrap" in out and out["bootstrap"].get("n"):
         lo, hi = out["bootstrap"]["score" if out["benchmark_weights"] else "objective"]
-        score += f" [{lo:.5g}, {hi:.5g}] ({out['bootstrap']['n']} resamples, {out['bootstrap']['n_failed']} failed)"
+        score += f" [{lo:.5g}, {hi:.5g}] ({out['bootstrap']['n']} resamples, {out['bootstrap']['n_failed']} failed"
+        widened = (out.get("regret_calibration") or {}).get("level_sd")
+        score += ", with the size-extrapolation error)" if widened else ")"
         if str(out["bootstrap"].get("status", "ok")).startswith("weak"):
             score += " — WEAK: > 20 % of the resamples unusable"
     con.print(score + "; predicted " + ", ".join(f"{t} {v:.5g}" for t, v in preds.items()))

@@ -236,7 +236,12 @@ def optimize(
                 iv, doms, cons, fits, bench_fits, rows, objective_of, opt, grid, curve, out, solver
             )
         if out.get("candidates") and not bench_w:  # the regrets' size-extrapolation error (regret_calib.py)
-            from mixlaw.decide.mixture.regret_calib import calibrate_regret, nested_refit, widen_candidate
+            from mixlaw.decide.mixture.regret_calib import (
+                calibrate_regret,
+                nested_refit,
+                widen_candidate,
+                widen_level,
+            )
 
             if progress and target_size is not None:
                 progress("regret calibration: refitting every law below the largest fitted size")
@@ -247,6 +252,11 @@ def optimize(
             out["regret_calibration"] = calib.to_dict()
             for c in out["candidates"]:
                 widen_candidate(c, opt.w, calib, level)
+                c["objective_interval"] = widen_level(c.get("objective_interval"), c["objective"], calib.level_sd(),
+                                                      level)  # fmt: skip
+            if out.get("bootstrap", {}).get("objective"):
+                out["bootstrap"]["objective"] = widen_level(out["bootstrap"]["objective"], opt.objective,
+                                                            calib.level_sd(), level)  # fmt: skip
         if out.get("candidates"):
             from mixlaw.decide.mixture.verdict import verdict_of
 

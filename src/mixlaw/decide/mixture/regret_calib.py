@@ -18,9 +18,11 @@ six seeds 0.009 worse). This module measures that error where it can be observed
    mixtures ``c`` and ``x`` carries an extra standard deviation ``s1 * d(c, x) * delta_t / delta_h``.
 
 The widened interval adds that standard deviation to the paired interval's half-widths in quadrature, and
-``P(chosen better)`` becomes the normal probability of the combined spread. A target inside the fitted sizes
-(``delta_t <= 0``) is not widened. The nested fits see fewer sizes than the full fit, so the widening is
-conservative where the full fit extrapolates better than its nested fits did.
+``P(chosen better)`` becomes the normal probability of the combined spread. The same refits give the objective's
+own miss at ``N_top``, ``sqrt(mean (O_i - P_i)^2)`` (bias included, since a level does not cancel it); grown the
+same way, it widens the intervals of the predicted objective at the target (the optimum's and each candidate's).
+A target inside the fitted sizes (``delta_t <= 0``) is not widened. The nested fits see fewer sizes than the full
+fit, so the widening is conservative where the full fit extrapolates better than its nested fits did.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ __all__ = [
     "nested_refit",
     "pair_errors",
     "widen_candidate",
+    "widen_level",
 ]
 
 
@@ -91,6 +94,9 @@ class RegretCalibration:
     n_pairs: int = 0
     errors: tuple[tuple[str, str, float, float], ...] = field(default=(), repr=False)
     """Per pair: the two run ids, the regret error ``e_ij`` and the distance ``d_ij``."""
+    level_rms: float = 0.0
+    """The objective's own error on the holdout, ``sqrt(mean (O_i - P_i)^2)`` (bias included): what a *level*
+    extrapolated as far misses by, where a regret's common part cancels."""
 
     def sd(self, d: float) -> float:
         """The extra standard deviation of a regret between mixtures at L1 distance ``d`` at the target."""
@@ -98,13 +104,20 @@ class RegretCalibration:
             return 0.0
         return float(self.per_l1 * d * self.growth)
 
+    def level_sd(self) -> float:
+        """The extra standard deviation of the objective's level at the target (:attr:`level_rms` × growth)."""
+        if self.status is not RegretCalibStatus.CALIBRATED:
+            return 0.0
+        return float(self.level_rms * self.growth)
+
     @property
     def text(self) -> str:
         if self.status is RegretCalibStatus.CALIBRATED:
             return (
                 f"regret error on the size holdout (fitted below {self.inner_size:.3g}, predicted {self.n_runs} runs "
                 f"at {self.heldout_size:.3g}): {self.per_l1:.3f} nats per unit L1 distance between mixtures; at the "
-                f"target ×{self.growth:.2f} that extrapolation, so regret intervals are widened"
+                f"target ×{self.growth:.2f} that extrapolation, so regret intervals are widened; the objective's level "
+                f"missed by {self.level_rms:.3f} nats (rms) there, and its intervals are widened by that too"
             )
         return _TEXT[self.status]
 
@@ -112,7 +125,7 @@ class RegretCalibration:
         return {
             "status": self.status.value, "per_l1": self.per_l1, "growth": self.growth,
             "heldout_size": self.heldout_size, "inner_size": self.inner_size, "n_runs": self.n_runs,
-            "n_pairs": self.n_pairs, "text": self.text,
+            "n_pairs": self.n_pairs, "level_rms": self.level_rms, "level_sd": self.level_sd(), "text": self.text,
         }  # fmt: skip
 
 
@@ -190,7 +203,9 @@ def calibrate_regret(
     per_l1 = float(np.sqrt(np.sum(e**2) / np.sum(d**2)))
     growth = math.log(float(target_size) / top) / math.log(top / inner_top)
     errs = tuple((ids[i], ids[j], float(x), float(y)) for (i, j), x, y in zip(pairs, e, d, strict=True))
-    return RegretCalibration(RegretCalibStatus.CALIBRATED, per_l1, growth, top, inner_top, len(ids), int(e.size), errs)
+    level_rms = float(np.sqrt(np.mean((O - P) ** 2)))
+    return RegretCalibration(RegretCalibStatus.CALIBRATED, per_l1, growth, top, inner_top, len(ids), int(e.size), errs,
+                             level_rms)  # fmt: skip
 
 
 def nested_refit(res: Any, rows: pd.DataFrame, size_column: str, top: float, max_iter: int | None) -> Any:
@@ -214,6 +229,17 @@ def nested_refit(res: Any, rows: pd.DataFrame, size_column: str, top: float, max
     if not bool(boot.ok[0]):
         return None
     return dataclasses.replace(res, params=law.unflatten(boot.params.to_numpy(dtype=np.float64)[0]))
+
+
+def widen_level(interval: Sequence[float] | None, point: float, sd: float, level: float) -> list[float] | None:
+    """A level's interval (``None``: none) widened by ``sd`` in quadrature on each side of ``point``."""
+    from scipy.stats import norm
+
+    if interval is None or sd <= 0:
+        return list(interval) if interval is not None else None
+    z = float(norm.ppf(0.5 + level / 2))
+    lo, hi = float(interval[0]), float(interval[1])
+    return [point - math.hypot(point - lo, z * sd), point + math.hypot(hi - point, z * sd)]
 
 
 def widen_candidate(
