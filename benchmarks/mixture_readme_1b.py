@@ -17,6 +17,10 @@ Measured 2026-12-04 on the shared 2-core machine at load 7-10 (CPU seconds infla
   fits 8.8 s (k = 2 for five losses in one batched solve, halted at the exponential limit; k = 1 for four), paired
   bootstrap 5.6 s (refits in two solves, 20 re-optimisations 1.3 s), the optimum 1.2 s, imports and loading 2.5 s.
 
+- with the regret and level calibration of the verdicts (one warm-started nested refit per loss), on a quiet
+  machine (load < 1): ``readme_1b_cpu=19.3s``. Under ``cProfile`` the solver's 1,464 iterations over 9 solves take
+  13 of 22 s (CAMEL's ``log_predict`` 4.4 s); the goal of 15 s is not met.
+
 Run: ``PYTHONPATH=src nice -n 5 python benchmarks/mixture_readme_1b.py [--report]``.
 """
 
