@@ -62,12 +62,11 @@ def rep_sim(seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-CASES = {
+CASES = {  # case: (table, domains, target, holdout, models); the slimpajama rows are selected in main()
     "slimpajama-size": (slimpajama, SP_DOMS, "openhermes_loss", "n_params > 9.4e8",
-                        "info_law,mixture_joint,mixture_additive,camel", "n_params <= 9.4e8 or final"),
-    "slimpajama-lmo": (slimpajama, SP_DOMS, "openhermes_loss", "mixtures:5", "info_law,mixture_joint,mixture_additive",
-                       "n_params == 3.1e8"),
-    "rep-sim": (rep_sim, ["a", "web"], "loss", "epochs_a > 4", "info_law,mixture_joint", None),
+                        "info_law,mixture_joint,mixture_additive,camel"),
+    "slimpajama-lmo": (slimpajama, SP_DOMS, "openhermes_loss", "mixtures:5", "info_law,mixture_joint,mixture_additive"),
+    "rep-sim": (rep_sim, ["a", "web"], "loss", "epochs_a > 4", "info_law,mixture_joint"),
 }  # fmt: skip
 
 
@@ -77,7 +76,7 @@ def main() -> None:
     ap.add_argument("--bootstrap", type=int, default=20)
     a = ap.parse_args()
     for case in a.cases.split(","):
-        load, doms, target, holdout, models, where = CASES[case]
+        load, doms, target, holdout, models = CASES[case]
         t = load()
         if case.startswith("slimpajama"):
             t = t.assign(final=t["tokens"] == t.groupby("n_params")["tokens"].transform("max"))

@@ -166,3 +166,5 @@ def test_the_level_error_is_measured_and_widens_a_level_interval() -> None:
     assert got == pytest.approx([5.0 - math.hypot(0.1, z * c.level_sd()), 5.0 + math.hypot(0.1, z * c.level_sd())])
     assert widen_level([4.9, 5.1], 5.0, 0.0, 0.95) == [4.9, 5.1] and widen_level(None, 5.0, 0.1, 0.95) is None
     assert RegretCalibration(RegretCalibStatus.INSIDE_RANGE, level_rms=0.3).level_sd() == 0.0
+    assert dict(c.level_rms_by_target)["loss"] == pytest.approx(0.3, rel=1e-9)  # one loss: its own miss
+    assert c.level_sd("loss") == pytest.approx(c.level_sd()) and c.level_sd("other") == 0.0

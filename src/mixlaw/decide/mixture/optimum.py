@@ -235,7 +235,7 @@ def optimize(
             out["bootstrap"] = paired_bootstrap(
                 iv, doms, cons, fits, bench_fits, rows, objective_of, opt, grid, curve, out, solver
             )
-        if out.get("candidates") and not bench_w:  # the regrets' size-extrapolation error (regret_calib.py)
+        if not bench_w:  # the size-extrapolation error of regrets and levels (regret_calib.py)
             from mixlaw.decide.mixture.regret_calib import (
                 calibrate_regret,
                 nested_refit,
@@ -250,13 +250,17 @@ def optimize(
                 refit=lambda t, top: nested_refit(fits[t], rows[t], size_column, top, solver.cap(None)),
             )  # fmt: skip
             out["regret_calibration"] = calib.to_dict()
-            for c in out["candidates"]:
+            for c in out.get("candidates") or []:
                 widen_candidate(c, opt.w, calib, level)
                 c["objective_interval"] = widen_level(c.get("objective_interval"), c["objective"], calib.level_sd(),
                                                       level)  # fmt: skip
-            if out.get("bootstrap", {}).get("objective"):
-                out["bootstrap"]["objective"] = widen_level(out["bootstrap"]["objective"], opt.objective,
-                                                            calib.level_sd(), level)  # fmt: skip
+            boot = out.get("bootstrap") or {}
+            if boot.get("objective"):
+                boot["objective"] = widen_level(boot["objective"], opt.objective, calib.level_sd(), level)
+            for t, iv in (boot.get("predicted_at_optimum") or {}).items():
+                if t in out["predicted_losses"]:
+                    point = out["predicted_losses"][t]
+                    boot["predicted_at_optimum"][t] = widen_level(iv, point, calib.level_sd(t), level)
         if out.get("candidates"):
             from mixlaw.decide.mixture.verdict import verdict_of
 

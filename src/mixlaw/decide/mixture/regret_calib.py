@@ -20,7 +20,8 @@ six seeds 0.009 worse). This module measures that error where it can be observed
 The widened interval adds that standard deviation to the paired interval's half-widths in quadrature, and
 ``P(chosen better)`` becomes the normal probability of the combined spread. The same refits give the objective's
 own miss at ``N_top``, ``sqrt(mean (O_i - P_i)^2)`` (bias included, since a level does not cancel it); grown the
-same way, it widens the intervals of the predicted objective at the target (the optimum's and each candidate's).
+same way, it widens the intervals of the predicted objective at the target (the optimum's and each candidate's),
+and each loss's own miss those of its predicted loss at the optimum.
 A target inside the fitted sizes (``delta_t <= 0``) is not widened. The nested fits see fewer sizes than the full
 fit, so the widening is conservative where the full fit extrapolates better than its nested fits did.
 """
@@ -97,6 +98,8 @@ class RegretCalibration:
     level_rms: float = 0.0
     """The objective's own error on the holdout, ``sqrt(mean (O_i - P_i)^2)`` (bias included): what a *level*
     extrapolated as far misses by, where a regret's common part cancels."""
+    level_rms_by_target: tuple[tuple[str, float], ...] = ()
+    """The same per target loss (unweighted), for the per-loss predictions at the target."""
 
     def sd(self, d: float) -> float:
         """The extra standard deviation of a regret between mixtures at L1 distance ``d`` at the target."""
@@ -104,11 +107,13 @@ class RegretCalibration:
             return 0.0
         return float(self.per_l1 * d * self.growth)
 
-    def level_sd(self) -> float:
-        """The extra standard deviation of the objective's level at the target (:attr:`level_rms` × growth)."""
+    def level_sd(self, target: str | None = None) -> float:
+        """The extra standard deviation of the objective's level at the target (:attr:`level_rms` × growth), or of
+        one target loss's prediction (``target``)."""
         if self.status is not RegretCalibStatus.CALIBRATED:
             return 0.0
-        return float(self.level_rms * self.growth)
+        rms = self.level_rms if target is None else dict(self.level_rms_by_target).get(target, 0.0)
+        return float(rms * self.growth)
 
     @property
     def text(self) -> str:
@@ -176,6 +181,7 @@ def calibrate_regret(
     pred: dict[str, dict[str, float]] = {}
     wcols = [f"w_{d}" for d in domains]
     mix: dict[str, np.ndarray] = {}
+    by_target: dict[str, float] = {}
     for t, a in loss_weights.items():
         r = rows[t]
         size = np.asarray(r[size_column], dtype=np.float64)
@@ -186,6 +192,7 @@ def calibrate_regret(
         p = np.asarray(res.predict(outer), dtype=np.float64) if res is not None else np.array([np.nan])
         if not np.isfinite(p).all():
             return RegretCalibration(RegretCalibStatus.FIT_FAILED, heldout_size=top, inner_size=inner_top)
+        by_target[t] = float(np.sqrt(np.mean((outer[t].to_numpy(float) - p) ** 2)))
         for rid, o, q, w in zip(outer["run_id"].astype(str), outer[t].to_numpy(float), p,
                                 outer[wcols].to_numpy(float), strict=True):  # fmt: skip
             obs.setdefault(rid, {})[t] = float(a) * o
@@ -205,7 +212,7 @@ def calibrate_regret(
     errs = tuple((ids[i], ids[j], float(x), float(y)) for (i, j), x, y in zip(pairs, e, d, strict=True))
     level_rms = float(np.sqrt(np.mean((O - P) ** 2)))
     return RegretCalibration(RegretCalibStatus.CALIBRATED, per_l1, growth, top, inner_top, len(ids), int(e.size), errs,
-                             level_rms)  # fmt: skip
+                             level_rms, tuple(by_target.items()))  # fmt: skip
 
 
 def nested_refit(res: Any, rows: pd.DataFrame, size_column: str, top: float, max_iter: int | None) -> Any:
