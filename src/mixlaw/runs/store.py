@@ -127,7 +127,7 @@ class RunStore(StoreReads, StoreWrites, StoreClaims):
         except sqlite3.Error as exc:
             raise InputError(f"expected a writable SQLite store, got error '{exc}' in {self.path}") from None
         try:
-            self._init_schema()
+            self._init_schema_retrying()
         except sqlite3.DatabaseError as exc:
             self._con.close()
             raise InputError(f"expected a mixlaw SQLite store, got '{exc}' in {self.path}") from None
@@ -179,6 +179,22 @@ class RunStore(StoreReads, StoreWrites, StoreClaims):
         if missing:
             raise InputError(f"expected a mixlaw store, got a SQLite file with user_version {version} but without "
                              f"the tables {missing} in {self.path}")  # fmt: skip
+
+    def _init_schema_retrying(self) -> None:
+        """:meth:`_init_schema`, retried while another process holds the file. SQLite skips the busy handler where
+        waiting could deadlock (a lock upgrade, a journal-mode switch), so two sweeps creating one store at once could
+        see 'database is locked' at once; each try is atomic (its transaction rolls back), and the tries stop at the
+        same busy timeout as every other statement."""
+        import time
+
+        deadline = time.monotonic() + _BUSY_TIMEOUT_S
+        while True:
+            try:
+                return self._init_schema()
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def _init_schema(self) -> None:
         con = self._con
