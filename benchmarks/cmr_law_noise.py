@@ -1,6 +1,6 @@
 """The CMR law under evaluation noise, against a known truth (laws.md §6.6, 460M: R_CMR(250) = 0.5158).
 
-Simulated CPT runs (:func:`mixlaw.decide.cmr.simulate_cmr_runs`) from the published 460M CMR law, at noise 1e-5 …
+Simulated CPT runs (`mixlaw.design.simulate_cmr`) from the published 460M CMR law, at noise 1e-5 …
 1e-3 on the loss increments, two ratio grids and two seeds each; per run: the CMR at the budget (T = 100), the
 refitted law's value at 2.5× the budget (T = 250), its 95 % bootstrap band there (30 resamples), and whether the
 value and the truth lie inside the band.
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mixlaw.decide.cmr import critical_mixture_ratio, simulate_cmr_runs
+from mixlaw.decide.cmr import critical_mixture_ratio
+from mixlaw.design.simulate_cmr import simulate_cmr_runs
 
 UNIT = 2e8
 P460 = {"alpha4": 0.22524761, "s4": 0.26944345, "beta3": -0.48139982}

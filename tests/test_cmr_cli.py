@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mixlaw.cli.cmr import app
-from mixlaw.decide.cmr import simulate_cmr_runs
+from mixlaw.design.simulate_cmr import simulate_cmr_runs
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "mixinglaws_ct" / "runs.csv"
 runner = CliRunner()

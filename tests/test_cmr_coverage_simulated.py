@@ -13,9 +13,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mixlaw.decide.cmr import critical_mixture_ratio, simulate_cmr_runs
-from mixlaw.decide.cmr.common import cmr_interval
+from mixlaw.decide.cmr import critical_mixture_ratio
 from mixlaw.decide.cmr.result import Reading
+from mixlaw.design.simulate_cmr import simulate_cmr_runs
+from mixlaw.fit.uncertainty.from_draws import t_widened_interval
 from mixlaw.laws.cmr_law import CMRLaw
 
 UNIT = 2e8  # tokens per T unit; the budget is T = 100
@@ -86,15 +87,15 @@ def _mc_agree(s20: object, s50: object, rng: np.random.Generator) -> bool:
     """Whether both ends of the 20- and the 50-resample intervals agree within their Monte-Carlo error.
 
     The error of an end from ``B`` resamples is the spread of that end over 400 sets of ``B`` values drawn with
-    replacement from the 50 resampled CMRs, by the verb's interval rule (:func:`cmr_interval`); the two runs' errors
-    add (both are estimates: centring a band of the 20-resample error on the 50-resample interval alone fails
+    replacement from the 50 resampled CMRs, by the verb's interval rule (:func:`t_widened_interval`); the two runs'
+    errors add (both are estimates: centring a band of the 20-resample error on the 50-resample interval alone fails
     about a third of seeds under any rule). An end agrees within 2.58 combined standard errors (99 % per end, so
     that four ends of a calibrated pair agree about 96 % of the time)."""
     boot = np.asarray(s50.bootstrap_cmr)  # type: ignore[attr-defined]
     point = s50.cmr  # type: ignore[attr-defined]
     ends = {}
     for b in (20, 50):
-        subs = [cmr_interval(boot[rng.choice(boot.size, b, replace=True)], point) for _ in range(400)]
+        subs = [t_widened_interval(boot[rng.choice(boot.size, b, replace=True)], point) for _ in range(400)]
         ends[b] = np.array([[c[0], c[1]] for c in subs if c is not None])
     se = np.sqrt(ends[20].var(axis=0, ddof=1) + ends[50].var(axis=0, ddof=1))
     diff = np.abs(np.asarray(s20.ci) - np.asarray(s50.ci))  # type: ignore[attr-defined]

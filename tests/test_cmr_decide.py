@@ -16,11 +16,11 @@ from mixlaw.decide.cmr import (
     RatioLawFit,
     critical_mixture_ratio,
     critical_tokens,
-    simulate_cmr_runs,
     status_too_few,
     tolerance_boundary,
 )
 from mixlaw.decide.cmr.result import BracketReason, Reading
+from mixlaw.design.simulate_cmr import simulate_cmr_runs
 from mixlaw.errors import InputError
 from mixlaw.laws import get_law
 

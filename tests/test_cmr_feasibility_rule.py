@@ -7,8 +7,9 @@ import math
 
 import pytest
 
-from mixlaw.decide.cmr import critical_mixture_ratio, simulate_cmr_runs
+from mixlaw.decide.cmr import critical_mixture_ratio
 from mixlaw.decide.cmr.common import Unmet, unmet_criteria
+from mixlaw.design.simulate_cmr import simulate_cmr_runs
 from mixlaw.errors import InputError
 
 UNIT = 2e8

@@ -10,8 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mixlaw.decide.cmr import critical_mixture_ratio, simulate_cmr_runs
+from mixlaw.decide.cmr import critical_mixture_ratio
 from mixlaw.decide.cmr.result import Bracket, BracketReason, Reading, observed_bracket
+from mixlaw.design.simulate_cmr import simulate_cmr_runs
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "cmr_probe"
 UNIT = 2e8

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mixlaw.decide.cmr import critical_mixture_ratio, simulate_cmr_runs
+from mixlaw.decide.cmr import critical_mixture_ratio
+from mixlaw.design.simulate_cmr import simulate_cmr_runs
 
 UNIT = 2e8
 P460 = {"alpha4": 0.22524761, "s4": 0.26944345, "beta3": -0.48139982}

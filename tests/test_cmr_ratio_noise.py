@@ -12,11 +12,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mixlaw.decide.cmr import critical_mixture_ratio, fit_ratio_law, simulate_cmr_runs, tolerance_boundary
-from mixlaw.decide.cmr.common import bc_interval, size_json
+from mixlaw.decide.cmr import critical_mixture_ratio, fit_ratio_law, tolerance_boundary
+from mixlaw.decide.cmr.common import size_json
 from mixlaw.decide.cmr.curves import budget_noise, eval_jitter, pooled_seed_spread
 from mixlaw.decide.cmr.pipeline import cmr_size_trend, ratio_law_rms, trend_exclusion
 from mixlaw.decide.cmr.result import Reading
+from mixlaw.design.simulate_cmr import simulate_cmr_runs
+from mixlaw.fit.uncertainty.from_draws import bc_interval
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "cmr_probe"
 EPS = 0.05
@@ -85,8 +87,8 @@ def test_ratio_law_fits_the_shipped_end_of_budget_increments_within_their_noise(
 
 def test_auto_prefers_the_law_with_the_smallest_noise_normalised_rms() -> None:
     runs = pd.read_csv(EXAMPLES / "runs_v1.csv")
+    from mixlaw.decide.cmr.common import prepare_increments, resolve_columns
     from mixlaw.decide.cmr.curves import fit_size
-    from mixlaw.decide.cmr.data import prepare_increments, resolve_columns
     from mixlaw.decide.cmr.decision import ratio_rows
     from mixlaw.decide.cmr.pipeline import choose_ratio_law, ratio_fits_batch
 

@@ -9,8 +9,9 @@ import pickle
 
 import pytest
 
-from mixlaw.decide.cmr import critical_mixture_ratio, critical_mixture_ratio_by_domain, simulate_cmr_runs
+from mixlaw.decide.cmr import critical_mixture_ratio, critical_mixture_ratio_by_domain
 from mixlaw.decide.cmr.main import CMRRequest
+from mixlaw.design.simulate_cmr import simulate_cmr_runs
 from mixlaw.errors import InputError
 from mixlaw.options import SolverOptions
 

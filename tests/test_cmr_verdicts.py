@@ -13,8 +13,8 @@ from mixlaw.decide.cmr import (
     STATUS_OK,
     STATUS_WEAK,
     critical_mixture_ratio,
-    simulate_cmr_runs,
 )
+from mixlaw.design.simulate_cmr import simulate_cmr_runs
 
 # The first shipped grid (5 sizes, 13k-200k): the cases issue 13 measured (200k legal R = 1/2, ...) are its runs.
 RUNS = Path(__file__).resolve().parents[1] / "examples" / "cmr_probe" / "runs_v1.csv"

@@ -15,8 +15,8 @@ import pytest
 from mixlaw import api
 from mixlaw.decide.builtin.cmr import CriticalMixtureRatio
 from mixlaw.decide.builtin.cpt import fit_health as cpt_health
-from mixlaw.decide.cmr.data import simulate_cmr_runs
 from mixlaw.decide.contract import DecisionResult, FitHealth, Status
+from mixlaw.design.simulate_cmr import simulate_cmr_runs
 from mixlaw.laws import get_law
 
 UNIT = 2e8

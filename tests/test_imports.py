@@ -242,3 +242,9 @@ def test_the_command_line_imports_only_the_facade() -> None:
         if d.startswith("mixlaw.") and not any(d == p or d.startswith(p + ".") for p in CLI_MAY_IMPORT)
     )
     assert past == [], "cli/ imports past the facade:\n" + "\n".join(past)
+
+
+def test_the_cmr_decision_reads_in_at_most_eight_modules() -> None:
+    """``decide/cmr/`` reads top to bottom in at most eight files (what is shared lives where it is shared)."""
+    files = sorted(p.name for p in (SRC / "mixlaw" / "decide" / "cmr").glob("*.py"))
+    assert "main.py" in files and len(files) <= 8, files

@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mixlaw.decide.cmr import CMRDecision, critical_mixture_ratio, simulate_cmr_runs
+from mixlaw.decide.cmr import CMRDecision, critical_mixture_ratio
+from mixlaw.design.simulate_cmr import simulate_cmr_runs
 from mixlaw.report.cmr_page import cmr_report
 from mixlaw.report.html import Section, render_report, table_html
 

@@ -8,7 +8,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from mixlaw.decide.cmr import CMRDecision, critical_mixture_ratio, simulate_cmr_runs
+from mixlaw.decide.cmr import CMRDecision, critical_mixture_ratio
+from mixlaw.design.simulate_cmr import simulate_cmr_runs
 from mixlaw.report import plots
 
 RATIOS = (0.125, 0.25, 1 / 3)

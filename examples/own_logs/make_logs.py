@@ -12,7 +12,7 @@ below the CMR the answer can only be "CMR >= the largest share tried"). The runs
 - ``tb/cpt-legal-0.45/events.out.tfevents...``: TensorBoard event files;
 - ``lightning/cpt-legal-0.6/version_0/metrics.csv``: a Lightning ``CSVLogger`` file.
 
-The general-loss increments follow :func:`mixlaw.decide.cmr.simulate_cmr_runs` with the CMR law ``TRUE_CMR_LAW``
+The general-loss increments follow `mixlaw.design.simulate_cmr` with the CMR law ``TRUE_CMR_LAW``
 (laws.md §6.6 with a shifted offset), so the true CMR at the 2,000-step budget is :func:`true_cmr`. Also written:
 ``meta.csv``, the one side table the walkthrough ``docs/own-logs.md`` asks the user to write.
 
@@ -60,7 +60,7 @@ def _lr(step: int) -> float:
 
 def _curves(seed: int, noise: float) -> dict[float, pd.DataFrame]:
     """Per ratio: the eval rows (steps 100..2000) and the train rows (every 10 steps) of one run."""
-    from mixlaw.decide.cmr import simulate_cmr_runs
+    from mixlaw.design.simulate_cmr import simulate_cmr_runs
 
     sim = simulate_cmr_runs(RATIOS, TRUE_CMR_LAW, token_unit=TOKEN_UNIT, noise=noise, n_params=N_PARAMS,
                             domain="legal", loss_general=BASE["general"], loss_domain=BASE["legal"],

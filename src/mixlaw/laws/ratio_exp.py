@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
+from mixlaw.errors import InputError
 from mixlaw.laws._base import Law, ParamSpec, Tensor, register
 
 
@@ -77,3 +78,22 @@ class RatioExp(Law):
             return None
         return {"c": float(params["c"]), "k": float(params["k"]), "b": float(np.log(amp))}
 
+
+def corr_grid_c(ratio: np.ndarray, loss: np.ndarray, n_grid: int = 1000) -> float:
+    """Data Mixing Laws' floor ``c``: the ``c`` in ``[0, min L)`` maximising ``|corr(R, log(L − c))|``.
+
+    (laws.md §7.3-7.4; ``continue_training.ipynb`` of yegcjs/mixinglaws: a 1000-point grid.)
+    """
+    y = np.asarray(loss, dtype=np.float64)
+    if np.min(y) <= 0:
+        raise InputError("the correlation-grid recipe needs positive losses")
+    cs = np.linspace(0.0, float(np.min(y)), n_grid, endpoint=False)
+    best, best_c = -1.0, 0.0
+    for c in cs:
+        z = np.log(y - c)
+        if np.std(z) == 0:
+            continue
+        r = abs(float(np.corrcoef(ratio, z)[0, 1]))
+        if r > best:
+            best, best_c = r, float(c)
+    return best_c

@@ -5,18 +5,22 @@ CPT mix such that the domain loss improves while the general loss does not rise 
 The package answers it from runs following the CMR scaling law (Gu et al., arXiv:2407.17467; laws.md §6), with
 the Data Mixing Laws view of the same question as an option (Ye et al., arXiv:2403.16952; laws.md §7.4).
 
-Per model size (:func:`critical_mixture_ratio`):
+Per model size (:func:`critical_mixture_ratio`), the modules in reading order:
 
-1. **Increments** ``ΔL(T) = L(T) − L(0)`` (:mod:`.data`), optionally relative to the R = 0 control.
-2. **Per-ratio curves** ``ΔL_dom = α1 T^s1 + β1``, ``ΔL_gen = α2 T^s2 + α3 T^s3 + β2`` (Eq. 6) by exact profiled
-   least squares (:mod:`.profile`, :mod:`.curves`): amplitudes in closed form, exponents searched.
-3. **T0** (:mod:`.t0`): the turning point of ``g = dΔL_dom/dT + λ dΔL_gen/dT`` (a peak, after a rise), checked
-   against the observed increments.
-4. **Feasibility** (one rule, :func:`.common.unmet_criteria`; applied in :mod:`.decision`): ``ΔL_gen(T_max) ≤ ε``,
-   ``ΔL_dom(T_max) < 0``, ``T0 ≤ T_max``.
-5. **CMR law** ``R = α4 T^s4 + β3`` (Eq. 8) through ``(T0(R_j), R_j)``, clipped to [0, 1].
-6. **Ratio law** at the budget and the **tolerance boundary** (:mod:`.ratio`), beside the model-free crossing.
-7. Reported CMR ``min(CMR law at T_max, tolerance boundary)``; ``weak`` when the fits or the bootstrap say so.
+1. :mod:`.common` — the settings (:class:`~.common.CMRSettings`), statuses, the one feasibility rule
+   (:func:`~.common.unmet_criteria`) and the **increments** ``ΔL(T) = L(T) − L(0)``, optionally relative to the
+   R = 0 control.
+2. :mod:`.curves` — **per-ratio curves** ``ΔL_dom = α1 T^s1 + β1``, ``ΔL_gen = α2 T^s2 + α3 T^s3 + β2`` (Eq. 6) by
+   exact profiled least squares (:mod:`mixlaw.fit.solver.profiled`): amplitudes in closed form, exponents searched;
+   their residual bootstrap.
+3. :mod:`.feasibility` — **T0**, the turning point of ``g = dΔL_dom/dT + λ dΔL_gen/dT`` (a peak, after a rise),
+   checked against the observed increments; the **ratio law** at the budget, the **tolerance boundary** and the
+   model-free crossing. Feasible: ``ΔL_gen(T_max) ≤ ε``, ``ΔL_dom(T_max) < 0``, ``T0 ≤ T_max``.
+4. :mod:`.decision` — per-ratio verdicts, the **CMR law** ``R = α4 T^s4 + β3`` (Eq. 8) through ``(T0(R_j), R_j)``,
+   and the headline ``min(CMR law at T_max, tolerance boundary)``, bracketed by the observations.
+5. :mod:`.result` — :class:`SizeCMR`, :class:`CMRDecision`, the reading and bracket of a headline, the size trend.
+6. :mod:`.pipeline` — one size end to end: fits, batched bootstrap, λ × ε sensitivity, ``weak`` statuses.
+7. :mod:`.main` — the entry points, the request that crosses to worker processes, the held-out checks.
 
 Uncertainty: a residual bootstrap within runs, every resample's refits batched per size. Units: tokens; the
 token-axis laws use ``T = tokens / token_unit`` (default ``budget / 100``, so ``T_max = 100`` as in the paper).
@@ -35,27 +39,31 @@ from mixlaw.decide.cmr.common import (
     STATUS_NO_ROOT,
     STATUS_OK,
     STATUS_WEAK,
+    prepare_increments,
+    relative_to_control,
+    resolve_columns,
     status_too_few,
 )
-from mixlaw.decide.cmr.data import prepare_increments, relative_to_control, resolve_columns, simulate_cmr_runs
-from mixlaw.decide.cmr.main import critical_mixture_ratio, critical_mixture_ratio_by_domain
-from mixlaw.decide.cmr.pipeline import cmr_size_trend
-from mixlaw.decide.cmr.ratio import (
+from mixlaw.decide.cmr.feasibility import (
     RatioLawFit,
-    corr_grid_c,
+    T0Result,
+    critical_tokens,
     fit_ratio_law,
     model_free_crossing,
+    observed_shape,
     resolve_ratio_law,
     tolerance_boundary,
 )
+from mixlaw.decide.cmr.main import critical_mixture_ratio, critical_mixture_ratio_by_domain
+from mixlaw.decide.cmr.pipeline import cmr_size_trend
 from mixlaw.decide.cmr.result import CMRDecision, SizeCMR
-from mixlaw.decide.cmr.t0 import T0Result, critical_tokens, observed_shape
+from mixlaw.laws.ratio_exp import corr_grid_c
 
 __all__ = [
     "STATUS_OK", "STATUS_WEAK", "STATUS_NO_FEASIBLE", "STATUS_ALL_FEASIBLE", "STATUS_NO_ROOT", "STATUS_LAW_ABOVE_1",
     "STATUS_LAW_BELOW_0", "MIN_RATIOS_CMR_LAW", "DEFAULT_LAMBDAS", "DEFAULT_EPSILONS", "status_too_few",
     "CMRDecision", "SizeCMR", "RatioLawFit", "T0Result", "critical_mixture_ratio", "critical_mixture_ratio_by_domain",
-    "critical_tokens", "observed_shape", "simulate_cmr_runs", "fit_ratio_law", "prepare_increments",
+    "critical_tokens", "observed_shape", "fit_ratio_law", "prepare_increments",
     "relative_to_control", "resolve_columns", "resolve_ratio_law", "tolerance_boundary", "model_free_crossing",
     "corr_grid_c", "cmr_size_trend",
 ]  # fmt: skip

@@ -1,9 +1,10 @@
 """Per-ratio increment curves (CMR paper, Eq. 6) of one model size, and their residual bootstrap — batched.
 
-Every ratio's ΔL_gen and ΔL_dom curve is fitted by exact profiled least squares (:mod:`.profile`): the
-amplitudes and offsets are solved in closed form for every exponent, so only the exponents are searched. The
-point estimates of a size are one solve per law; all ``ratios × resamples`` bootstrap refits another.
-Laws that do not declare a separable form, and non-``l2`` objectives, go through the engine instead.
+Every ratio's ΔL_gen and ΔL_dom curve is fitted by exact profiled least squares
+(:mod:`mixlaw.fit.solver.profiled`): the amplitudes and offsets are solved in closed form for every exponent, so
+only the exponents are searched. The point estimates of a size are one solve per law; all ``ratios × resamples``
+bootstrap refits another. Laws that do not declare a separable form, and non-``l2`` objectives, go through the
+engine instead (:func:`engine_fit`, also used for non-separable ratio laws).
 
 The measured noise of the end-of-budget increments: evaluation jitter and seed spread, per trained ratio.
 
@@ -24,7 +25,8 @@ The noise of the observed end-of-budget increment of a ratio with ``n`` runs is
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -32,8 +34,7 @@ import numpy as np
 import pandas as pd
 
 from mixlaw.decide.cmr.common import evaluate, law_of, r2_mse
-from mixlaw.decide.cmr.ratio import engine_fit
-from mixlaw.errors import FitError, InputError
+from mixlaw.errors import BoundaryWarning, ConvergenceWarning, FitError, InputError
 from mixlaw.fit.solver.profiled import fit_profiled, is_separable
 from mixlaw.laws import Law
 from mixlaw.options import DEFAULT_SOLVER, SolverOptions
@@ -196,6 +197,45 @@ def curve_laws(token_unit: float, pin_zero: bool, names: tuple[str, str] = DEFAU
             raise InputError(f"law '{n}' cannot be an increment curve: its inputs are {', '.join(law.inputs)}")
         out.append(law)
     return out[0], out[1]
+
+
+def engine_fit(
+    law: str | Law,
+    table: pd.DataFrame,
+    target: str,
+    *,
+    starts: Sequence[Mapping[str, float]] | None = None,
+    loss: str = "l2",
+    sink: list[str] | None = None,
+    solver: SolverOptions = DEFAULT_SOLVER,
+) -> dict[str, float]:
+    """One fit through the engine; returns the parameters or raises :class:`FitError`.
+
+    The engine's convergence/boundary warnings go to ``sink`` (the decision's notes) when it is given. ``solver``:
+    its iteration cap (default: the engine's adaptive limit, :class:`~mixlaw.options.SolverOptions`)."""
+    from mixlaw.fit import FitStatus, fit_law
+
+    kw: dict[str, Any] = {"loss": loss, "use_grid": starts is None, "max_iter": solver.cap(None)}
+    if starts is not None:
+        kw["starts"] = list(starts)
+    if sink is None:
+        res = fit_law(law, table, target=target, **kw)
+    else:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConvergenceWarning)
+            warnings.simplefilter("always", BoundaryWarning)
+            res = fit_law(law, table, target=target, **kw)
+        for w in caught:
+            if issubclass(w.category, (ConvergenceWarning, BoundaryWarning)):
+                sink.append(str(w.message))
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if res.status is FitStatus.FAILED:
+        raise FitError(f"fit of '{getattr(law, 'name', law)}' failed: {res.message}")
+    params = {k: float(v) for k, v in res.params.items()}
+    if not all(math.isfinite(v) for v in params.values()):
+        raise FitError(f"fit of '{getattr(law, 'name', law)}' returned non-finite parameters")
+    return params
 
 
 def _fit_many(

@@ -34,16 +34,18 @@ from mixlaw.decide.cmr.common import (
     unmet_criteria,
 )
 from mixlaw.decide.cmr.curves import SizeFits, curve_laws
-from mixlaw.decide.cmr.ratio import RatioLawFit, model_free_crossing, tolerance_boundary
-from mixlaw.decide.cmr.result import Bracket, BracketReason, Reading, observed_bracket
-from mixlaw.decide.cmr.t0 import (
+from mixlaw.decide.cmr.feasibility import (
     T0_FALLING,
     T0_ROOT,
+    RatioLawFit,
     T0Result,
     critical_tokens,
     critical_tokens_batch,
+    model_free_crossing,
     observed_shape,
+    tolerance_boundary,
 )
+from mixlaw.decide.cmr.result import Bracket, BracketReason, Reading, observed_bracket
 from mixlaw.fit.solver.profiled import fit_profiled
 from mixlaw.laws import Law
 from mixlaw.options import DEFAULT_SOLVER, SolverOptions

@@ -26,17 +26,19 @@ from mixlaw.decide.cmr.common import (
     DEFAULT_LAMBDAS,
     CMRSettings,
     check_args,
+    has_control,
     input_ok,
     is_number,
     law_of,
+    prepare_increments,
+    resolve_columns,
     size_json,
 )
+from mixlaw.decide.cmr.common import relative_to_control as _relative
 from mixlaw.decide.cmr.curves import curve_laws, fit_size
-from mixlaw.decide.cmr.data import has_control, prepare_increments, resolve_columns
-from mixlaw.decide.cmr.data import relative_to_control as _relative
 from mixlaw.decide.cmr.decision import budget_values, ratio_rows
+from mixlaw.decide.cmr.feasibility import fit_ratio_law_batch, resolve_ratio_law
 from mixlaw.decide.cmr.pipeline import cmr_size_trend, decide_size, trend_exclusion
-from mixlaw.decide.cmr.ratio import fit_ratio_law_batch, resolve_ratio_law
 from mixlaw.decide.cmr.result import CMRDecision, SizeCMR
 from mixlaw.errors import FitError, InputError
 from mixlaw.options import DEFAULT_SOLVER, SolverOptions

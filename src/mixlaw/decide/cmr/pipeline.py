@@ -19,10 +19,7 @@ from mixlaw.decide.cmr.common import (
     STATUS_OK,
     STATUS_TOL_OVERRULED,
     STATUS_WEAK,
-    BCInterval,
     CMRSettings,
-    bc_interval,
-    cmr_interval,
     input_ok,
     law_of,
     size_json,
@@ -39,8 +36,10 @@ from mixlaw.decide.cmr.decision import (
     t0_for_resamples,
     t0_weights,
 )
-from mixlaw.decide.cmr.ratio import RatioLawFit, fit_ratio_law_batch, model_free_crossing, resolve_ratio_law
+from mixlaw.decide.cmr.feasibility import RatioLawFit, fit_ratio_law_batch, model_free_crossing, resolve_ratio_law
 from mixlaw.decide.cmr.result import Reading, SizeCMR, cmr_size_trend, trend_exclusion, trend_summary
+from mixlaw.fit.uncertainty.from_draws import BCInterval, bc_interval
+from mixlaw.fit.uncertainty.from_draws import t_widened_interval as cmr_interval
 from mixlaw.options import DEFAULT_SOLVER, SolverOptions
 
 __all__ = ["decide_size", "cmr_size_trend", "choose_ratio_law", "RatioFits", "trend_exclusion", "trend_summary"]
@@ -344,7 +343,7 @@ def decide_size(
             notes.append(f"bootstrap: {n_failed} of {bootstrap} resamples unusable (no CMR); {unconv} of "
                          f"{bootstrap * n_curves} ΔL_gen curve refits inside them flagged (not converged or at an "
                          "exponent bound) and still used")  # fmt: skip
-        if vals:  # bias-corrected percentile intervals: they contain their point estimate (.common.bc_interval)
+        if vals:  # bias-corrected percentile intervals: they contain their point estimate (bc_interval)
             boot_cmr = np.array(vals)
             ci = cmr_interval(boot_cmr, dec.cmr, level)
             if ci is not None and dec.reading in (Reading.CMR_LAW, Reading.TOLERANCE):  # agrees with the table
@@ -410,6 +409,7 @@ def _explain_lambda_moves(sens: list[dict[str, Any]]) -> None:
     A larger λ moves every T0 towards the peak of ΔL_gen (laws.md §6.5.5), so the feasible set can only shrink
     and the CMR should not rise; when it does, the row says why: a changed reading (e.g. the CMR law refitted
     through other turning points, or the bracket giving way to a law value), never silently."""
+
     def upper(r: dict[str, Any]) -> float | None:
         v = r["cmr"] if r["cmr"] is not None else r["bracket_hi"]
         return None if v is None else float(v)

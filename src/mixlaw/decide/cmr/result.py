@@ -39,7 +39,7 @@ from mixlaw.decide.cmr.common import (
     tolerance_reason,
     unmet_criteria,
 )
-from mixlaw.decide.cmr.ratio import RatioLawFit
+from mixlaw.decide.cmr.feasibility import RatioLawFit
 from mixlaw.errors import FitError, InputError
 from mixlaw.laws.cmr_law import CMRLaw
 
@@ -206,8 +206,8 @@ class SizeCMR:
     def cmr_at_band(self, tokens: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray] | None:
         """Band of the CMR law over bootstrap resamples (None without bootstrap): the percentile band, widened
         where needed to ``law ± t(B−1)·sd`` of the resampled laws, as the CMR's own interval
-        (:func:`~mixlaw.decide.cmr.common.cmr_interval`: a percentile band from a few resamples is too narrow);
-        shares clipped to [0, 1]."""
+        (:func:`~mixlaw.fit.uncertainty.from_draws.t_widened_interval`: a percentile band from a few resamples is
+        too narrow); shares clipped to [0, 1]."""
         if not self.bootstrap_cmr_law:
             return None
         law = law_of("cmr_law", token_unit=self.token_unit)

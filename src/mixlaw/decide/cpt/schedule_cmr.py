@@ -153,7 +153,7 @@ def schedule_aware_cmr(
             n_none = sum(v is None for v in vals)
             num = np.array([v for v in vals if v is not None])
             if num.size >= 2:  # bias-corrected percentile interval: it contains the point estimate
-                from mixlaw.decide.cmr.common import bc_interval
+                from mixlaw.fit.uncertainty.from_draws import bc_interval
 
                 interval = bc_interval(num, cmr, level)
             band = np.quantile(R[1:], [q, 1 - q], axis=0)

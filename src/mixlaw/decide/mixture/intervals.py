@@ -8,7 +8,7 @@ sample :math:`m_b(x) + \\hat\\sigma z_{bj}`, :math:`z_{bj} \\sim t_{n-p}`, as in
 (Davison & Hinkley 1997, §6.3). Its ends are the **bias-corrected percentile** (BC) interval of that sample around
 the point prediction :math:`\\hat m(x) = g(f(x; \\hat\\theta))` (Efron 1987, "Better bootstrap confidence
 intervals", JASA 82:171; Efron & Tibshirani 1993, §14.3), the same rule the CMR decisions use
-(:func:`mixlaw.decide.cmr.common.bc_interval`):
+(:func:`mixlaw.fit.uncertainty.from_draws.bc_interval`):
 
 .. math:: z_0 = \\Phi^{-1}(\\hat p_0), \\qquad [\\,\\hat G^{-1}(\\Phi(2 z_0 + z_{\\alpha/2})),\\;
           \\hat G^{-1}(\\Phi(2 z_0 + z_{1-\\alpha/2}))\\,]

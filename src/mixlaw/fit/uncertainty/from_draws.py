@@ -11,6 +11,10 @@ the run-level bootstrap every decision can use.
   with ``p̂0`` the share of draws below the point estimate (ties count half) and ``Ĝ`` their empirical
   distribution. When the point estimate lies outside the result, the end on its side is moved to it and
   ``extended`` says so.
+- :func:`bc_interval` — the same as a ``(lo, hi)`` tuple with ``extended``, and :func:`t_widened_interval`, which
+  widens it to ``point ± t(B−1)·sd`` where a few resamples' quantiles are too narrow (the CMR's interval). Unlike a
+  plain percentile interval, a BC interval contains its point estimate whenever the point lies in the central
+  ``1 − α`` of its own resamples.
 - :func:`run_resamples` — the index sets of a bootstrap over runs (whole runs drawn with replacement: the rows of
   one run are not independent evidence), and :func:`bootstrap_answers`, which re-evaluates any statistic of a
   table on them and counts the resamples that gave no answer.
@@ -37,13 +41,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LOST_MAX",
+    "BCInterval",
     "Interval",
+    "bc_interval",
     "bias_corrected_interval",
     "bootstrap_answers",
     "interval_from_draws",
     "interval_health",
     "percentile_interval",
     "run_resamples",
+    "t_widened_interval",
 ]
 
 _N = NormalDist()
@@ -227,3 +234,46 @@ def bootstrap_answers(
                 except (TypeError, ValueError):
                     pass
     return out
+
+
+class BCInterval(tuple[float, float]):
+    """``(lo, hi)`` with ``extended``: True when an end had to be moved to the point estimate."""
+
+    extended: bool
+
+    def __new__(cls, lo: float, hi: float, extended: bool = False) -> BCInterval:
+        obj = super().__new__(cls, (float(lo), float(hi)))
+        obj.extended = bool(extended)
+        return obj
+
+    def __getnewargs__(self) -> tuple[float, float, bool]:  # type: ignore[override]  # pickled to the workers
+        return (self[0], self[1], self.extended)
+
+
+def bc_interval(boot: np.ndarray, point: float | None, level: float = 0.95) -> BCInterval | None:
+    """The bias-corrected percentile interval of ``point`` from its bootstrap values ``boot`` (``None`` if empty).
+
+    Without a point estimate it is the plain percentile interval. The arithmetic is
+    :func:`bias_corrected_interval`, the one every decision uses; this form is a tuple, for the CMR's tables."""
+    iv = bias_corrected_interval(boot, point, level)
+    return None if iv is None else BCInterval(iv.lo, iv.hi, iv.extended)
+
+
+def t_widened_interval(boot: np.ndarray, point: float | None, level: float = 0.95) -> BCInterval | None:
+    """An interval from ``B`` bootstrap values (the CMR's): the bias-corrected percentile interval
+    (:func:`bc_interval`), widened where needed to the Student-t interval ``point ± t(B−1)·sd`` on the resamples'
+    standard deviation.
+
+    Why: the 2.5 and 97.5 % quantiles of a few resamples sit inside the distribution's own (the range of 20 draws
+    covers a new one only 19/21 = 90.5 % of the time), so a percentile interval from the default 20 resamples is
+    too narrow; the t interval pays for estimating the spread from ``B`` values. With many resamples the two agree
+    and the percentile interval (which follows a skewed distribution) decides. On 20 simulated grids with a known
+    CMR (``tests/test_cmr_coverage_simulated.py``) this brings the 95 % answers from 16 to 19 covered."""
+    iv = bc_interval(boot, point, level)
+    b = np.asarray(boot, dtype=np.float64)
+    if iv is None or point is None or b.size < 3:
+        return iv
+    from scipy.stats import t as student_t
+
+    half = float(student_t.ppf(0.5 + level / 2, b.size - 1)) * float(np.std(b, ddof=1))
+    return BCInterval(min(iv[0], point - half), max(iv[1], point + half), iv.extended)
