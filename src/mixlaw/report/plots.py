@@ -115,6 +115,7 @@ def plot_general_increments(
     budget = size_cmr.budget_tokens
     t_hi = max(budget, float(d["tokens"].max()))
     rows = {r["ratio"]: r for r in size_cmr.ratios}
+    dotted = False
     for color, r in zip(_colors(len(ratios)), ratios, strict=True):
         g = d[(d["ratio"] == r) & (d["tokens"] > 0)]
         ax.plot(g["tokens"] / _B, g["dloss_general"], "o", color=color, ms=3)
@@ -122,7 +123,13 @@ def plot_general_increments(
         if params is None:
             continue
         t = np.linspace(float(g["tokens"].min()), t_hi, 200)
-        ax.plot(t / _B, law.evaluate({"tokens": t}, params), "-", color=color, lw=1.2, label=f"R = {r:.3g}")
+        y = np.asarray(law.evaluate({"tokens": t}, params), dtype=np.float64)
+        off = early_opposite_sign(t, y, g["tokens"].to_numpy(dtype=np.float64), g["dloss_general"].to_numpy(np.float64))
+        k = int(off.sum())  # the leading stretch drawn dotted, the rest solid (they share the boundary point)
+        if k:
+            ax.plot(t[: k + 1] / _B, y[: k + 1], ":", color=color, lw=1.0)
+            dotted = True
+        ax.plot(t[k:] / _B, y[k:], "-", color=color, lw=1.2, label=f"R = {r:.3g}")
         t0 = rows[r]["t0_tokens"]
         if t0 is not None and t0 <= t_hi:
             y0 = float(law.evaluate({"tokens": np.array([t0])}, params)[0])
@@ -137,8 +144,28 @@ def plot_general_increments(
     token_axis(ax)
     ax.set_ylabel("ΔL general (nats/token)")
     ax.set_title(f"General-loss increment, size {_size_label(size_cmr.n_params)} (★ = T0)")
+    if dotted:
+        ax.plot([], [], ":", color="grey", label="dotted: fit on the wrong side of 0\n(early evaluations)")
     ax.legend(fontsize=7)
     return ax
+
+
+def early_opposite_sign(t: np.ndarray, y: np.ndarray, t_obs: np.ndarray, y_obs: np.ndarray) -> np.ndarray:
+    """Where a fitted increment curve is not a reading of the data: the leading stretch of ``t`` on which the curve
+    ``y`` lies on the other side of zero from the observations (their mean per token count, interpolated linearly).
+
+    Eq. 6's two power terms can cancel near the first evaluations and dip below zero where every observed increment
+    is positive (a general loss that would *fall* early under pure domain data); the decision never reads the curve
+    there (``T0`` is a peak after a rise, the verdicts read the budget), so the report draws that stretch dotted."""
+    o = pd.DataFrame({"t": t_obs, "y": y_obs}).groupby("t")["y"].mean()
+    if o.empty:
+        return np.zeros(t.shape, dtype=bool)
+    ref = np.interp(t, o.index.to_numpy(dtype=np.float64), o.to_numpy(dtype=np.float64))
+    wrong = (np.sign(y) * np.sign(ref)) < 0
+    first_right = int(np.argmin(wrong)) if not wrong.all() else t.size
+    out = np.zeros(t.shape, dtype=bool)
+    out[:first_right] = True
+    return out
 
 
 def plot_fit_residuals(size_cmr: SizeCMR, increments: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
