@@ -89,7 +89,10 @@ def test_auto_is_the_default_of_mix_optimize() -> None:
     from mixlaw.cli import app
     from mixlaw.decide.mixture.optimum import optimize
 
+    from mixlaw.decide.builtin.mixture import OptimumOptions
+
     assert inspect.signature(optimize).parameters["law"].default == "auto"
+    assert OptimumOptions(domains=("a", "b")).law == "auto"  # `mixlaw decide mix_optimize` agrees with the verb
     r = CliRunner().invoke(app, ["mix", "optimize", "--help"], env={"COLUMNS": "200"})
     assert r.exit_code == 0 and "auto (the default)" in r.output, r.output
 

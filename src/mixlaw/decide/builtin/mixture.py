@@ -61,7 +61,8 @@ class OptimumOptions:
     targets
         Loss columns, one law fitted per column.
     law
-        The mixture law.
+        The mixture law, or ``"auto"`` (default, as ``mix optimize``): the law with the smallest error on a nested
+        size holdout, healthy fits first (:mod:`mixlaw.decide.mixture.law_choice`).
     weights
         ``{loss column: weight}`` of the objective (default equal).
     target_size
@@ -72,7 +73,7 @@ class OptimumOptions:
 
     domains: tuple[str, ...] = ()
     targets: tuple[str, ...] = ("loss",)
-    law: str = "camel"
+    law: str = "auto"
     weights: dict[str, float] = field(default_factory=dict)
     target_size: float | None = None
     evaluate_uniform: bool = True
