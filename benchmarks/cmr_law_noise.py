@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mixlaw.decide.cmr import critical_mixture_ratio
+from mixlaw.decide.cmr import CMRSettings, critical_mixture_ratio
 from mixlaw.design.simulate_cmr import simulate_cmr_runs
 
 UNIT = 2e8
@@ -26,9 +26,10 @@ def main() -> None:
         for noise in (1e-5, 1e-4, 3e-4, 5e-4, 1e-3):
             for seed in (0, 1):
                 runs = simulate_cmr_runs(ratios, P460, token_unit=UNIT, noise=noise, random_state=seed)
-                dec = critical_mixture_ratio(runs, general_eval="general", domain_eval="code", token_unit=UNIT,
-                                             bootstrap=30, random_state=seed, sensitivity_lambdas=(),
-                                             sensitivity_epsilons=())  # fmt: skip
+                dec = critical_mixture_ratio(runs, general_eval="general", domain_eval="code", bootstrap=30,
+                                             random_state=seed, sensitivity_lambdas=(),
+                                             sensitivity_epsilons=(),
+                                             settings=CMRSettings(token_unit=UNIT))  # fmt: skip
                 s = dec.sizes[0]
                 grid = f"≤{ratios[-1]:g}"
                 if s.cmr_law is None:

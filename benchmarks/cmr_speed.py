@@ -49,7 +49,7 @@ def main() -> None:
         sys.path.insert(0, str(ROOT / "src"))
         import pandas as pd
 
-        from mixlaw.decide.cmr import critical_mixture_ratio_by_domain
+        from mixlaw.decide.cmr import CMRSettings, critical_mixture_ratio_by_domain
 
         runs = pd.read_csv(args.runs)
         for batched, workers in ((True, 2), (True, 1), *(((False, 1),) if args.unbatched else ())):
@@ -57,8 +57,8 @@ def main() -> None:
             c0, t0 = time.process_time(), time.perf_counter()
             ch0 = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
             critical_mixture_ratio_by_domain(runs, general_eval="general", domain_evals=["legal", "code"],
-                                             bootstrap=args.bootstrap, random_state=0, batched=batched,
-                                             workers=workers)  # fmt: skip
+                                             bootstrap=args.bootstrap, random_state=0, workers=workers,
+                                             settings=CMRSettings(batched=batched))  # fmt: skip
             wall = time.perf_counter() - t0
             cpu = time.process_time() - c0 + resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime - ch0
             print(f"decision ({'batched' if batched else 'one resample at a time'}, {workers} worker(s)): "

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mixlaw.cli.cmr import app
-from mixlaw.decide.cmr import critical_mixture_ratio
+from mixlaw.decide.cmr import CMRSettings, critical_mixture_ratio
 
 # The first shipped grid (5 sizes, 13k-200k): the cases issue 13 measured (200k legal R = 1/2, ...) are its runs.
 RUNS = Path(__file__).resolve().parents[1] / "examples" / "cmr_probe" / "runs_v1.csv"
@@ -30,8 +30,8 @@ def test_batched_and_one_by_one_bootstrap_agree(small: pd.DataFrame) -> None:
     """Every resample's fits in one solve per size give the same intervals as fitting resample by resample."""
     kw = dict(general_eval="general", domain_eval="code", bootstrap=8, random_state=3, sensitivity_lambdas=(),
               sensitivity_epsilons=(), control_reading=False)  # fmt: skip
-    a = critical_mixture_ratio(small, batched=True, **kw)  # type: ignore[arg-type]
-    b = critical_mixture_ratio(small, batched=False, **kw)  # type: ignore[arg-type]
+    a = critical_mixture_ratio(small, **kw, settings=CMRSettings(batched=True))  # type: ignore[arg-type]
+    b = critical_mixture_ratio(small, **kw, settings=CMRSettings(batched=False))  # type: ignore[arg-type]
     for sa, sb in zip(a.sizes, b.sizes, strict=True):
         assert sa.cmr == pytest.approx(sb.cmr, abs=1e-9)
         assert sa.n_bootstrap_failed == sb.n_bootstrap_failed

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mixlaw.decide.cmr import critical_mixture_ratio
+from mixlaw.decide.cmr import CMRSettings, critical_mixture_ratio
 from mixlaw.decide.cmr.result import Reading
 from mixlaw.design.simulate_cmr import simulate_cmr_runs
 from mixlaw.fit.uncertainty.from_draws import t_widened_interval
@@ -34,9 +34,9 @@ def _grid(i: int, shift: float) -> tuple[float, object]:
 
 
 def _decide(runs: object, n_boot: int, seed: int) -> object:
-    dec = critical_mixture_ratio(runs, general_eval="general", domain_eval="code", token_unit=UNIT,  # type: ignore[arg-type]
-                                 bootstrap=n_boot, random_state=seed, sensitivity_lambdas=(),
-                                 sensitivity_epsilons=())  # fmt: skip
+    dec = critical_mixture_ratio(runs, general_eval="general", domain_eval="code",  # type: ignore[arg-type]
+                                 settings=CMRSettings(token_unit=UNIT), bootstrap=n_boot, random_state=seed,
+                                 sensitivity_lambdas=(), sensitivity_epsilons=())  # fmt: skip
     return dec.sizes[0]
 
 

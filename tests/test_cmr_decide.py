@@ -13,6 +13,7 @@ from mixlaw.decide.cmr import (
     STATUS_NO_FEASIBLE,
     STATUS_NO_ROOT,
     STATUS_OK,
+    CMRSettings,
     RatioLawFit,
     critical_mixture_ratio,
     critical_tokens,
@@ -99,9 +100,7 @@ def test_recovers_published_cmr_from_synthetic_runs() -> None:
         synthetic_runs(),
         general_eval="general",
         domain_eval="code",
-        token_unit=UNIT,
-        sensitivity_lambdas=(math.inf,),
-    )
+        sensitivity_lambdas=(math.inf,), settings=CMRSettings(token_unit=UNIT))
     (s,) = dec.sizes
     assert s.status == STATUS_OK and s.cmr_source.startswith("CMR law")
     assert s.budget_tokens == pytest.approx(100 * UNIT)
@@ -147,9 +146,8 @@ def test_status_no_root_in_budget() -> None:
 
 def test_status_no_feasible_ratio_when_tolerance_binds() -> None:
     dec = critical_mixture_ratio(
-        synthetic_runs((0.125, 0.2, 0.25)), general_eval="general", domain_eval="code", epsilon=0.0,
-        sensitivity_lambdas=(), sensitivity_epsilons=(),
-    )  # fmt: skip
+        synthetic_runs((0.125, 0.2, 0.25)), general_eval="general", domain_eval="code", sensitivity_lambdas=(),
+        sensitivity_epsilons=(), settings=CMRSettings(epsilon=0.0))  # fmt: skip
     (s,) = dec.sizes
     assert s.status == STATUS_NO_FEASIBLE and s.cmr is None
     assert all("> ε = 0" in r["reason"] for r in s.ratios)
@@ -157,9 +155,8 @@ def test_status_no_feasible_ratio_when_tolerance_binds() -> None:
 
 def test_status_too_few_ratios_for_the_cmr_law() -> None:
     dec = critical_mixture_ratio(
-        synthetic_runs((0.125, 0.2, 0.5)), general_eval="general", domain_eval="code", t0_search_factor=2.0,
-        sensitivity_lambdas=(), sensitivity_epsilons=(),
-    )  # fmt: skip
+        synthetic_runs((0.125, 0.2, 0.5)), general_eval="general", domain_eval="code", sensitivity_lambdas=(),
+        sensitivity_epsilons=(), settings=CMRSettings(t0_search_factor=2.0))  # fmt: skip
     (s,) = dec.sizes
     # no CMR law: the headline is the table's bracket, never a trained ratio under the CMR's name
     assert s.status == status_too_few(3) and s.cmr is None and s.cmr_law is None
@@ -195,8 +192,7 @@ def test_two_sizes_trend_and_parent_reference() -> None:
                             "loss_code": 2.5}])  # fmt: skip
     dec = critical_mixture_ratio(
         pd.concat([a, b, parent], ignore_index=True), general_eval="general", domain_eval="code",
-        token_unit=UNIT, sensitivity_lambdas=(), sensitivity_epsilons=(),
-    )  # fmt: skip
+        sensitivity_lambdas=(), sensitivity_epsilons=(), settings=CMRSettings(token_unit=UNIT))  # fmt: skip
     assert [s.n_params for s in dec.sizes] == [460_000_000, 940_000_000]
     assert dec.sizes[1].cmr == pytest.approx(0.3489, abs=3e-3)
     assert dec.trend is not None and dec.trend["b"] > 0  # larger model, higher CMR
@@ -209,7 +205,7 @@ def test_input_errors() -> None:
     with pytest.raises(InputError, match="ratio column"):
         critical_mixture_ratio(runs.drop(columns="w_code"), general_eval="general", domain_eval="code")
     with pytest.raises(InputError, match="epsilon"):
-        critical_mixture_ratio(runs, general_eval="general", domain_eval="code", epsilon=-1)
+        critical_mixture_ratio(runs, general_eval="general", domain_eval="code", settings=CMRSettings(epsilon=-1))
     no_ref = runs[runs["step"] > 0]
     with pytest.raises(InputError, match=r"T = 0 reference for run .*no step-0 evaluation"):
         critical_mixture_ratio(no_ref, general_eval="general", domain_eval="code")
@@ -222,9 +218,8 @@ def test_input_errors() -> None:
 def test_smaller_budget_moves_the_cmr_along_the_law() -> None:
     """At a 10B-token budget (T = 50) the same runs give R_CMR(50) = 0.1649 of the published 460M law."""
     dec = critical_mixture_ratio(
-        synthetic_runs(), general_eval="general", domain_eval="code", token_unit=UNIT, budget_tokens=50 * UNIT,
-        sensitivity_lambdas=(), sensitivity_epsilons=(),
-    )  # fmt: skip
+        synthetic_runs(), general_eval="general", domain_eval="code", sensitivity_lambdas=(), sensitivity_epsilons=(),
+        settings=CMRSettings(token_unit=UNIT, budget_tokens=50 * UNIT))  # fmt: skip
     (s,) = dec.sizes
     assert s.budget_tokens == 50 * UNIT and s.status == STATUS_OK
     assert s.cmr == pytest.approx(0.1649, abs=5e-3)
@@ -237,8 +232,7 @@ def test_control_run_and_unfinished_run() -> None:
     unfinished = synthetic_runs((1 / 3,), t_units=np.arange(5.0, 41.0, 5.0))
     dec = critical_mixture_ratio(
         pd.concat([runs, unfinished], ignore_index=True), general_eval="general", domain_eval="code",
-        token_unit=UNIT, sensitivity_lambdas=(), sensitivity_epsilons=(),
-    )  # fmt: skip
+        sensitivity_lambdas=(), sensitivity_epsilons=(), settings=CMRSettings(token_unit=UNIT))  # fmt: skip
     (s,) = dec.sizes
     assert s.budget_tokens == pytest.approx(100 * UNIT)
     assert any("left out 1 run(s)" in n and "r0.3333" in n for n in s.notes)

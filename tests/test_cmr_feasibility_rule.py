@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from mixlaw.decide.cmr import critical_mixture_ratio
+from mixlaw.decide.cmr import CMRSettings, critical_mixture_ratio
 from mixlaw.decide.cmr.common import Unmet, unmet_criteria
 from mixlaw.design.simulate_cmr import simulate_cmr_runs
 from mixlaw.errors import InputError
@@ -32,8 +32,8 @@ def test_table_and_query_agree_with_the_rule_on_the_numbers_they_print() -> None
     own row, and the query of a share (trained or not) is feasible exactly when the rule finds nothing unmet,
     with one reason per unmet criterion."""
     runs = simulate_cmr_runs((0.125, 0.2, 0.25, 1 / 3, 0.5), P460, token_unit=UNIT, noise=1e-5, random_state=3)
-    (s,) = critical_mixture_ratio(runs, general_eval="general", domain_eval="code", token_unit=UNIT,
-                                  sensitivity_lambdas=(math.inf,), sensitivity_epsilons=()).sizes  # fmt: skip
+    (s,) = critical_mixture_ratio(runs, general_eval="general", domain_eval="code", sensitivity_lambdas=(math.inf,),
+                                  sensitivity_epsilons=(), settings=CMRSettings(token_unit=UNIT)).sizes  # fmt: skip
     eps = 0.05
     seen = {True: 0, False: 0}
     for row in s.ratios:

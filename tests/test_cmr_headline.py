@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mixlaw.decide.cmr import critical_mixture_ratio
+from mixlaw.decide.cmr import CMRSettings, critical_mixture_ratio
 from mixlaw.decide.cmr.result import Bracket, BracketReason, Reading, observed_bracket
 from mixlaw.design.simulate_cmr import simulate_cmr_runs
 
@@ -93,9 +93,9 @@ def test_simulated_still_rising_three_quarters_caps_the_headline() -> None:
     for seed in (0, 1, 2):
         runs = simulate_cmr_runs((0.125, 0.25, 0.5, 0.75, 1.0), law, token_unit=UNIT, amp=0.008, noise=1e-5,
                                  random_state=seed)  # fmt: skip
-        dec = critical_mixture_ratio(runs, general_eval="general", domain_eval="code", token_unit=UNIT,
-                                     bootstrap=10, random_state=seed, sensitivity_lambdas=(),
-                                     sensitivity_epsilons=())  # fmt: skip
+        dec = critical_mixture_ratio(runs, general_eval="general", domain_eval="code", bootstrap=10,
+                                     random_state=seed, sensitivity_lambdas=(),
+                                     sensitivity_epsilons=(), settings=CMRSettings(token_unit=UNIT))  # fmt: skip
         (s,) = dec.sizes
         (r1,) = [r for r in s.ratios if r["ratio"] == 1.0]
         assert not r1["feasible"] and "> ε" in r1["reason"]

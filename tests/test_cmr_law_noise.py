@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mixlaw.decide.cmr import critical_mixture_ratio
+from mixlaw.decide.cmr import CMRSettings, critical_mixture_ratio
 from mixlaw.design.simulate_cmr import simulate_cmr_runs
 
 UNIT = 2e8
@@ -19,8 +19,9 @@ RATIOS = (0.125, 0.25, 1 / 3, 0.5, 0.75, 1.0)
 
 def _law_at_250(noise: float, seed: int) -> tuple[float, float, float]:
     runs = simulate_cmr_runs(RATIOS, P460, token_unit=UNIT, noise=noise, random_state=seed)
-    s = critical_mixture_ratio(runs, general_eval="general", domain_eval="code", token_unit=UNIT, bootstrap=30,
-                               random_state=seed, sensitivity_lambdas=(), sensitivity_epsilons=()).sizes[0]  # fmt: skip
+    s = critical_mixture_ratio(runs, general_eval="general", domain_eval="code", bootstrap=30,
+                               random_state=seed, sensitivity_lambdas=(), sensitivity_epsilons=(),
+                               settings=CMRSettings(token_unit=UNIT)).sizes[0]  # fmt: skip
     band = s.cmr_at_band(np.array([250 * UNIT]))
     assert s.cmr_law is not None and band is not None
     return float(s.cmr_at(250 * UNIT)), float(band[0][0]), float(band[1][0])

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mixlaw.decide.cmr import critical_mixture_ratio
+from mixlaw.decide.cmr import CMRSettings, critical_mixture_ratio
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "cmr_probe"
 EPS = 0.05
@@ -21,8 +21,8 @@ EPS = 0.05
 def decisions(request: pytest.FixtureRequest) -> list:
     runs = pd.read_csv(EXAMPLES / request.param)
     return [
-        critical_mixture_ratio(runs, general_eval="general", domain_eval=d, epsilon=EPS, sensitivity_lambdas=(),
-                               sensitivity_epsilons=())  # fmt: skip
+        critical_mixture_ratio(runs, general_eval="general", domain_eval=d, sensitivity_lambdas=(),
+                               sensitivity_epsilons=(), settings=CMRSettings(epsilon=EPS))  # fmt: skip
         for d in ("legal", "code")
     ]
 
@@ -46,8 +46,8 @@ def test_no_ratio_is_feasible_while_its_observed_rise_exceeds_epsilon(decisions:
 
 def test_v2_12k_code_half_follows_its_observations() -> None:
     runs = pd.read_csv(EXAMPLES / "runs.csv")
-    dec = critical_mixture_ratio(runs, general_eval="general", domain_eval="code", epsilon=EPS,
-                                 sensitivity_lambdas=(), sensitivity_epsilons=())  # fmt: skip
+    dec = critical_mixture_ratio(runs, general_eval="general", domain_eval="code", sensitivity_lambdas=(),
+                                 sensitivity_epsilons=(), settings=CMRSettings(epsilon=EPS))  # fmt: skip
     s = min(dec.sizes, key=lambda s: s.n_params)
     (r,) = [r for r in s.ratios if r["ratio"] == 0.5]
     assert r["observed_dloss_general_at_budget"] > EPS
@@ -77,8 +77,9 @@ def test_held_out_size_prediction_is_a_share() -> None:
     extrapolates outside [0, 1], and the prediction is clipped with the raw value kept."""
     runs = pd.read_csv(EXAMPLES / "runs.csv")
     for d in ("legal", "code"):
-        dec = critical_mixture_ratio(runs, general_eval="general", domain_eval=d, epsilon=EPS, validate=True,
-                                     sensitivity_lambdas=(), sensitivity_epsilons=())  # fmt: skip
+        dec = critical_mixture_ratio(runs, general_eval="general", domain_eval=d, validate=True,
+                                     sensitivity_lambdas=(), sensitivity_epsilons=(),
+                                     settings=CMRSettings(epsilon=EPS))  # fmt: skip
         hs = dec.validation["held_out_size"]
         assert hs is not None and 0.0 <= hs["predicted"] <= 1.0
         assert hs["clipped"] == (hs["predicted_raw"] != hs["predicted"])

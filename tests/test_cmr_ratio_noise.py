@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mixlaw.decide.cmr import critical_mixture_ratio, fit_ratio_law, tolerance_boundary
+from mixlaw.decide.cmr import CMRSettings, critical_mixture_ratio, fit_ratio_law, tolerance_boundary
 from mixlaw.decide.cmr.common import size_json
 from mixlaw.decide.cmr.curves import budget_noise, eval_jitter, pooled_seed_spread
 from mixlaw.decide.cmr.pipeline import cmr_size_trend, ratio_law_rms, trend_exclusion
@@ -27,8 +27,9 @@ EPS = 0.05
 @pytest.fixture(scope="module", params=["runs.csv", "runs_v1.csv"])
 def decisions(request: pytest.FixtureRequest) -> dict:
     runs = pd.read_csv(EXAMPLES / request.param)
-    return {d: critical_mixture_ratio(runs, general_eval="general", domain_eval=d, epsilon=EPS, bootstrap=10,
-                                      random_state=3, sensitivity_lambdas=(), sensitivity_epsilons=())
+    return {d: critical_mixture_ratio(runs, general_eval="general", domain_eval=d, bootstrap=10,
+                                      random_state=3, sensitivity_lambdas=(), sensitivity_epsilons=(),
+                                      settings=CMRSettings(epsilon=EPS))
             for d in ("legal", "code")}  # fmt: skip
 
 

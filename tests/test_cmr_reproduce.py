@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mixlaw.decide.cmr import critical_mixture_ratio, fit_ratio_law, tolerance_boundary
+from mixlaw.decide.cmr import CMRSettings, critical_mixture_ratio, fit_ratio_law, tolerance_boundary
 
 EXTERNAL = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "external"
 MIXINGLAWS = EXTERNAL / "mixinglaws"
@@ -108,9 +108,8 @@ def test_example_table_matches_external_and_end_to_end() -> None:
     runs = pd.read_csv(EXAMPLE)
     fit_runs = runs[runs["split"] == "fit"]
     dec = critical_mixture_ratio(
-        fit_runs, general_eval="general", domain_eval="python", epsilon=0.0, ratio_law="exp",
-        c_method="corr_grid", sensitivity_lambdas=(), sensitivity_epsilons=(),
-    )  # fmt: skip
+        fit_runs, general_eval="general", domain_eval="python", sensitivity_lambdas=(), sensitivity_epsilons=(),
+        settings=CMRSettings(epsilon=0.0, ratio_law="exp", c_method="corr_grid"))  # fmt: skip
     (s,) = dec.sizes
     assert s.tolerance_boundary == pytest.approx(1 - PUBLISHED_PILE_SHARE, abs=5e-3)
     assert s.reference_general == pytest.approx(2.87337, abs=1e-5)

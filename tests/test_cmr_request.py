@@ -9,7 +9,7 @@ import pickle
 
 import pytest
 
-from mixlaw.decide.cmr import critical_mixture_ratio, critical_mixture_ratio_by_domain
+from mixlaw.decide.cmr import CMRSettings, critical_mixture_ratio, critical_mixture_ratio_by_domain
 from mixlaw.decide.cmr.main import CMRRequest
 from mixlaw.design.simulate_cmr import simulate_cmr_runs
 from mixlaw.errors import InputError
@@ -24,15 +24,16 @@ def test_bad_options_fail_in_the_caller_before_any_worker() -> None:
     with pytest.raises(InputError, match="unexpected keyword argument 'epsilom'"):
         critical_mixture_ratio_by_domain(runs, general_eval="general", domain_evals=["code"], epsilom=0.1)
     with pytest.raises(InputError, match="epsilon"):
-        critical_mixture_ratio_by_domain(runs, general_eval="general", domain_evals=["code"], epsilon=-1.0)
+        critical_mixture_ratio_by_domain(runs, general_eval="general", domain_evals=["code"],
+                                         settings=CMRSettings(epsilon=-1.0))
     with pytest.raises(InputError, match="ratio-column"):
         critical_mixture_ratio_by_domain(runs, general_eval="general", domain_evals=["code", "legal"],
                                          ratio_column="w_code")  # fmt: skip
 
 
 def test_the_request_is_frozen_and_travels_whole() -> None:
-    req = CMRRequest.of("general", "code", epsilon=0.02, sensitivity_lambdas=[100, math.inf],
-                        solver=SolverOptions(max_iter=4))  # fmt: skip
+    req = CMRRequest(general_eval="general", domain_eval="code", sensitivity_lambdas=[100, math.inf],  # type: ignore[arg-type]
+                     settings=CMRSettings(epsilon=0.02, solver=SolverOptions(max_iter=4)))  # fmt: skip
     assert req.sensitivity_lambdas == (100.0, math.inf)  # a sequence given as a list is kept as a tuple
     with pytest.raises(dataclasses.FrozenInstanceError):
         req.bootstrap = 10  # type: ignore[misc]
@@ -48,7 +49,8 @@ def test_by_domain_in_process_is_the_single_domain_decision_with_the_spawned_see
     import numpy as np
 
     runs = simulate_cmr_runs((0.125, 0.2, 0.25, 1 / 3, 0.5), P460, token_unit=UNIT, noise=1e-5, random_state=1)
-    kw = dict(token_unit=UNIT, bootstrap=3, sensitivity_lambdas=(math.inf,), sensitivity_epsilons=())
+    kw = dict(settings=CMRSettings(token_unit=UNIT), bootstrap=3, sensitivity_lambdas=(math.inf,),
+              sensitivity_epsilons=())  # fmt: skip
     (got,) = critical_mixture_ratio_by_domain(runs, general_eval="general", domain_evals=["code"], workers=1,
                                               random_state=7, **kw).values()  # type: ignore[arg-type]  # fmt: skip
     (seed,) = np.random.SeedSequence(7).spawn(1)

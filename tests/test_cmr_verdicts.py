@@ -12,6 +12,7 @@ import pytest
 from mixlaw.decide.cmr import (
     STATUS_OK,
     STATUS_WEAK,
+    CMRSettings,
     critical_mixture_ratio,
 )
 from mixlaw.design.simulate_cmr import simulate_cmr_runs
@@ -48,8 +49,8 @@ def _runs(shape: str, ratios: tuple[float, ...] = (0.125, 0.25, 0.5), seed: int 
 
 
 def _rows(shape: str) -> list[dict]:
-    dec = critical_mixture_ratio(_runs(shape), general_eval="general", domain_eval="code", token_unit=UNIT,
-                                 sensitivity_lambdas=(), sensitivity_epsilons=())  # fmt: skip
+    dec = critical_mixture_ratio(_runs(shape), general_eval="general", domain_eval="code", sensitivity_lambdas=(),
+                                 sensitivity_epsilons=(), settings=CMRSettings(token_unit=UNIT))  # fmt: skip
     return dec.sizes[0].ratios
 
 
@@ -131,8 +132,9 @@ def test_cmr_law_above_one_is_clipped_and_said() -> None:
     # evaluations from T = 1 so that the early turning points (T0 = 2.1 and 3.9 at R = 1/8, 1/4) are observed
     runs = simulate_cmr_runs((0.125, 0.25, 0.5, 1.0), law, token_unit=UNIT, noise=1e-5, random_state=0,
                              t_units=np.arange(1.0, 101.0))  # fmt: skip
-    dec = critical_mixture_ratio(runs, general_eval="general", domain_eval="code", token_unit=UNIT, epsilon=0.005,
-                                 sensitivity_lambdas=(math.inf,), sensitivity_epsilons=(0.005,))  # fmt: skip
+    dec = critical_mixture_ratio(runs, general_eval="general", domain_eval="code", sensitivity_lambdas=(math.inf,),
+                                 sensitivity_epsilons=(0.005,), settings=CMRSettings(token_unit=UNIT,
+                                 epsilon=0.005))  # fmt: skip
     (s,) = dec.sizes
     assert s.cmr_law_at_budget_raw is not None and s.cmr_law_at_budget_raw > 1.2
     assert s.cmr_law_at_budget == 1.0
@@ -150,8 +152,9 @@ def test_noisy_curves_make_the_decision_weak_with_its_reason() -> None:
     """Evaluation noise as large as the bump itself: R² of the ΔL_gen fits falls below the threshold."""
     runs = simulate_cmr_runs((0.125, 0.2, 0.25, 1 / 3, 0.5), {"alpha4": 0.22524761, "s4": 0.26944345,
                              "beta3": -0.48139982}, token_unit=UNIT, noise=4e-3, random_state=2)  # fmt: skip
-    dec = critical_mixture_ratio(runs, general_eval="general", domain_eval="code", token_unit=UNIT, bootstrap=10,
-                                 random_state=0, sensitivity_lambdas=(), sensitivity_epsilons=())  # fmt: skip
+    dec = critical_mixture_ratio(runs, general_eval="general", domain_eval="code", bootstrap=10,
+                                 random_state=0, sensitivity_lambdas=(), sensitivity_epsilons=(),
+                                 settings=CMRSettings(token_unit=UNIT))  # fmt: skip
     (s,) = dec.sizes
     assert s.weak_reasons, (s.status, s.cmr_source)
     assert s.status != STATUS_OK
@@ -160,8 +163,9 @@ def test_noisy_curves_make_the_decision_weak_with_its_reason() -> None:
     assert "status " + s.status in s.sentence("code") and s.weak_reasons[0] in s.sentence("code")
     clean = critical_mixture_ratio(simulate_cmr_runs((0.125, 0.2, 0.25, 1 / 3, 0.5), {"alpha4": 0.22524761,
                                    "s4": 0.26944345, "beta3": -0.48139982}, token_unit=UNIT, noise=1e-5,
-                                   random_state=2), general_eval="general", domain_eval="code", token_unit=UNIT,
-                                   sensitivity_lambdas=(), sensitivity_epsilons=())  # fmt: skip
+                                   random_state=2), general_eval="general", domain_eval="code",
+                                   sensitivity_lambdas=(), sensitivity_epsilons=(),
+                                   settings=CMRSettings(token_unit=UNIT))  # fmt: skip
     assert clean.sizes[0].status == STATUS_OK and not clean.sizes[0].weak_reasons
 
 

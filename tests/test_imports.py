@@ -248,3 +248,22 @@ def test_the_cmr_decision_reads_in_at_most_eight_modules() -> None:
     """``decide/cmr/`` reads top to bottom in at most eight files (what is shared lives where it is shared)."""
     files = sorted(p.name for p in (SRC / "mixlaw" / "decide" / "cmr").glob("*.py"))
     assert "main.py" in files and len(files) <= 8, files
+
+
+def test_no_context_variables_and_no_long_engine_signatures() -> None:
+    """Options travel as frozen dataclasses passed explicitly: no ``ContextVar`` anywhere in ``src/``, and no
+    function of the decisions or the facade takes 20 or more parameters (option groups such as ``CMRSettings``,
+    ``SolverOptions`` and ``IntervalOptions`` instead). Typer commands in ``cli/`` declare one parameter per flag."""
+    import ast
+
+    code = "\n".join(p.read_text() for p in (SRC / "mixlaw").rglob("*.py"))
+    assert "ContextVar" not in code
+    long = []
+    for pkg in ("decide", "api"):
+        for p in (SRC / "mixlaw" / pkg).rglob("*.py"):
+            for n in ast.walk(ast.parse(p.read_text())):
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    a = n.args
+                    if len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) >= 20:
+                        long.append(f"{p.relative_to(SRC)}:{n.name}")
+    assert (SRC / "mixlaw" / "decide" / "cmr" / "main.py").exists() and long == [], long

@@ -87,9 +87,8 @@ def test_auto_is_the_default_of_mix_optimize() -> None:
     from typer.testing import CliRunner
 
     from mixlaw.cli import app
-    from mixlaw.decide.mixture.optimum import optimize
-
     from mixlaw.decide.builtin.mixture import OptimumOptions
+    from mixlaw.decide.mixture.optimum import optimize
 
     assert inspect.signature(optimize).parameters["law"].default == "auto"
     assert OptimumOptions(domains=("a", "b")).law == "auto"  # `mixlaw decide mix_optimize` agrees with the verb

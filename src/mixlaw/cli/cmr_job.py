@@ -142,7 +142,13 @@ def run_cmr_job(
     (``max_memory``: a :class:`mixlaw.limits.MemoryLimit` bounding the bootstrap before any fitting).
 
     ``make_progress(total, quiet)`` builds the progress display (callable with a count, and ``close()``)."""
-    from mixlaw.api.cmr import Schedule, critical_mixture_ratio_by_domain, resolve_schedule_law, schedule_cmr_by_size
+    from mixlaw.api.cmr import (
+        CMRSettings,
+        Schedule,
+        critical_mixture_ratio_by_domain,
+        resolve_schedule_law,
+        schedule_cmr_by_size,
+    )
     from mixlaw.options import SolverOptions
 
     sched_results: list[Any] | None = None
@@ -196,12 +202,12 @@ def run_cmr_job(
         progress = make_progress(len(domains) * n_sizes * max(bootstrap, 1), as_json or sched is not None)
 
         def run_decision() -> dict[str, Any]:  # domains side by side in worker processes (both cores)
+            settings = CMRSettings(epsilon=epsilon, lagrange_mult=lam, budget_tokens=dec_budget, ratio_law=ratio_law,
+                                   c_method=c_method, pin_zero=pin_zero, solver=solver, level=level)  # fmt: skip
             return critical_mixture_ratio_by_domain(
                 frame.drop(columns=["schedule"], errors="ignore"), general_eval=general_eval, domain_evals=domains,
-                ratio_column=ratio_column, size_column=size_column, epsilon=epsilon, lagrange_mult=lam,
-                budget_tokens=dec_budget, ratio_law=ratio_law, c_method=c_method, pin_zero=pin_zero,
-                bootstrap=bootstrap, random_state=seed, relative_to_control=relative_to_control,
-                validate=validate, progress=progress, solver=solver, level=level,
+                settings=settings, ratio_column=ratio_column, size_column=size_column, bootstrap=bootstrap,
+                random_state=seed, relative_to_control=relative_to_control, validate=validate, progress=progress,
             )  # fmt: skip
 
         decisions: dict[str, Any] = {}

@@ -132,14 +132,16 @@ class CriticalMixtureRatio(Decision):
     Options = CMROptions
 
     def _run(self, table: pd.DataFrame, options: CMROptions, ctx: DecisionContext, resamples: int) -> Any:
+        from mixlaw.decide.cmr.common import CMRSettings
         from mixlaw.decide.cmr.main import critical_mixture_ratio
 
+        settings = CMRSettings(epsilon=options.epsilon, budget_tokens=options.budget_tokens,
+                               ratio_law=options.ratio_law, level=ctx.intervals.level, solver=ctx.solver)  # fmt: skip
         return critical_mixture_ratio(
-            table, general_eval=options.general_eval, domain_eval=options.domain_eval, epsilon=options.epsilon,
-            ratio_column=options.ratio_column, size_column=options.size_column, budget_tokens=options.budget_tokens,
-            ratio_law=options.ratio_law, relative_to_control=options.relative_to_control, bootstrap=resamples,
-            level=ctx.intervals.level, random_state=ctx.intervals.seed, control_reading=False,
-            solver=ctx.solver,
+            table, general_eval=options.general_eval, domain_eval=options.domain_eval, settings=settings,
+            ratio_column=options.ratio_column, size_column=options.size_column,
+            relative_to_control=options.relative_to_control, bootstrap=resamples, random_state=ctx.intervals.seed,
+            control_reading=False,
         )  # fmt: skip
 
     def estimate(self, table: pd.DataFrame, options: CMROptions, ctx: DecisionContext) -> Estimate:

@@ -31,6 +31,7 @@ from __future__ import annotations
 from mixlaw.decide.cmr.common import (
     DEFAULT_EPSILONS,
     DEFAULT_LAMBDAS,
+    DEFAULT_SETTINGS,
     MIN_RATIOS_CMR_LAW,
     STATUS_ALL_FEASIBLE,
     STATUS_LAW_ABOVE_1,
@@ -39,6 +40,7 @@ from mixlaw.decide.cmr.common import (
     STATUS_NO_ROOT,
     STATUS_OK,
     STATUS_WEAK,
+    CMRSettings,
     prepare_increments,
     relative_to_control,
     resolve_columns,
@@ -61,7 +63,8 @@ from mixlaw.laws.ratio_exp import corr_grid_c
 
 __all__ = [
     "STATUS_OK", "STATUS_WEAK", "STATUS_NO_FEASIBLE", "STATUS_ALL_FEASIBLE", "STATUS_NO_ROOT", "STATUS_LAW_ABOVE_1",
-    "STATUS_LAW_BELOW_0", "MIN_RATIOS_CMR_LAW", "DEFAULT_LAMBDAS", "DEFAULT_EPSILONS", "status_too_few",
+    "STATUS_LAW_BELOW_0", "MIN_RATIOS_CMR_LAW", "DEFAULT_LAMBDAS", "DEFAULT_EPSILONS", "DEFAULT_SETTINGS",
+    "CMRSettings", "status_too_few",
     "CMRDecision", "SizeCMR", "RatioLawFit", "T0Result", "critical_mixture_ratio", "critical_mixture_ratio_by_domain",
     "critical_tokens", "observed_shape", "fit_ratio_law", "prepare_increments",
     "relative_to_control", "resolve_columns", "resolve_ratio_law", "tolerance_boundary", "model_free_crossing",

@@ -151,6 +151,10 @@ class CMRSettings:
             raise InputError(f"c_method must be 'fit' or 'corr_grid', got {self.c_method!r}")
 
 
+#: The paper's settings (ε = 0.05, λ = ∞, the budget and token unit from the runs, the ratio law by noise units).
+DEFAULT_SETTINGS = CMRSettings()
+
+
 @lru_cache(maxsize=256)
 def _law_cached(name: str, options: tuple[tuple[str, Any], ...]) -> Law:
     return get_law(name, **dict(options))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -24,6 +24,7 @@ import pandas as pd
 from mixlaw.decide.cmr.common import (
     DEFAULT_EPSILONS,
     DEFAULT_LAMBDAS,
+    DEFAULT_SETTINGS,
     CMRSettings,
     check_args,
     has_control,
@@ -41,7 +42,6 @@ from mixlaw.decide.cmr.feasibility import fit_ratio_law_batch, resolve_ratio_law
 from mixlaw.decide.cmr.pipeline import cmr_size_trend, decide_size, trend_exclusion
 from mixlaw.decide.cmr.result import CMRDecision, SizeCMR
 from mixlaw.errors import FitError, InputError
-from mixlaw.options import DEFAULT_SOLVER, SolverOptions
 
 __all__ = [
     "CMRRequest",
@@ -57,28 +57,17 @@ def critical_mixture_ratio(
     *,
     general_eval: str,
     domain_eval: str,
+    settings: CMRSettings = DEFAULT_SETTINGS,
     ratio_column: str | None = None,
     size_column: str | None = None,
-    epsilon: float = 0.05,
-    lagrange_mult: float = math.inf,
-    budget_tokens: float | None = None,
-    token_unit: float | None = None,
-    ratio_law: str = "auto",
-    c_method: str = "fit",
-    pin_zero: bool = False,
-    fit_loss: str = "l2",
     bootstrap: int = 0,
-    level: float = 0.95,
-    t0_search_factor: float = 10.0,
     sensitivity_lambdas: Sequence[float] = DEFAULT_LAMBDAS,
     sensitivity_epsilons: Sequence[float] = DEFAULT_EPSILONS,
-    random_state: int | np.random.Generator | None = None,
     relative_to_control: bool = False,
     control_reading: bool = True,
     validate: bool = False,
+    random_state: int | np.random.Generator | None = None,
     progress: Callable[[Any, int], None] | None = None,
-    batched: bool = True,
-    solver: SolverOptions = DEFAULT_SOLVER,
 ) -> CMRDecision:
     """Critical mixture ratio per model size, with bootstrap intervals and a λ × ε sensitivity table.
 
@@ -89,27 +78,24 @@ def critical_mixture_ratio(
         optionally, ``run_id``, ``step``, ``phase``, ``parent_run`` and a size column.
     general_eval, domain_eval
         Loss columns (``loss_`` prefix optional).
+    settings
+        How each size is decided (:class:`~mixlaw.decide.cmr.common.CMRSettings`, frozen and validated): the
+        tolerance ``epsilon`` (nats/token; default 0.05 as in the paper), ``lagrange_mult`` λ of the stationarity
+        condition (``inf``: ``T0`` at the peak of ``ΔL_gen``), the CPT budget ``budget_tokens`` (default the median
+        final token count of the size's runs) and ``token_unit`` (default ``budget / 100``), the ``ratio_law``
+        (``ratio_power``/``power``, ``ratio_exp``/``exp`` or ``"auto"``: the one closest to the end-of-budget
+        observations in noise units) and ``c_method``, ``pin_zero`` (pin ``ΔL(0) = 0``; default the paper's free
+        offsets, fitted on ``T > 0``), ``fit_loss`` (``"l2"``: exact profiled least squares; ``"huber"``: engine
+        fits), the interval ``level``, ``t0_search_factor``, ``batched`` (all resamples of a size in one solve per
+        law; ``False`` fits them one by one, the reference) and ``solver`` (iteration caps of every fit).
     ratio_column
         Domain share of the CPT mix; default ``w_<domain>`` (then ``ratio``).
     size_column
         Default ``n_params`` when present, else one size.
-    epsilon
-        Tolerated rise of the general loss at the budget (nats/token; default 0.05 as in the paper).
-    lagrange_mult
-        λ of the stationarity condition; ``inf`` (default) puts ``T0`` at the peak of ``ΔL_gen``.
-    budget_tokens
-        CPT budget ``T_max`` in tokens; default the median final token count of the size's runs.
-    token_unit
-        Tokens per ``T`` unit of the token-axis laws; default ``budget / 100``.
-    ratio_law, c_method
-        A registered ratio law (``ratio_power``/``power``, ``ratio_exp``/``exp``) or ``"auto"`` (default): the
-        one whose fit of the end-of-budget general loss is closest to the observations in noise units.
-    pin_zero
-        Pin ``ΔL(0) = 0`` in the increment laws (default False: the paper's free offsets, fitted on ``T > 0``).
-    fit_loss
-        ``"l2"`` (default; exact profiled least squares) or ``"huber"`` (engine fits).
     bootstrap
         Number of residual-bootstrap resamples (0: no intervals); every resample's refits are batched per size.
+    sensitivity_lambdas, sensitivity_epsilons
+        The grid of the λ × ε sensitivity table.
     relative_to_control
         Increments relative to the R = 0 control run of each size (``ΔL − ΔL_control``): the effect of the domain
         share, without the continued learning that general replay alone brings to an under-trained base.
@@ -118,22 +104,13 @@ def critical_mixture_ratio(
         absolute otherwise) and keep it per size in ``SizeCMR.control_reading``.
     validate
         Held-out checks (:func:`mixlaw.decide.cmr.main.validate_decision`) in ``CMRDecision.validation``.
+    random_state
+        Seed or generator of the bootstrap.
     progress
         Called as ``progress(size, n_resamples_done)`` after each size.
-    batched
-        Fit all resamples of a size in one solve per law (default); ``False`` fits them one by one (same answers:
-        the reference the batching is tested against).
-    solver
-        Iteration caps of every fit the decision makes — curves, resample refits, ratio and CMR laws
-        (:class:`~mixlaw.options.SolverOptions`, ``--max-iter``); default: each fit's own limit.
     """
     if not isinstance(table, pd.DataFrame):
         raise InputError(f"expected a pandas DataFrame, got {type(table).__name__}")
-    settings = CMRSettings(
-        epsilon=epsilon, lagrange_mult=lagrange_mult, budget_tokens=budget_tokens, token_unit=token_unit,
-        ratio_law=ratio_law, c_method=c_method, pin_zero=pin_zero, fit_loss=fit_loss, level=level,
-        t0_search_factor=t0_search_factor, batched=batched, solver=solver,
-    )  # fmt: skip
     request = CMRRequest(
         general_eval=general_eval, domain_eval=domain_eval, settings=settings, ratio_column=ratio_column,
         size_column=size_column, bootstrap=bootstrap, sensitivity_lambdas=tuple(sensitivity_lambdas),
@@ -150,11 +127,11 @@ class CMRRequest:
     the progress callback — validated once. It is what crosses to a worker process when
     :func:`critical_mixture_ratio_by_domain` decides several domains side by side. :attr:`settings` is the part
     every stage of a size's pipeline reads (:class:`CMRSettings`); the other fields say which columns to read, how
-    many resamples to draw and which extra tables to compute. :meth:`of` builds one from the flat keywords."""
+    many resamples to draw and which extra tables to compute."""
 
     general_eval: str
     domain_eval: str
-    settings: CMRSettings = CMRSettings()
+    settings: CMRSettings = DEFAULT_SETTINGS
     ratio_column: str | None = None
     size_column: str | None = None
     bootstrap: int = 0
@@ -172,13 +149,6 @@ class CMRRequest:
         object.__setattr__(self, "sensitivity_lambdas", tuple(float(v) for v in self.sensitivity_lambdas))
         object.__setattr__(self, "sensitivity_epsilons", tuple(float(v) for v in self.sensitivity_epsilons))
 
-    @classmethod
-    def of(cls, general_eval: str, domain_eval: str, **kwargs: Any) -> CMRRequest:
-        """The request from :func:`critical_mixture_ratio`'s flat keywords: those of :class:`CMRSettings` go to
-        :attr:`settings`, the rest to the request (an unknown keyword is a ``TypeError`` naming it)."""
-        names = {f.name for f in fields(CMRSettings)}
-        settings = CMRSettings(**{k: kwargs.pop(k) for k in list(kwargs) if k in names})
-        return cls(general_eval=general_eval, domain_eval=domain_eval, settings=settings, **kwargs)
 
 
 def decide_request(
@@ -271,9 +241,9 @@ def critical_mixture_ratio_by_domain(
     seed = kwargs.pop("random_state", None)
     progress = kwargs.pop("progress", None)
     try:
-        base = CMRRequest.of(general_eval, domain_evals[0], **kwargs)
+        base = CMRRequest(general_eval=general_eval, domain_eval=domain_evals[0], **kwargs)
     except TypeError as exc:  # an unknown keyword
-        msg = str(exc).replace("CMRRequest.__init__() ", "").replace("CMRSettings.__init__() ", "")
+        msg = str(exc).replace("CMRRequest.__init__() ", "")
         raise InputError(f"critical_mixture_ratio_by_domain: {msg}") from None
     if base.ratio_column is not None and len(domain_evals) > 1:
         raise InputError("--ratio-column applies to one domain; several domains use w_<domain> each")
