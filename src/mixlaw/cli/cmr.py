@@ -162,9 +162,8 @@ def cmr_command(
     ] = None,
 ) -> None:
     """Largest domain share of the CPT mix that keeps the general loss within tolerance, per model size."""
-    options = dict(locals())  # every option of the verb, by name (run_cmr_job takes the same names)
-    from mixlaw.cli._table import TABLE_OPTION_NAMES, table_options
-    from mixlaw.cli.cmr_job import check_table, emit_job, run_cmr_job
+    from mixlaw.cli._table import table_options
+    from mixlaw.cli.cmr_job import CmrJobOptions, check_table, emit_job, run_cmr_job
 
     check_table(table)  # before the decision's libraries load
     from mixlaw import limits
@@ -172,12 +171,20 @@ def cmr_command(
 
     limits.level(level)
     limits.count(bootstrap, "--bootstrap", lo=0, hi=limits.MAX_BOOTSTRAP)  # 1e8 was an OOM kill at 17.8 GB
-    options["max_memory"] = limits.MemoryLimit(limits.parse_size(max_memory))  # the bootstrap's bound
     if report is not None:
         check_output_path(report, "--report")
-
-    shared = table_options(meta=options.pop("meta"), **{k: options.pop(k) for k in TABLE_OPTION_NAMES if k != "where"})
-    job = run_cmr_job(**options, table_options=shared, make_progress=lambda total, quiet: _Progress(total, quiet=quiet))
+    options = CmrJobOptions(
+        table=table, general_eval=general_eval, domain_eval=tuple(domain_eval), ratio_column=ratio_column,
+        size_column=size_column, where=where, base_eval=base_eval, epsilon=epsilon, lagrange=lagrange,
+        budget_tokens=budget_tokens, ratio_law=ratio_law, c_method=c_method, pin_zero=pin_zero, level=level,
+        max_iter=max_iter, bootstrap=bootstrap, seed=seed, max_memory=limits.MemoryLimit(limits.parse_size(max_memory)),
+        relative_to_control=relative_to_control, validate=validate, query_ratio=tuple(query_ratio or ()), law=law,
+        schedule=schedule, budget_steps=budget_steps, tokens_per_step=tokens_per_step, paper_decision=paper_decision,
+        report=report, as_json=as_json,
+    )  # fmt: skip
+    shared = table_options(meta=meta, maps=maps, set_=set_, drop=drop, derive=derive, final=final, every=every,
+                           steps=steps, allow_missing=allow_missing)  # fmt: skip
+    job = run_cmr_job(options, table_options=shared, make_progress=lambda total, quiet: _Progress(total, quiet=quiet))
     emit_job(job, epsilon=epsilon, as_json=as_json, report=report)
 
 

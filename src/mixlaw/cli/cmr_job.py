@@ -17,7 +17,7 @@ from mixlaw.limits import MemoryLimit
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["CmrJob", "check_table", "emit_job", "load_table", "parse_lambda", "run_cmr_job"]
+__all__ = ["CmrJob", "CmrJobOptions", "check_table", "emit_job", "load_table", "parse_lambda", "run_cmr_job"]
 
 #: Parameters per resample refit of the CMR bootstrap's memory estimate (:func:`mixlaw.limits.bootstrap`): the
 #: general and domain loss laws of one size (the joint CPT fit has at most 8).
@@ -105,41 +105,67 @@ def parse_lambda(text: str) -> float:
     return v
 
 
+@dataclass(frozen=True)
+class CmrJobOptions:
+    """Every option of ``mixlaw cmr``, by name, checked once (the verb builds it; :func:`run_cmr_job` reads it).
+
+    Groups: what to read (``table``, ``where``, ``base_eval``, the columns), the decision's settings (``epsilon``,
+    ``lagrange`` — a number or ``inf`` —, ``budget_tokens``, ``ratio_law``, ``c_method``, ``pin_zero``, ``level``,
+    ``max_iter``), its intervals (``bootstrap``, ``seed``, ``max_memory``), what else to compute
+    (``relative_to_control``, ``validate``, ``query_ratio``), the schedule-aware CMR (``law``, ``schedule``,
+    ``budget_steps``, ``tokens_per_step``, ``paper_decision``) and the output (``report``, ``as_json``)."""
+
+    table: Path
+    general_eval: str
+    domain_eval: tuple[str, ...]
+    ratio_column: str | None = None
+    size_column: str | None = None
+    where: str | None = None
+    base_eval: str | None = None
+    epsilon: float = 0.05
+    lagrange: str = "inf"
+    budget_tokens: float | None = None
+    ratio_law: str = "auto"
+    c_method: str = "fit"
+    pin_zero: bool = False
+    level: float = 0.95
+    max_iter: int | None = None
+    bootstrap: int = 0
+    seed: int = 0
+    max_memory: MemoryLimit | None = None
+    relative_to_control: bool = False
+    validate: bool = False
+    query_ratio: tuple[float, ...] = ()
+    law: str = "cmr"
+    schedule: str | None = None
+    budget_steps: int | None = None
+    tokens_per_step: float | None = None
+    paper_decision: bool = True
+    report: Path | None = None
+    as_json: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "domain_eval", tuple(self.domain_eval))
+        object.__setattr__(self, "query_ratio", tuple(self.query_ratio or ()))
+        if not 0 < self.level < 1:
+            raise InputError(f"--level {self.level}: expected a number in (0, 1)")
+        if self.c_method not in ("fit", "corr_grid"):
+            raise InputError(f"--c-method must be 'fit' or 'corr_grid', got {self.c_method!r}")
+        parse_lambda(self.lagrange)
+        if self.law == "cmr" and (self.schedule is not None or self.budget_steps is not None
+                                  or self.tokens_per_step is not None):  # fmt: skip
+            raise InputError("--schedule, --budget-steps and --tokens-per-step need --law cpt_replay (schedule-aware)")
+        if self.law != "cmr" and self.schedule is None:
+            raise InputError(f"--law {self.law} needs --schedule SPEC (e.g. 'wsd:peak=3e-4,steps=150,decay=30')")
+        if self.law != "cmr" and len(set(self.domain_eval)) > 1:
+            raise InputError(f"--law {self.law} takes one --domain-eval")
+
+
 def run_cmr_job(
-    *,
-    table: Path,
-    general_eval: str,
-    domain_eval: list[str],
-    ratio_column: str | None,
-    size_column: str | None,
-    epsilon: float,
-    lagrange: str,
-    budget_tokens: float | None,
-    ratio_law: str,
-    c_method: str,
-    pin_zero: bool,
-    bootstrap: int,
-    seed: int,
-    report: Path | None,
-    as_json: bool,
-    where: str | None,
-    query_ratio: list[float] | None,
-    law: str,
-    schedule: str | None,
-    budget_steps: int | None,
-    tokens_per_step: float | None,
-    paper_decision: bool,
-    relative_to_control: bool,
-    validate: bool,
-    make_progress: Callable[[int, bool], Any],
-    max_iter: int | None = None,
-    level: float = 0.95,
-    table_options: Any = None,
-    base_eval: str | None = None,
-    max_memory: MemoryLimit | None = None,
+    o: CmrJobOptions, *, make_progress: Callable[[int, bool], Any], table_options: Any = None
 ) -> CmrJob:
-    """Check the options, load the runs, run the decision(s) and write ``report``; options as ``mixlaw cmr``
-    (``max_memory``: a :class:`mixlaw.limits.MemoryLimit` bounding the bootstrap before any fitting).
+    """Load the runs, run the decision(s) and write the report, as ``o`` says (:class:`CmrJobOptions`;
+    ``o.max_memory`` bounds the bootstrap before any fitting; ``table_options``: the shared table options).
 
     ``make_progress(total, quiet)`` builds the progress display (callable with a count, and ``close()``)."""
     from mixlaw.api.cmr import (
@@ -155,65 +181,56 @@ def run_cmr_job(
     decision_error: str | None = None
     progress: Any = None
     try:
-        if law != "cmr":
-            law = resolve_schedule_law(law)
-        if law == "cmr" and (schedule is not None or budget_steps is not None or tokens_per_step is not None):
-            raise InputError("--schedule, --budget-steps and --tokens-per-step need --law cpt_replay (schedule-aware)")
-        if law != "cmr" and schedule is None:
-            raise InputError(f"--law {law} needs --schedule SPEC (e.g. 'wsd:peak=3e-4,steps=150,decay=30')")
-        if law != "cmr" and len(set(domain_eval)) > 1:
-            raise InputError(f"--law {law} takes one --domain-eval")
-        if ratio_law != "auto":
+        law = o.law if o.law == "cmr" else resolve_schedule_law(o.law)
+        if o.ratio_law != "auto":
             from mixlaw.api.cmr import resolve_ratio_law
 
-            resolve_ratio_law(ratio_law)
-        if not 0 < level < 1:
-            raise InputError(f"--level {level}: expected a number in (0, 1)")
-        if c_method not in ("fit", "corr_grid"):
-            raise InputError(f"--c-method must be 'fit' or 'corr_grid', got {c_method!r}")
-        lam = parse_lambda(lagrange)
-        solver = SolverOptions(max_iter=max_iter)
-        sched = None if schedule is None else Schedule.parse(schedule)
-        frame = load_table(table, where, include_schedule=sched is not None, options=table_options,
-                           evals=(general_eval, *domain_eval), base_eval=base_eval)  # fmt: skip
+            resolve_ratio_law(o.ratio_law)
+        lam = parse_lambda(o.lagrange)
+        solver = SolverOptions(max_iter=o.max_iter)
+        sched = None if o.schedule is None else Schedule.parse(o.schedule)
+        frame = load_table(o.table, o.where, include_schedule=sched is not None, options=table_options,
+                           evals=(o.general_eval, *o.domain_eval), base_eval=o.base_eval)  # fmt: skip
         for note in (*frame.attrs.get("notes", ()), *filter(None, [frame.attrs.get("schedule_note")])):
             typer.echo(f"cmr: {note}", err=True)
         from mixlaw import limits
 
         # Every size's resamples refit the general and domain trajectories: bounded before any fitting.
-        limits.bootstrap(bootstrap, len(frame) * (1 + len(set(domain_eval))), CMR_PARAMETERS, max_memory)
-        dec_budget = budget_tokens
+        limits.bootstrap(o.bootstrap, len(frame) * (1 + len(set(o.domain_eval))), CMR_PARAMETERS, o.max_memory)
+        dec_budget = o.budget_tokens
         if sched is not None:
             sched_results = schedule_cmr_by_size(
-                frame, sched, general_eval=general_eval, domain_eval=domain_eval[0], ratio_column=ratio_column,
-                size_column=size_column, epsilon=epsilon, budget_steps=budget_steps, budget_tokens=budget_tokens,
-                tokens_per_step=tokens_per_step, bootstrap=bootstrap, random_state=seed, law=law, solver=solver,
-                level=level,
+                frame, sched, general_eval=o.general_eval, domain_eval=o.domain_eval[0],
+                ratio_column=o.ratio_column, size_column=o.size_column, epsilon=o.epsilon,
+                budget_steps=o.budget_steps, budget_tokens=o.budget_tokens, tokens_per_step=o.tokens_per_step,
+                bootstrap=o.bootstrap, random_state=o.seed, law=law, solver=solver, level=o.level,
             )  # fmt: skip
             budgets = {r.budget_tokens for r in sched_results}
             if dec_budget is None and len(budgets) == 1 and None not in budgets:
                 dec_budget = budgets.pop()  # the constant-LR decision at the same budget, side by side
-        domains = list(dict.fromkeys(domain_eval))
-        scol = size_column or ("n_params" if "n_params" in frame.columns else None)
+        domains = list(dict.fromkeys(o.domain_eval))
+        scol = o.size_column or ("n_params" if "n_params" in frame.columns else None)
         if scol is not None and scol not in frame.columns:
             raise InputError(f"expected --size-column to name a column of the table, got {scol!r}; columns: "
                              f"{', '.join(map(str, list(frame.columns)[:20]))}")  # fmt: skip
         n_sizes = int(frame[scol].nunique()) if scol is not None else 1
-        progress = make_progress(len(domains) * n_sizes * max(bootstrap, 1), as_json or sched is not None)
+        progress = make_progress(len(domains) * n_sizes * max(o.bootstrap, 1), o.as_json or sched is not None)
 
         def run_decision() -> dict[str, Any]:  # domains side by side in worker processes (both cores)
-            settings = CMRSettings(epsilon=epsilon, lagrange_mult=lam, budget_tokens=dec_budget, ratio_law=ratio_law,
-                                   c_method=c_method, pin_zero=pin_zero, solver=solver, level=level)  # fmt: skip
+            settings = CMRSettings(epsilon=o.epsilon, lagrange_mult=lam, budget_tokens=dec_budget,
+                                   ratio_law=o.ratio_law, c_method=o.c_method, pin_zero=o.pin_zero, solver=solver,
+                                   level=o.level)  # fmt: skip
             return critical_mixture_ratio_by_domain(
-                frame.drop(columns=["schedule"], errors="ignore"), general_eval=general_eval, domain_evals=domains,
-                settings=settings, ratio_column=ratio_column, size_column=size_column, bootstrap=bootstrap,
-                random_state=seed, relative_to_control=relative_to_control, validate=validate, progress=progress,
+                frame.drop(columns=["schedule"], errors="ignore"), general_eval=o.general_eval, domain_evals=domains,
+                settings=settings, ratio_column=o.ratio_column, size_column=o.size_column, bootstrap=o.bootstrap,
+                random_state=o.seed, relative_to_control=o.relative_to_control, validate=o.validate,
+                progress=progress,
             )  # fmt: skip
 
         decisions: dict[str, Any] = {}
         if sched_results is None:
             decisions = run_decision()
-        elif not paper_decision:
+        elif not o.paper_decision:
             decision_error = "not run (--no-paper-decision)"
         else:
             try:  # the CMR paper's decision when the data allow it; the schedule-aware answer stands alone
@@ -221,29 +238,29 @@ def run_cmr_job(
             except MixlawError as exc:
                 decision_error = str(exc).replace("\n", " ")
         single = next(iter(decisions.values())) if len(decisions) == 1 else None
-        if report is not None:
+        if o.report is not None:
             from mixlaw.report.cmr_page import cmr_report
             from mixlaw.report.cmr_schedule_page import schedule_cmr_report
 
             if sched_results is not None:
                 page = schedule_cmr_report(
                     sched_results, decision=single, decision_error=decision_error,
-                    title=f"Critical mixture ratio under {sched.spec() if sched else ''} — {table.name}",
-                    source=str(table),
+                    title=f"Critical mixture ratio under {sched.spec() if sched else ''} — {o.table.name}",
+                    source=str(o.table),
                 )  # fmt: skip
             else:
                 page = cmr_report(single if single is not None else decisions,
-                                  title=f"Critical mixture ratio — {table.name}", source=str(table))  # fmt: skip
+                                  title=f"Critical mixture ratio — {o.table.name}", source=str(o.table))  # fmt: skip
             from mixlaw.safeio import atomic_write_text
 
-            atomic_write_text(report, page)  # temp file + rename: never half a page
+            atomic_write_text(o.report, page)  # temp file + rename: never half a page
     finally:
         if progress is not None:
             progress.close()
-    queries = [s.assess_ratio(q, epsilon) | {"domain": d} for d, dec in decisions.items() for s in dec.sizes
-               for q in query_ratio or []]  # fmt: skip
+    queries = [s.assess_ratio(q, o.epsilon) | {"domain": d} for d, dec in decisions.items() for s in dec.sizes
+               for q in o.query_ratio or []]  # fmt: skip
     return CmrJob(decisions=decisions, sched_results=sched_results, decision_error=decision_error, queries=queries,
-                  level=level)  # fmt: skip
+                  level=o.level)  # fmt: skip
 
 
 def emit_job(job: CmrJob, *, epsilon: float, as_json: bool, report: Path | None) -> None:
