@@ -17,9 +17,10 @@ import argparse
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 from mixlaw import limits
-from mixlaw.design.plan import plan
+from mixlaw.design.plan import DEFAULT_ALLOCATION, plan
 from mixlaw.laws import get_law
 
 CLI = "import sys; from mixlaw.cli import main; sys.argv[0] = 'mixlaw'; main()"
@@ -45,7 +46,7 @@ def main() -> None:
     base_mb, base_s = measure(["-c", "import mixlaw.cli; import torch; import pandas"])
     print(f"baseline_mb={base_mb:.0f} baseline_cpu_s={base_s:.1f}")
     res = plan(sizes=ARGS[2].split(","), target_size=ARGS[4], budget=ARGS[6], domains=ARGS[8].split(","),
-               compare=ARGS[10], k=a.k)  # fmt: skip
+               compare=ARGS[10], allocation=replace(DEFAULT_ALLOCATION, k=a.k))  # fmt: skip
     runs = [res["allocation"].n_runs, *(c.n_runs for c in res["compare"])]
     law = get_law("camel", domains=tuple(res["domains"]), k=a.k, size="n_params", size_unit=res["target"].n_params)
     for r in a.replicates:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mixlaw.design.budget import flops_6nd, parse_budget, parse_count, resolve_sizes
-from mixlaw.design.strategies import STRATEGIES, Strategy, allocate, mixture_pool, solve_counts
+from mixlaw.design.strategies import STRATEGIES, AllocationOptions, Strategy, allocate, mixture_pool, solve_counts
 from mixlaw.errors import InputError
 
 LADDER = ["25k", "50k", "100k", "200k", "400k"]
@@ -81,7 +81,7 @@ def test_each_strategy_has_its_declared_shape(space: str) -> None:
     got = {}
     for name in STRATEGIES:
         strat = Strategy(name, space=space)  # type: ignore[arg-type]
-        a = allocate(strat, sizes, budget, doms, seed=0, max_mixtures=8)
+        a = allocate(strat, sizes, budget, doms, AllocationOptions(seed=0, max_mixtures=8))
         assert a.spent <= budget and a.leftover == pytest.approx(budget - a.spent)
         got[name] = np.array(a.counts) if space == "count" else np.array(a.counts) * cost
     tol = 0 if space == "count" else cost[-1]  # compute shares: within one run of the largest size
@@ -116,16 +116,16 @@ def test_nested_mixtures_and_design_warnings() -> None:
     sizes, _ = resolve_sizes(LADDER)
     budget = 2 * resolve_sizes(["1.6m"])[0][0].cost
     doms = ("general", "legal", "docs", "bio", "code")
-    a = allocate("hourglass", sizes, budget, doms, mixture_floor=0.01)
+    a = allocate("hourglass", sizes, budget, doms, AllocationOptions(mixture_floor=0.01))
     top = max(a.counts)
     for ids, n in zip(a.mixture_ids, a.counts, strict=True):
         assert list(ids) == list(range(n))  # nested prefixes of one master list
     assert a.distinct_mixtures == top and not a.notes
-    few = allocate("hourglass", sizes, budget, doms, max_mixtures=4)
+    few = allocate("hourglass", sizes, budget, doms, AllocationOptions(max_mixtures=4))
     assert few.distinct_mixtures == 4 and any("distinct mixtures" in n for n in few.notes)
     thin = allocate("triangle:tip=0.01", sizes, budget, doms)
     assert thin.counts[-1] < 3 and any("largest size" in n for n in thin.notes)
-    ind = allocate("rectangle", sizes, budget, doms, sharing="independent")
+    ind = allocate("rectangle", sizes, budget, doms, AllocationOptions(sharing="independent"))
     assert ind.distinct_mixtures > max(ind.counts)
 
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from mixlaw.design.budget import resolve_sizes
 from mixlaw.design.simulate import Priors, draw_truth, simulate
-from mixlaw.design.strategies import Strategy
+from mixlaw.design.strategies import AllocationOptions, Strategy
 
 
 def test_two_distinct_mixtures_rank_below_forty() -> None:
@@ -25,13 +25,13 @@ def test_two_distinct_mixtures_rank_below_forty() -> None:
         k=1,
         n_test=128,
         seed=7,
-        allocation={"mixture_floor": 0.02},
+        allocation=AllocationOptions(mixture_floor=0.02),
     )
     assert res.allocations[0].distinct_mixtures == 40  # same design twice: identical scores, zero differences
     assert np.array_equal(res.scores["rmse"][0], res.scores["rmse"][1])
     few = simulate(
         ["rectangle"], sizes, target, budget, doms, replicates=4, noise=0.005, k=1, n_test=128, seed=7,
-        allocation={"mixture_floor": 0.02, "max_mixtures": 2},
+        allocation=AllocationOptions(mixture_floor=0.02, max_mixtures=2),
     )  # fmt: skip
     assert few.allocations[0].distinct_mixtures == 2 and few.allocations[0].n_runs == res.allocations[0].n_runs
     # paired: same truths, noise and test mixtures (the seed), so per-replicate differences are meaningful

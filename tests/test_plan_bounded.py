@@ -14,7 +14,7 @@ from mixlaw import limits
 from mixlaw.cli import app
 from mixlaw.design.budget import resolve_sizes
 from mixlaw.design.plan import expected_counts, plan
-from mixlaw.design.strategies import Strategy, allocate
+from mixlaw.design.strategies import AllocationOptions, Strategy, allocate
 from mixlaw.errors import InputError
 
 runner = CliRunner()
@@ -55,7 +55,7 @@ CASES = [("hourglass", 3e13, 0), ("rectangle", 1e14, 0), ("triangle", 5e14, 40),
 def test_expected_counts_bound_the_allocations_closely(strategy: str, budget: float, caps: Any) -> None:
     sizes, _ = resolve_sizes(["25k", "50k", "100k", "200k"])
     strat = Strategy.parse(strategy)
-    got = allocate(strat, sizes, budget, ("a", "b"), caps=caps or None).counts
+    got = allocate(strat, sizes, budget, ("a", "b"), AllocationOptions(caps=caps or None)).counts
     est = expected_counts(strat, sizes, budget, 1, caps or None)
     assert all(g <= e for g, e in zip(got, est, strict=True)), (got, est)  # an upper bound: safe to refuse on
     assert sum(est) <= 1.1 * sum(got) + 2 * len(got), (got, est)  # and a close one: fair to quote

@@ -79,7 +79,7 @@ def plan_cmd(
     --max-memory, or a planning time limit, the command stops with the estimate before any work.
     """
     from mixlaw import limits
-    from mixlaw.api.design import parse_prior, plan, sweep_toml
+    from mixlaw.api.design import AllocationOptions, parse_prior, plan, sweep_toml
     from mixlaw.options import SolverOptions
 
     limits.count(simulate, "--simulate", lo=0, hi=MAX_SIMULATE)  # 100,000 replicates ran away
@@ -121,15 +121,10 @@ def plan_cmd(
         simulate=simulate,
         tokens_per_param=tokens_per_param,
         flops_per_s=flops_per_s,
-        floors=floor_runs,
-        caps=cap_runs,
-        prior=parse_prior(prior, doms, data_for_prior),
-        mixture_floor=mixture_floor,
-        sharing=mixtures,
-        max_mixtures=max_mixtures,
-        k=k,
+        allocation=AllocationOptions(floors=floor_runs, caps=cap_runs, prior=parse_prior(prior, doms, data_for_prior),
+                                     mixture_floor=mixture_floor, sharing=mixtures, max_mixtures=max_mixtures,  # type: ignore[arg-type]
+                                     seed=seed, k=k),  # fmt: skip
         noise=noise,
-        seed=seed,
         cost=cost,
         cost_unit=cost_unit,
         solver=SolverOptions(max_iter=max_iter),

@@ -17,11 +17,23 @@ import numpy as np
 
 from mixlaw import limits
 from mixlaw.design.budget import CostFn, SizeSpec, parse_budget, resolve_sizes
-from mixlaw.design.strategies import Allocation, Strategy, allocate, parse_strategies, positions
+from mixlaw.design.strategies import (
+    Allocation,
+    AllocationOptions,
+    Strategy,
+    allocate,
+    parse_strategies,
+    positions,
+)
 from mixlaw.errors import InputError
 from mixlaw.options import DEFAULT_SOLVER, SolverOptions
 
-__all__ = ["DEFAULT_SCHEDULE", "natural_prior", "parse_prior", "plan", "plan_to_dict", "sweep_toml"]
+__all__ = [
+    "DEFAULT_ALLOCATION", "DEFAULT_SCHEDULE", "natural_prior", "parse_prior", "plan", "plan_to_dict", "sweep_toml",
+]  # fmt: skip
+
+#: How ``plan`` builds allocations unless told otherwise: every share of the mixture pool at least 1 %.
+DEFAULT_ALLOCATION = AllocationOptions(mixture_floor=0.01)
 
 #: PT schedule of the written spec: WSD with a cool-down to a tenth of the peak (as the shipped CMR bases).
 DEFAULT_SCHEDULE: dict[str, Any] = {
@@ -111,16 +123,19 @@ def _bound_allocations(
     sizes: Sequence[SizeSpec],
     budget: float,
     n_domains: int,
-    opts: Mapping[str, Any],
+    opts: AllocationOptions,
     limit: limits.MemoryLimit | None,
 ) -> float:
     """Refuse (:func:`mixlaw.limits.plan`) an allocation too large to build, before it is built; its CPU seconds."""
     seconds = 0.0
     for strat in strategies:
-        n = expected_counts(strat, sizes, budget, opts["floors"], opts["caps"])
-        mm = opts["max_mixtures"]
+        floors = opts.floors if isinstance(opts.floors, int) else max(opts.floors)  # per-size: bounded by the largest
+        caps = opts.caps if opts.caps is None or isinstance(opts.caps, int) else (
+            None if None in opts.caps else max(c for c in opts.caps if c is not None))  # fmt: skip
+        n = expected_counts(strat, sizes, budget, floors, caps)
+        mm = opts.max_mixtures
         take = np.minimum(n, float(mm)) if mm is not None else n
-        if opts["sharing"] == "independent":  # one pool per size, each matched against those before it
+        if opts.sharing == "independent":  # one pool per size, each matched against those before it
             distinct = float(take.sum())
             pairs = float(sum(t * float(take[:i].sum() + take.max()) for i, t in enumerate(take)))
         else:
@@ -141,15 +156,8 @@ def plan(
     simulate: int = 0,
     tokens_per_param: float = 20.0,
     flops_per_s: float | None = None,
-    floors: int = 1,
-    caps: int | None = None,
-    prior: Mapping[str, float] | None = None,
-    mixture_floor: float = 0.01,
-    sharing: str = "nested",
-    max_mixtures: int | None = None,
-    k: int = 2,
+    allocation: AllocationOptions = DEFAULT_ALLOCATION,
     noise: float = 0.01,
-    seed: int = 0,
     cost: CostFn | None = None,
     cost_unit: str = "FLOPs",
     solver: SolverOptions = DEFAULT_SOLVER,
@@ -158,6 +166,9 @@ def plan(
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Allocate ``budget`` over ``sizes`` with ``strategy`` (and each ``compare`` strategy); simulate if asked.
+
+    ``allocation`` says how each allocation is built (:class:`~mixlaw.design.strategies.AllocationOptions`; its
+    ``seed`` and ``k`` are also the simulation's).
 
     ``solver`` caps the iterations of every fit of the simulation (:class:`~mixlaw.options.SolverOptions`,
     ``--max-iter``; default the simulator's :data:`~mixlaw.design.simulate.SIM_MAX_ITER`).
@@ -184,21 +195,12 @@ def plan(
     b = parse_budget(budget, target_cost=tgt.cost, flops_per_s=flops_per_s, cost_unit=cost_unit)
     main = Strategy.parse(strategy)
     others = [s for s in parse_strategies(compare) if s.label != main.label] if compare else []
-    opts: dict[str, Any] = {
-        "floors": floors,
-        "caps": caps,
-        "prior": prior,
-        "mixture_floor": mixture_floor,
-        "sharing": sharing,
-        "max_mixtures": max_mixtures,
-        "seed": seed,
-        "k": k,
-    }
+    opts, k = allocation, allocation.k
     seconds = _bound_allocations([main, *others], size_specs, b.flops, len(doms), opts, limit)
     if announce is not None and seconds > ANNOUNCE_SECONDS:
         announce(f"allocating {1 + len(others)} strateg{'y' if not others else 'ies'}: about {seconds:,.0f} CPU s")
-    chosen = allocate(main, size_specs, b.flops, doms, **opts)
-    compared = [allocate(s, size_specs, b.flops, doms, **opts) for s in others]
+    chosen = allocate(main, size_specs, b.flops, doms, opts)
+    compared = [allocate(s, size_specs, b.flops, doms, opts) for s in others]
     sim = None
     if simulate:
         from mixlaw.design.simulate import SIM_MAX_ITER
@@ -220,7 +222,7 @@ def plan(
             replicates=simulate,
             noise=noise,
             k=k,
-            seed=seed,
+            seed=opts.seed,
             allocation=opts,
             max_iter=solver.cap(SIM_MAX_ITER),
             progress=progress,

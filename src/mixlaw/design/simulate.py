@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from mixlaw.design.budget import SizeSpec
-from mixlaw.design.strategies import Allocation, Strategy, allocate, mixture_pool
+from mixlaw.design.strategies import Allocation, AllocationOptions, Strategy, allocate, mixture_pool
 from mixlaw.errors import InputError
 
 #: Iterations of each simulated fit when the solver options set no cap (``plan --simulate`` without
@@ -174,7 +174,7 @@ def simulate(
     n_polish: int = 8,
     max_iter: int = SIM_MAX_ITER,
     seed: int = 0,
-    allocation: Mapping[str, Any] | None = None,
+    allocation: AllocationOptions | None = None,
     max_runs: int = 5000,
     progress: Callable[[str], None] | None = None,
 ) -> SimResult:
@@ -195,8 +195,8 @@ def simulate(
     n_test
         Random test mixtures per replicate (the RMSE, regret and Spearman set).
     allocation
-        Keywords of :func:`~mixlaw.design.strategies.allocate` (``floors``, ``caps``, ``prior``,
-        ``mixture_floor``, ``max_mixtures`` ...); ``max_mixtures`` may also be given per strategy as a shape key.
+        How allocations are built (:class:`~mixlaw.design.strategies.AllocationOptions`: floors, caps, prior,
+        mixture floor, max mixtures, the pool's seed ...).
     progress
         Called with one line per strategy before its batched fit (stage lines on stderr); ``None``: silent.
     max_runs
@@ -214,23 +214,23 @@ def simulate(
         raise InputError(f"--noise: expected a non-negative relative noise, got {noise}")
     doms = tuple(domains)
     d = len(doms)
-    opts = dict(allocation or {})
+    opts = allocation or AllocationOptions()
     strats = [Strategy.parse(s) if isinstance(s, str) else s for s in strategies]
-    allocs = [allocate(s, sizes, budget, doms, **opts) for s in strats]
+    allocs = [allocate(s, sizes, budget, doms, opts) for s in strats]
     too_big = [(s.label, a.n_runs) for s, a in zip(strats, allocs, strict=True) if a.n_runs > max_runs]
     if too_big:
         raise InputError(f"--simulate: {too_big[0][0]} asks for {too_big[0][1]} runs, more than {max_runs} to simulate")
     top = max(max(a.counts) for a in allocs)
     master = mixture_pool(
-        doms, top, prior=opts.get("prior"), floor=float(opts.get("mixture_floor", 0.0)), seed=int(opts.get("seed", 0))
+        doms, top, prior=opts.prior, floor=float(opts.mixture_floor), seed=int(opts.seed)
     )
-    allocs = [allocate(s, sizes, budget, doms, master=master, **opts) for s in strats]
+    allocs = [allocate(s, sizes, budget, doms, opts, master=master) for s in strats]
     unit = float(target.n_params)
     true_law = get_law("camel", domains=doms, k=k, size="n_params", size_unit=unit)
     fit_law = get_law("camel", domains=doms, k=fit_k or k, size="n_params", size_unit=unit)
     rng = np.random.default_rng(seed)
     truths = [dict(truth) if truth is not None else draw_truth(d, k, rng, priors) for _ in range(replicates)]
-    floor = float(opts.get("mixture_floor", 0.0))
+    floor = float(opts.mixture_floor)
     tests = [floor + (1 - d * floor) * rng.dirichlet(np.ones(d), size=n_test) for _ in range(replicates)]
     S = len(allocs[0].sizes)
     eps = rng.standard_normal((replicates, S, max(max(a.counts) for a in allocs)))  # keyed by (r, size, run position)

@@ -44,6 +44,7 @@ from mixlaw.errors import InputError
 __all__ = [
     "STRATEGIES",
     "Allocation",
+    "AllocationOptions",
     "Strategy",
     "allocate",
     "mixture_parameters",
@@ -373,37 +374,71 @@ class Allocation:
         }
 
 
+@dataclass(frozen=True)
+class AllocationOptions:
+    """How an allocation is built (frozen, validated once; ``mixlaw plan``'s ``--floor-runs``, ``--cap-runs``,
+    ``--prior``, ``--mixture-floor``, ``--mixtures``, ``--max-mixtures``, ``--seed``, ``--k``).
+
+    Parameters
+    ----------
+    floors, caps
+        Least and most runs per size (one value for every size, or one per size).
+    prior, mixture_floor
+        Centre of the mixture pool (``None``: uniform) and the smallest share of a domain in it.
+    sharing
+        ``"nested"`` (every size draws its mixtures from the front of one master list) or ``"independent"``.
+    max_mixtures
+        Cap on the distinct mixtures; runs beyond it repeat the list (replicates that measure seed noise).
+    seed
+        Seed of the mixture pool.
+    law, k
+        The mixture law the design is for (its mixture-dependent parameters set the identifiability note).
+    """
+
+    floors: int | tuple[int, ...] = 1
+    caps: int | tuple[int | None, ...] | None = None
+    prior: Mapping[str, float] | None = None
+    mixture_floor: float = 0.0
+    sharing: Sharing = "nested"
+    max_mixtures: int | None = None
+    seed: int = 0
+    law: str = "camel"
+    k: int = 2
+
+    def __post_init__(self) -> None:
+        if self.sharing not in ("nested", "independent"):
+            raise InputError(f"--mixtures: expected 'nested' or 'independent', got {self.sharing!r}")
+        if self.max_mixtures is not None and self.max_mixtures < 1:
+            raise InputError(f"--max-mixtures: expected at least 1, got {self.max_mixtures}")
+        for name in ("floors", "caps"):
+            v = getattr(self, name)
+            if v is not None and not isinstance(v, int):
+                object.__setattr__(self, name, tuple(v))
+
+
 def allocate(
     strategy: Strategy | str,
     sizes: Sequence[SizeSpec],
     budget: float,
     domains: Sequence[str],
+    options: AllocationOptions | None = None,
     *,
-    floors: int | Sequence[int] = 1,
-    caps: int | Sequence[int | None] | None = None,
-    prior: Mapping[str, float] | None = None,
-    mixture_floor: float = 0.0,
-    sharing: Sharing = "nested",
-    max_mixtures: int | None = None,
-    seed: int = 0,
-    law: str = "camel",
-    k: int = 2,
     master: np.ndarray | None = None,
 ) -> Allocation:
-    """The allocation of ``strategy`` over ``sizes`` within ``budget``, with its mixtures and notes.
+    """The allocation of ``strategy`` over ``sizes`` within ``budget``, with its mixtures and notes (``options``:
+    :class:`AllocationOptions`).
 
     ``max_mixtures`` caps the distinct mixtures: runs beyond it repeat the list (replicates of a mixture, which
     measure seed noise). Notes warn when the design has fewer distinct mixtures than twice the law's
     mixture-dependent parameters (:func:`mixture_parameters`), or fewer than 3 runs at the largest size.
     ``master`` gives the master list instead of :func:`mixture_pool` (the simulator shares one across strategies).
     """
+    o = options or AllocationOptions()
+    floors, caps, prior, mixture_floor, sharing = o.floors, o.caps, o.prior, o.mixture_floor, o.sharing
+    max_mixtures, seed, law, k = o.max_mixtures, o.seed, o.law, o.k
     strat = Strategy.parse(strategy) if isinstance(strategy, str) else strategy
     sizes = sorted(sizes, key=lambda s: s.n_params)
     doms = tuple(domains)
-    if sharing not in ("nested", "independent"):
-        raise InputError(f"--mixtures: expected 'nested' or 'independent', got {sharing!r}")
-    if max_mixtures is not None and max_mixtures < 1:
-        raise InputError(f"--max-mixtures: expected at least 1, got {max_mixtures}")
     counts, leftover = solve_counts(
         strat.profile(positions(sizes)), [s.cost for s in sizes], budget, floors=floors, caps=caps, space=strat.space
     )

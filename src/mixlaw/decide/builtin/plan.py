@@ -55,12 +55,15 @@ class ProbePlan(Decision):
     needs_table = False
 
     def estimate(self, table: pd.DataFrame | None, options: PlanOptions, ctx: DecisionContext) -> Estimate:
-        from mixlaw.design.plan import plan, plan_to_dict
+        from dataclasses import replace
+
+        from mixlaw.design.plan import DEFAULT_ALLOCATION, plan, plan_to_dict
 
         res = plan(
             sizes=list(options.sizes), target_size=options.target_size, budget=options.budget,
             domains=list(options.domains), strategy=options.strategy, simulate=options.simulate,
-            tokens_per_param=options.tokens_per_param, seed=ctx.intervals.seed or 0, solver=ctx.solver,
+            tokens_per_param=options.tokens_per_param, solver=ctx.solver,
+            allocation=replace(DEFAULT_ALLOCATION, seed=ctx.intervals.seed or 0),
         )  # fmt: skip
         a = res["allocation"]
         values: dict[str, float | None] = {"runs": float(a.n_runs), "distinct_mixtures": float(a.distinct_mixtures),
