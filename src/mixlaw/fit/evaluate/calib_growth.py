@@ -24,18 +24,26 @@ def error_model(fe: FoldErrors, forward_only: bool = False) -> tuple[float, floa
     primary axis, from the K-fold and the primary axis's own cuts (the other axes' cuts feed :func:`axis_excess`).
 
     ``forward_only``: the growth from the forward cuts alone (when the K-fold leaves out whole runs, their excess
-    is the new-run term of :mod:`mixlaw.fit.evaluate.calib_runs`, not a growth with distance)."""
+    is the new-run term of :mod:`mixlaw.fit.evaluate.calib_runs`, not a growth with distance).
+
+    Each fold's mean score ``M_j`` and mean squared distance ``D_j`` are read from its rows *beyond* its fitted
+    range only. A K-fold that leaves out an end size predicts a few rows just beyond the range among many inside it;
+    averaged with its interpolation errors (which already make ``c²``) that fold's ``D_j`` shrank by the square of
+    its share of rows beyond, and so did its weight in the slope through the origin (``∝ D_j²``): the first step
+    beyond the fitted range, where such folds are the only evidence, was read from the forward cuts alone
+    (``docs/design/growth-uncertainty.md``)."""
     z2 = (fe.e / fe.sd) ** 2
     ok = np.isfinite(z2) & _primary_folds(fe)
     dist = fe.d * fe.span  # e-folds beyond the fold's fitted range
     inside = ok & ~fe.forward & (fe.d == 0)
     c2 = float(np.mean(z2[inside])) if inside.any() else 1.0
     pooled = ~fe.within if fe.within is not None else np.ones(fe.e.size, dtype=bool)
-    js = np.unique(fe.split[ok & pooled & (fe.d > 0) & (fe.forward | (not forward_only))])
+    beyond = ok & pooled & (fe.d > 0) & (fe.forward | (not forward_only))
+    js = np.unique(fe.split[beyond])
     g2 = 0.0
-    if js.size:
-        M = np.array([np.mean(z2[ok & (fe.split == j)]) for j in js])
-        D = np.array([np.mean(dist[ok & (fe.split == j)] ** 2) for j in js])
+    if js.size:  # each fold's rows beyond its fitted range: its rows inside are interpolation errors (``c²``)
+        M = np.array([np.mean(z2[beyond & (fe.split == j)]) for j in js])
+        D = np.array([np.mean(dist[beyond & (fe.split == j)] ** 2) for j in js])
         if np.sum(D * D) > 0:
             g2 = _nonnegative_mean(M - c2, D)
     return math.sqrt(c2), math.sqrt(g2), int(js.size)
