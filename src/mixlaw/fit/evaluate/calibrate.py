@@ -37,9 +37,10 @@ axis, ``log(axis / max fitted)``):
 ``c²`` (``inflation``) the mean ``z²`` of the K-fold rows inside their fold's range (a new size, ``c = 1`` without
 such rows) and ``γ²`` (``growth``) the fold-level least-squares slope, through the origin, of ``M_j − c²`` on
 ``D_j`` over the folds with rows beyond their fitted range (``M_j`` the fold's mean ``z²``, ``D_j`` its mean
-``d²``; each fold counts once, as its rows share one fitted law), taken as its expected value under a flat prior
-on ``γ² ≥ 0`` given its standard error (the mean of the truncated normal: a slope near 0 that the few cuts cannot
-tell from a growth is not read as none; :func:`mixlaw.fit.evaluate.calib_growth.error_model`). Folds with no residual
+``d²``, both over its rows beyond its range; each fold counts once, as its rows share one fitted law), taken as
+its expected value under a flat prior on ``γ² ≥ 0`` given its standard error (the mean of the truncated normal: a
+slope near 0 that the few cuts cannot tell from a growth is not read as none;
+:func:`mixlaw.fit.evaluate.calib_growth.error_model`). Folds with no residual
 degrees of freedom cannot be standardised and are left out (``c = 1``, ``γ = 0`` when none is left).
 
 The **extrapolation-calibrated interval** at inputs ``x`` is the base prediction interval — the bootstrap one of
