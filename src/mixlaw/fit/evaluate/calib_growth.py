@@ -16,7 +16,7 @@ import numpy as np
 
 from mixlaw.fit.evaluate.calib_folds import FoldErrors
 
-__all__ = ["axis_excess", "error_model", "size_excess"]
+__all__ = ["axis_excess", "error_model", "misfit_share", "size_excess"]
 
 
 def error_model(fe: FoldErrors, forward_only: bool = False) -> tuple[float, float, int]:
@@ -151,3 +151,33 @@ def size_excess(fe: FoldErrors, side: np.ndarray | None = None) -> tuple[float, 
     X = np.array([np.mean(fe.e[ok & (fe.split == j)] ** 2 - fe.s2[ok & (fe.split == j)]) for j in js])
     D = np.array([np.mean(dist[ok & (fe.split == j)]) for j in js])
     return _nonnegative_mean(X, D), int(js.size)
+
+
+def misfit_share(r: np.ndarray, v: np.ndarray, kind: str) -> tuple[float, float]:
+    """``(w, F)``: how much of the full fit's residuals ``r`` (fit space) follow a trend along one axis beyond what
+    their noise gives, ``w = max(0, 1 − 1/F)``, ``F`` the lack-of-fit statistic of a quadratic trend in the axis's
+    values ``v`` (log values for a ``log`` axis): ``F = (SS_trend / 2) / (RSS / (n − 3))``.
+
+    ``1 − 1/F`` is the share of the trend's sum of squares in excess of its expectation under no trend
+    (``2 σ²``): the positive-part estimate of the misfit's share (James & Stein 1961). It weighs an axis's additive
+    growth (:func:`axis_excess`): a nested fit cut along an axis misses by its own parameter error (a fit on fewer
+    rows, and along an axis whose parameter the cut leaves weakly determined) plus the law's misfit growing along it;
+    where the full fit's residuals show no trend along the axis, the excess is read as the cut's parameter error,
+    which the base interval already carries for the full fit (``docs/design/extrapolation-axes.md``, "Misfit
+    along an axis"). ``(1, nan)`` where it cannot be formed (fewer than 5 rows, a constant axis, no residual)."""
+    r = np.asarray(r, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        x = np.log(np.asarray(v, dtype=np.float64)) if kind == "log" else np.asarray(v, dtype=np.float64)
+    ok = np.isfinite(r) & np.isfinite(x)
+    r, x = r[ok], x[ok]
+    if r.size < 5 or float(np.ptp(x)) <= 0:
+        return 1.0, float("nan")
+    z = (x - x.mean()) / x.std()
+    X = np.column_stack([np.ones_like(z), z, z * z])
+    beta = np.linalg.lstsq(X, r, rcond=None)[0]
+    rss = float(np.sum((r - X @ beta) ** 2))
+    trend = float(np.sum((r - r.mean()) ** 2)) - rss
+    if not rss > 0:
+        return 1.0, float("nan")
+    F = (trend / 2.0) / (rss / (r.size - 3))
+    return (max(0.0, 1.0 - 1.0 / F) if F > 0 else 0.0), float(F)
