@@ -177,13 +177,14 @@ def test_cpt_verbs_option_sets_are_pinned() -> None:
         name: sorted(o for p in cmd.params for o in p.opts)
         for name, cmd in group.commands.items()  # type: ignore[attr-defined]
     }
+    base = ["--base-tokens", "--tokens-per-step", "--base-lr"]  # a base known by its PT token count
     assert got == {
-        "predict": sorted(["fit", "--plan", "--weights", "--level", "--json", "--max-memory", "--report"]),
+        "predict": sorted(["fit", "--plan", "--weights", "--level", "--json", "--max-memory", "--report", *base]),
         "optimize": sorted(
-            ["fit", "--over", "--weights", "--plan", "--grid", "--level", "--json", "--max-memory", "--report"]
+            ["fit", "--over", "--weights", "--plan", "--grid", "--level", "--json", "--max-memory", "--report", *base]
         ),
         "critical": sorted(
-            ["fit", "--plan", "--weights", "--horizon", "--level", "--json", "--max-memory", "--report"]
+            ["fit", "--plan", "--weights", "--horizon", "--level", "--json", "--max-memory", "--report", *base]
         ),
         "bundle": sorted(["pt_fit", "cpt_fit", "--out", "--json"]),
     }

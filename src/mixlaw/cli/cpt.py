@@ -14,7 +14,9 @@ Mount in the main CLI with ``app.add_typer(cpt.app, name="cpt")`` (:data:`mixlaw
 ``FIT.json`` is a CPT fit bundle (:meth:`mixlaw.decide.cpt.CptFits.to_dict`) or a single fit. Without
 ``--plan`` the paper's hyper-parameter-study setting is used: PT = WSD 40k steps at 2e-4 with an 8k-step
 decay, CPT = cosine over 10k steps from 2e-4; ``critical`` then says so in its first line (JSON: ``plan.assumed``).
-Intervals are 95 % by default. User errors print one line on stderr and exit 1.
+Intervals are 95 % by default. ``--base-tokens N --tokens-per-step B [--base-lr LR]`` replaces the plan's PT
+schedule by a constant LR (default the CPT peak) for ``N / B`` steps, for a base known only by its token count
+(:class:`mixlaw.decide.cpt.BaseTokens`). User errors print one line on stderr and exit 1.
 """
 
 from __future__ import annotations
@@ -55,12 +57,13 @@ def _weights(text: str | None) -> tuple[float, float] | None:
     return a, b
 
 
-def _plan(path: Path | None, max_memory: str = "4G") -> Any:
+def _plan(path: Path | None, max_memory: str = "4G", base_tokens: float | None = None) -> Any:
     from mixlaw.api.cpt import CptPlan, Schedule, load_plan
     from mixlaw.limits import MemoryLimit, parse_size
 
-    if path is None:
-        return CptPlan(pt=Schedule.parse(DEFAULT_PT), cpt=Schedule.parse(DEFAULT_CPT))
+    if path is None:  # the paper's setting; its PT schedule gives way to --base-tokens
+        pt = None if base_tokens is not None else Schedule.parse(DEFAULT_PT)
+        return CptPlan(pt=pt, cpt=Schedule.parse(DEFAULT_CPT))
     return load_plan(path, limit=MemoryLimit(parse_size(max_memory)))
 
 
@@ -101,6 +104,32 @@ def _identifiability_notes(fits: Any) -> list[str]:
 
 
 _REPORT = typer.Option("--report", help="also write an HTML report (the answer, then the CPT analysis of the plan)")
+_BASE_TOKENS = typer.Option(
+    "--base-tokens", help="the base model's PT token count when its schedule is unknown: its PT history is a constant "
+    "LR (--base-lr, default the CPT peak) for BASE_TOKENS / --tokens-per-step steps, in place of the plan's [pt]",
+)  # fmt: skip
+_TOKENS_PER_STEP = typer.Option("--tokens-per-step", help="tokens per optimizer step of the base's PT (--base-tokens)")
+_BASE_LR = typer.Option("--base-lr", help="constant LR of the base's PT (--base-tokens; default the CPT peak LR)")
+
+
+def _with_base(
+    plan: Any, fits: Any, tokens: float | None, per_step: float | None, lr: float | None
+) -> tuple[Any, str]:  # fmt: skip
+    """The plan with the base's PT history from ``--base-tokens`` (:class:`mixlaw.decide.cpt.BaseTokens`), and what
+    the ``base:`` line says (the fits' own assumption without it)."""
+    if tokens is None:
+        if per_step is not None or lr is not None:
+            raise MixlawError("--tokens-per-step and --base-lr go with --base-tokens")
+        return plan, fits.base_assumption()
+    if per_step is None:
+        raise MixlawError("--base-tokens needs --tokens-per-step (tokens per optimizer step of the base's PT)")
+    if any(f.law.options.get("base") == "blackbox" for f in fits.fits.values()):
+        raise MixlawError(
+            "--base-tokens: the fits treat the base as a black box (S1_pt is a fitted parameter), so a PT token count "
+            "has nothing to set; refit without --law-option base=blackbox to assume one"
+        )
+    new, base = plan.with_base_tokens(tokens, per_step, lr)
+    return new, f"{base.describe()} (fits: {fits.base_assumption()})"
 
 
 def _num(v: float | None) -> float | None:
@@ -127,6 +156,9 @@ def predict(
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output with the trajectory")] = False,
     max_memory: MaxMemoryOpt = "4G",
     report: Annotated[Path | None, _REPORT] = None,
+    base_tokens: Annotated[float | None, _BASE_TOKENS] = None,
+    tokens_per_step: Annotated[float | None, _TOKENS_PER_STEP] = None,
+    base_lr: Annotated[float | None, _BASE_LR] = None,
 ) -> None:
     """Predict every fitted eval set along a PT + CPT plan."""
     check_file(fit, "fit JSON")
@@ -137,7 +169,7 @@ def predict(
     limits.parse_size(max_memory)
     _check_report(report)
     fits = load_fits(fit)
-    p = _plan(plan, max_memory)
+    p, base = _with_base(_plan(plan, max_memory, base_tokens), fits, base_tokens, tokens_per_step, base_lr)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ExtrapolationWarning)
         pred = predict_plan(fits, p, weights=_weights(weights), level=level)
@@ -153,7 +185,7 @@ def predict(
             "n_boot": dict(pred.attrs.get("n_boot", {})),
             "trajectory": json.loads(pred.to_json(orient="records")),
             "warnings": msgs,
-            "base": fits.base_assumption(),
+            "base": base,
         }
         typer.echo(json.dumps(out))
         return
@@ -170,12 +202,12 @@ def predict(
         iv = f"{last[f'lo_{s}']:.4f} – {last[f'hi_{s}']:.4f}" if f"lo_{s}" in pred else "—"
         t.add_row(s, f"{last[f'pred_{s}']:.4f}", iv, str(n_boot.get(s, 0)))
     Console().print(t)
-    typer.echo(f"base: {fits.base_assumption()}")
+    typer.echo(f"base: {base}")
     if report is not None:
         ivs = {s: f", {level:.0%} interval {last[f'lo_{s}']:.4f} – {last[f'hi_{s}']:.4f}" for s in sets
                if f"lo_{s}" in pred}  # fmt: skip
         lines = [f"{s}: final loss {last[f'pred_{s}']:.4f}{ivs.get(s, '')} at step {int(last['step'])}" for s in sets]
-        lines.append(f"base: {fits.base_assumption()}")
+        lines.append(f"base: {base}")
         _write_report(report, "CPT prediction", lines + [f"warning: {m}" for m in msgs], fits, p, _weights(weights))
 
 
@@ -191,6 +223,9 @@ def optimize(
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     max_memory: MaxMemoryOpt = "4G",
     report: Annotated[Path | None, _REPORT] = None,
+    base_tokens: Annotated[float | None, _BASE_TOKENS] = None,
+    tokens_per_step: Annotated[float | None, _TOKENS_PER_STEP] = None,
+    base_lr: Annotated[float | None, _BASE_LR] = None,
 ) -> None:
     """Best replay ratio, CPT peak LR or loss potential for the weighted objective w_pt·L_pt + w_cpt·L_cpt."""
     check_file(fit, "fit JSON")
@@ -213,14 +248,15 @@ def optimize(
     w = _weights(weights)
     if w is None:
         raise MixlawError("--weights W_PT,W_CPT is required")
+    p, base_said = _with_base(_plan(plan, max_memory, base_tokens), fits, base_tokens, tokens_per_step, base_lr)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ExtrapolationWarning)
-        res = run_optimize(fits, _plan(plan, max_memory), over, w, grid=g, level=level)  # type: ignore[arg-type]
+        res = run_optimize(fits, p, over, w, grid=g, level=level)  # type: ignore[arg-type]
     msgs = _emit_warnings(caught, as_json)
     if as_json:
         d = res.to_dict()
         d["warnings"] = msgs
-        d["base"] = fits.base_assumption()
+        d["base"] = base_said
         typer.echo(json.dumps(d))
         return
     pct = f"{100 * res.level:g}%"
@@ -232,11 +268,11 @@ def optimize(
     boot = f" from {res.n_boot} paired resamples" if res.n_boot else " (no bootstrap draws in the fits)"
     line = (f"best {over} = {res.best:.4g} {pct} {iv}{edge}; objective {res.best_objective:.4f}{oiv} "
             f"(w_pt={res.weights[0]:g}, w_cpt={res.weights[1]:g}); bootstrap intervals{boot}")  # fmt: skip
-    base = f"base: {fits.base_assumption()}"
+    base = f"base: {base_said}"
     typer.echo(line)
     typer.echo(base)
     if report is not None:
-        _write_report(report, "CPT optimisation", [line, base] + [f"warning: {m}" for m in msgs], fits, _plan(plan), w,
+        _write_report(report, "CPT optimisation", [line, base] + [f"warning: {m}" for m in msgs], fits, p, w,
                       over=(over,))  # fmt: skip
 
 
@@ -251,6 +287,9 @@ def critical(
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     max_memory: MaxMemoryOpt = "4G",
     report: Annotated[Path | None, _REPORT] = None,
+    base_tokens: Annotated[float | None, _BASE_TOKENS] = None,
+    tokens_per_step: Annotated[float | None, _TOKENS_PER_STEP] = None,
+    base_lr: Annotated[float | None, _BASE_LR] = None,
 ) -> None:
     """Critical point (PT step whose CPT curve converges back to its start) and turning length, each with its
     bootstrap interval over the fits' draws."""
@@ -275,9 +314,10 @@ def critical(
         return {**d, "interval": None if iv is None else iv.to_dict()}
 
     fits = load_fits(fit)
-    p = _plan(plan, max_memory)
+    p, base_said = _with_base(_plan(plan, max_memory, base_tokens), fits, base_tokens, tokens_per_step, base_lr)
     w = _weights(weights)
-    out: dict[str, Any] = {"plan": {"assumed": plan is None, "pt": DEFAULT_PT if plan is None else None,
+    assumed_pt = None if plan is not None else DEFAULT_PT if base_tokens is None else p.pt.spec()
+    out: dict[str, Any] = {"plan": {"assumed": plan is None, "pt": assumed_pt,
                                     "cpt": DEFAULT_CPT if plan is None else None}}  # fmt: skip
     said: list[str] = []
 
@@ -286,7 +326,8 @@ def critical(
         said.append(line)
 
     if plan is None and not as_json:  # the answer depends on the plan: say which one first, never silently
-        say(f"assumed plan (no --plan given): PT {DEFAULT_PT}, CPT {DEFAULT_CPT} — the CPT paper's "
+        pt_said = DEFAULT_PT if base_tokens is None else f"{assumed_pt} (from --base-tokens)"
+        say(f"assumed plan (no --plan given): PT {pt_said}, CPT {DEFAULT_CPT} — the CPT paper's "
                    "hyper-parameter study; give --plan PLAN.toml for your own schedules")  # fmt: skip
     try:
         out["s1_pt_star_constant_lr"] = critical_s1_constant(fits.fits[fits.pt_set].params)
@@ -318,7 +359,7 @@ def critical(
             }
     out["warnings"] = _emit_warnings(caught, as_json)
     out["identifiability"] = _identifiability_notes(fits)
-    out["base"] = fits.base_assumption()
+    out["base"] = base_said
     if as_json:
         typer.echo(json.dumps(out))
         return

@@ -37,11 +37,12 @@ from mixlaw.decide.cpt.critical import (
 )
 from mixlaw.decide.cpt.fits import CptFits, LawFit, load_fits
 from mixlaw.decide.cpt.identify import identifiability
-from mixlaw.decide.cpt.plan import CptPlan, load_plan, plan_areas, plan_from_dict
+from mixlaw.decide.cpt.plan import BaseTokens, CptPlan, load_plan, plan_areas, plan_from_dict
 from mixlaw.decide.cpt.predict import OptimizeResult, optimize, optimum_vs_weight, predict_plan
 from mixlaw.decide.cpt.schedule_cmr import ScheduleCMR, schedule_aware_cmr
 
 __all__ = [
+    "BaseTokens",
     "LawFit",
     "CptFits",
     "CptPlan",

@@ -93,6 +93,71 @@ class CptPlan:
     def with_replay(self, r: float) -> CptPlan:
         return replace(self, replay_ratio=float(r))
 
+    def with_base_tokens(
+        self, tokens: float, tokens_per_step: float, lr: float | None = None
+    ) -> tuple[CptPlan, BaseTokens]:
+        """The plan whose PT schedule is the base model's pre-training given by its token count
+        (:class:`BaseTokens`: constant LR ``lr``, default the CPT schedule's peak, for ``tokens / tokens_per_step``
+        steps), and that assumption. Refused where the plan already has a PT schedule (give one of the two)."""
+        if self.pt is not None:
+            raise InputError("the plan has a [pt] schedule and base tokens were given: give one of the two")
+        base = BaseTokens(tokens, tokens_per_step, self.cpt.peak_lr if lr is None else lr, lr_given=lr is not None)
+        return replace(self, pt=base.schedule, branch_step=None), base
+
+
+@dataclass(frozen=True)
+class BaseTokens:
+    """The base model's pre-training given by its token count alone (Wang et al. 2025, Sec. 6, for a base whose
+    schedule is not known): **constant LR** ``lr`` for ``steps = round(tokens / tokens_per_step)`` steps, no warm-up
+    and no decay, so that the PT areas of the law are
+
+    .. math:: S_1^{pt} = \\frac{N}{B} \\eta, \\qquad S_2^{pt} = 0,
+
+    ``N`` the base's PT tokens, ``B`` the tokens per optimizer step and ``η`` the LR (by default the CPT schedule's
+    peak). A base that was annealed had a larger ``S2_pt`` (lower loss at the branch): the assumption then
+    over-predicts the base's loss; give the schedule itself (``[pt] schedule`` in the plan, or
+    ``--law-option base_schedule=SPEC`` when fitting) where it is known. The same history as a fit option:
+    :attr:`spec`."""
+
+    tokens: float
+    tokens_per_step: float
+    lr: float
+    lr_given: bool = True
+    """Whether ``lr`` was given (else it is the CPT schedule's peak)."""
+
+    def __post_init__(self) -> None:
+        for name in ("tokens", "tokens_per_step", "lr"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int | float) or not np.isfinite(v) or v <= 0:
+                raise InputError(f"base {name.replace('_', ' ')} must be a positive number, got {v!r}")
+        if self.tokens < self.tokens_per_step:
+            raise InputError(
+                f"base tokens {self.tokens:g} are fewer than one step of {self.tokens_per_step:g} tokens: "
+                "give the base's pre-training token count and the tokens per optimizer step"
+            )
+
+    @property
+    def steps(self) -> int:
+        return max(1, round(self.tokens / self.tokens_per_step))
+
+    @property
+    def spec(self) -> str:
+        """The schedule spec of the assumed PT history (``--law-option base_schedule=`` takes it at fit time)."""
+        return f"constant:peak={self.lr:.6g},steps={self.steps}"
+
+    @property
+    def schedule(self) -> Schedule:
+        return Schedule.parse(self.spec)
+
+    def describe(self) -> str:
+        """One line: the assumption, its areas and the equivalent fit option."""
+        lr = f"{self.lr:g}" + ("" if self.lr_given else " (the CPT schedule's peak)")
+        return (
+            f"base model's PT history from its token count: constant LR {lr} for {self.tokens:g} / "
+            f"{self.tokens_per_step:g} tokens per step = {self.steps:,} steps, S1_pt = {self.steps * self.lr:.4g}, "
+            f"S2_pt = 0 (no warm-up, no decay); as a fit option: --law-option base_schedule={self.spec}"
+        )
+
 
 def load_plan(path: str | Path, *, limit: MemoryLimit | None = None) -> CptPlan:
     """Read a plan TOML::
@@ -200,8 +265,9 @@ def plan_from_dict(
         except InputError as exc:
             raise InputError(f"[{section}] schedule: {exc}") from None
         except (KeyError, TypeError, ValueError, OverflowError) as exc:
-            raise InputError(f"[{section}] schedule: expected a schedule spec or table, got {v!r:.80} ({exc})") \
-                from None
+            raise InputError(
+                f"[{section}] schedule: expected a schedule spec or table, got {v!r:.80} ({exc})"
+            ) from None
         return out
 
     pt = sched(m.pt.schedule, "pt") if m.pt.schedule is not None else None

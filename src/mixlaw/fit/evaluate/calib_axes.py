@@ -86,6 +86,10 @@ class AxisGrowth:
     """Nested fits that hold out the far end of this axis."""
     term: str = "additive"
     """``ratio`` (the primary axis: :meth:`mixlaw.fit.evaluate.calibrate.Calibration.factor`) or ``additive``."""
+    misfit: float = 1.0
+    """Share of the full fit's residuals that trend along the axis, beyond noise (``additive`` axes: their growth is
+    the nested fits' excess times its square root; :func:`mixlaw.fit.evaluate.calib_growth.misfit_share`). 1 for a
+    calibration saved before it existed."""
 
     def distance(self, x: Mapping[str, np.ndarray], m: int) -> np.ndarray:
         """``(m,)`` distance of each row beyond ``[lo, hi]`` (0 inside, 0 where the axis cannot be formed), on the

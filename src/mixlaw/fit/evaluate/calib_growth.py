@@ -16,7 +16,7 @@ import numpy as np
 
 from mixlaw.fit.evaluate.calib_folds import FoldErrors
 
-__all__ = ["axis_excess", "error_model", "size_excess"]
+__all__ = ["axis_excess", "error_model", "misfit_share", "size_excess"]
 
 
 def error_model(fe: FoldErrors, forward_only: bool = False) -> tuple[float, float, int]:
@@ -24,18 +24,26 @@ def error_model(fe: FoldErrors, forward_only: bool = False) -> tuple[float, floa
     primary axis, from the K-fold and the primary axis's own cuts (the other axes' cuts feed :func:`axis_excess`).
 
     ``forward_only``: the growth from the forward cuts alone (when the K-fold leaves out whole runs, their excess
-    is the new-run term of :mod:`mixlaw.fit.evaluate.calib_runs`, not a growth with distance)."""
+    is the new-run term of :mod:`mixlaw.fit.evaluate.calib_runs`, not a growth with distance).
+
+    Each fold's mean score ``M_j`` and mean squared distance ``D_j`` are read from its rows *beyond* its fitted
+    range only. A K-fold that leaves out an end size predicts a few rows just beyond the range among many inside it;
+    averaged with its interpolation errors (which already make ``c²``) that fold's ``D_j`` shrank by the square of
+    its share of rows beyond, and so did its weight in the slope through the origin (``∝ D_j²``): the first step
+    beyond the fitted range, where such folds are the only evidence, was read from the forward cuts alone
+    (``docs/design/growth-uncertainty.md``)."""
     z2 = (fe.e / fe.sd) ** 2
     ok = np.isfinite(z2) & _primary_folds(fe)
     dist = fe.d * fe.span  # e-folds beyond the fold's fitted range
     inside = ok & ~fe.forward & (fe.d == 0)
     c2 = float(np.mean(z2[inside])) if inside.any() else 1.0
     pooled = ~fe.within if fe.within is not None else np.ones(fe.e.size, dtype=bool)
-    js = np.unique(fe.split[ok & pooled & (fe.d > 0) & (fe.forward | (not forward_only))])
+    beyond = ok & pooled & (fe.d > 0) & (fe.forward | (not forward_only))
+    js = np.unique(fe.split[beyond])
     g2 = 0.0
-    if js.size:
-        M = np.array([np.mean(z2[ok & (fe.split == j)]) for j in js])
-        D = np.array([np.mean(dist[ok & (fe.split == j)] ** 2) for j in js])
+    if js.size:  # each fold's rows beyond its fitted range: its rows inside are interpolation errors (``c²``)
+        M = np.array([np.mean(z2[beyond & (fe.split == j)]) for j in js])
+        D = np.array([np.mean(dist[beyond & (fe.split == j)] ** 2) for j in js])
         if np.sum(D * D) > 0:
             g2 = _nonnegative_mean(M - c2, D)
     return math.sqrt(c2), math.sqrt(g2), int(js.size)
@@ -143,3 +151,33 @@ def size_excess(fe: FoldErrors, side: np.ndarray | None = None) -> tuple[float, 
     X = np.array([np.mean(fe.e[ok & (fe.split == j)] ** 2 - fe.s2[ok & (fe.split == j)]) for j in js])
     D = np.array([np.mean(dist[ok & (fe.split == j)]) for j in js])
     return _nonnegative_mean(X, D), int(js.size)
+
+
+def misfit_share(r: np.ndarray, v: np.ndarray, kind: str) -> tuple[float, float]:
+    """``(w, F)``: how much of the full fit's residuals ``r`` (fit space) follow a trend along one axis beyond what
+    their noise gives, ``w = max(0, 1 − 1/F)``, ``F`` the lack-of-fit statistic of a quadratic trend in the axis's
+    values ``v`` (log values for a ``log`` axis): ``F = (SS_trend / 2) / (RSS / (n − 3))``.
+
+    ``1 − 1/F`` is the share of the trend's sum of squares in excess of its expectation under no trend
+    (``2 σ²``): the positive-part estimate of the misfit's share (James & Stein 1961). It weighs an axis's additive
+    growth (:func:`axis_excess`): a nested fit cut along an axis misses by its own parameter error (a fit on fewer
+    rows, and along an axis whose parameter the cut leaves weakly determined) plus the law's misfit growing along it;
+    where the full fit's residuals show no trend along the axis, the excess is read as the cut's parameter error,
+    which the base interval already carries for the full fit (``docs/design/extrapolation-axes.md``, "Misfit
+    along an axis"). ``(1, nan)`` where it cannot be formed (fewer than 5 rows, a constant axis, no residual)."""
+    r = np.asarray(r, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        x = np.log(np.asarray(v, dtype=np.float64)) if kind == "log" else np.asarray(v, dtype=np.float64)
+    ok = np.isfinite(r) & np.isfinite(x)
+    r, x = r[ok], x[ok]
+    if r.size < 5 or float(np.ptp(x)) <= 0:
+        return 1.0, float("nan")
+    z = (x - x.mean()) / x.std()
+    X = np.column_stack([np.ones_like(z), z, z * z])
+    beta = np.linalg.lstsq(X, r, rcond=None)[0]
+    rss = float(np.sum((r - X @ beta) ** 2))
+    trend = float(np.sum((r - r.mean()) ** 2)) - rss
+    if not rss > 0:
+        return 1.0, float("nan")
+    F = (trend / 2.0) / (rss / (r.size - 3))
+    return (max(0.0, 1.0 - 1.0 / F) if F > 0 else 0.0), float(F)

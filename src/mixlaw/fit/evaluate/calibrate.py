@@ -37,9 +37,10 @@ axis, ``log(axis / max fitted)``):
 ``c²`` (``inflation``) the mean ``z²`` of the K-fold rows inside their fold's range (a new size, ``c = 1`` without
 such rows) and ``γ²`` (``growth``) the fold-level least-squares slope, through the origin, of ``M_j − c²`` on
 ``D_j`` over the folds with rows beyond their fitted range (``M_j`` the fold's mean ``z²``, ``D_j`` its mean
-``d²``; each fold counts once, as its rows share one fitted law), taken as its expected value under a flat prior
-on ``γ² ≥ 0`` given its standard error (the mean of the truncated normal: a slope near 0 that the few cuts cannot
-tell from a growth is not read as none; :func:`mixlaw.fit.evaluate.calib_growth.error_model`). Folds with no residual
+``d²``, both over its rows beyond its range; each fold counts once, as its rows share one fitted law), taken as
+its expected value under a flat prior on ``γ² ≥ 0`` given its standard error (the mean of the truncated normal: a
+slope near 0 that the few cuts cannot tell from a growth is not read as none;
+:func:`mixlaw.fit.evaluate.calib_growth.error_model`). Folds with no residual
 degrees of freedom cannot be standardised and are left out (``c = 1``, ``γ = 0`` when none is left).
 
 The **extrapolation-calibrated interval** at inputs ``x`` is the base prediction interval — the bootstrap one of
@@ -81,7 +82,7 @@ import torch
 from mixlaw.fit.evaluate.calib_axes import AxisGrowth, axis_distance, axis_values, fit_axes
 from mixlaw.fit.evaluate.calib_delta import delta_sd as _delta_sd
 from mixlaw.fit.evaluate.calib_folds import FoldErrors, _cluster_top, _log_distance, _masks, _rel_distance, _unit
-from mixlaw.fit.evaluate.calib_growth import axis_excess, error_model
+from mixlaw.fit.evaluate.calib_growth import axis_excess, error_model, misfit_share
 from mixlaw.fit.problem.data import FitData
 from mixlaw.laws import Law
 
@@ -93,7 +94,7 @@ FOLD_MIN_ITER = 3000
 #: A fit warns when the refit without its largest axis value misses it by more than this many in-sample residual
 #: standard deviations (RMS): the law's error grows beyond the fitted range faster than its noise.
 RELIABLE_RATIO = 2.0
-AXIS_FIELDS = ("name", "kind", "lo", "hi", "growth", "n_cuts", "term")
+AXIS_FIELDS = ("name", "kind", "lo", "hi", "growth", "n_cuts", "term", "misfit")
 
 
 def calibration_axis(law: Law, data: FitData, size_input: str = "n_params") -> str | None:
@@ -384,6 +385,18 @@ def fold_errors(
     )  # fmt: skip
 
 
+def _misfit(law: Law, data: FitData, params: Mapping[str, Any], axes: tuple[AxisGrowth, ...]) -> list[float]:
+    """Per axis, the share of the full fit's residuals that trend along it (:func:`calib_growth.misfit_share`)."""
+    pred = np.asarray(law.evaluate(data.x_np, params), dtype=np.float64).reshape(-1)
+    with np.errstate(all="ignore"):
+        r = np.log(pred) - np.log(data.y) if law.fit_space == "log" else pred - data.y
+    out = []
+    for a in axes:
+        v = axis_values(a.name, data.x_np)
+        out.append(1.0 if v is None else misfit_share(r, v, a.kind)[0])
+    return out
+
+
 def calibrate(
     law: Law,
     data: FitData,
@@ -419,11 +432,12 @@ def calibrate(
     kappa, n_within = step_growth(fe) if run_dof > 0 else (0.0, 0)
     inflation, growth, n_growth = error_model(fe, forward_only=run_dof > 0)
     k_axes, _ = axis_excess(fe)
+    w = _misfit(law, data, params, fe.axes)  # an axis's growth counts as far as the fit misfits along it
     cuts = fe.cut if fe.cut is not None else np.full(fe.e.size, "", dtype=object)
     axes = tuple(
-        replace(a, growth=growth if a.name == axis else float(k_axes[k]),
+        replace(a, growth=growth if a.name == axis else float(k_axes[k] * np.sqrt(w[k])),
                 term="ratio" if a.name == axis else "additive",
-                n_cuts=int(np.unique(fe.split[cuts == a.name]).size))
+                n_cuts=int(np.unique(fe.split[cuts == a.name]).size), misfit=1.0 if a.name == axis else w[k])
         for k, a in enumerate(fe.axes)
     )  # fmt: skip
     if run_dof > 0:  # a new run's excess is carried by the additive new-run term, not by a ratio on the bootstrap
