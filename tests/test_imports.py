@@ -252,8 +252,9 @@ def test_the_cmr_decision_reads_in_at_most_eight_modules() -> None:
 
 def test_no_context_variables_and_no_long_engine_signatures() -> None:
     """Options travel as frozen dataclasses passed explicitly: no ``ContextVar`` anywhere in ``src/``, and no
-    function of the decisions, the facade or the probe design takes 20 or more parameters (option groups such as ``CMRSettings``,
-    ``AllocationOptions``, ``SolverOptions`` and ``IntervalOptions`` instead). Typer commands in ``cli/`` declare one parameter per flag."""
+    function of the decisions, the facade or the probe design takes 20 or more parameters (option groups such as
+    ``CMRSettings``, ``AllocationOptions``, ``SolverOptions`` and ``IntervalOptions`` instead). Typer commands in
+    ``cli/`` declare one parameter per flag."""
     import ast
 
     code = "\n".join(p.read_text() for p in (SRC / "mixlaw").rglob("*.py"))
