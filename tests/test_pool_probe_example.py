@@ -30,7 +30,7 @@ def test_simulated_pool_experiment_table_and_docs() -> None:
     assert cm["spearman"] > 0.9 > rm["spearman"]
     # the simulated figures quoted in docs/mix.md are this script's
     doc = (ROOT / "docs" / "mix.md").read_text(encoding="utf-8")
-    num = r"\s*([0-9.]+)\s*"
+    num = r"\s*([0-9]+\.[0-9]+)\s*"
     m = re.search(rf"simulated pool experiment\s+\(8 pools × 5 runs\).*?causalmix{num}/{num}/{num},\s*"
                   rf"regmix \(linear\){num}/{num}/{num}", doc, re.S)  # fmt: skip
     assert m, "docs/mix.md quotes the simulated pool table"
@@ -38,6 +38,13 @@ def test_simulated_pool_experiment_table_and_docs() -> None:
     measured = [cm["picked_regret"], cm["spearman"], cm["true_regret"], rm["picked_regret"], rm["spearman"],
                 rm["true_regret"]]  # fmt: skip
     assert quoted == pytest.approx(measured, abs=6e-4)
+    if importlib.util.find_spec("lightgbm") is not None:  # the optional extra's row, quoted beside it
+        lgb = mod.main(["--simulate", "--backend", "lightgbm"]).set_index("model").loc["regmix"]
+        m = re.search(rf"RegMix with LightGBM \(5-run leaves\){num}/{num}/{num}", doc)
+        assert m and [float(v) for v in m.groups()] == pytest.approx(
+            [lgb["picked_regret"], lgb["spearman"], lgb["true_regret"]], abs=6e-4
+        )
+        assert cm["true_regret"] < lgb["true_regret"]
 
 
 def test_a_table_without_the_pool_statistics_is_a_one_line_error(tmp_path: Path) -> None:
