@@ -95,6 +95,25 @@ def test_constraints_hold_and_the_share_curves_follow_the_truth() -> None:
     assert out["pool_holdout"] and max(r["mae"] for r in out["pool_holdout"]) < 0.03
 
 
+def test_repetition_limits_use_the_new_pools_unique_tokens() -> None:
+    table = _experiment(seed=4, n_pools=6, runs=8)
+    table = table.assign(unique_tokens_a=10 ** table["log_unique_a"], unique_tokens_b=1e12, unique_tokens_c=1e12)
+    # the new pool has 2e8 unique tokens of a; 1e9 target tokens at most 1 epoch: w_a <= 0.2 (the table's largest
+    # pool would have allowed far more)
+    out = optimize(table, law="causalmix", domains=DOMAINS, target_tokens=1e9,
+                   constraints={"max_epochs": {"a": 1.0}},
+                   law_options={"covariates": COVS, "new_pool": {"log_unique_a": 9.9, "quality_b": 0.2,
+                                                                 "unique_tokens_a": 2e8}})  # fmt: skip
+    assert out["weights"]["a"] == pytest.approx(0.2, abs=1e-6) and out["active_constraints"]
+    assert out["pool"]["repetition_unique_tokens"] == "the new pool's unique_tokens_<d>"
+    out = optimize(table, law="causalmix", domains=DOMAINS, target_tokens=1e9,
+                   constraints={"max_epochs": {"a": 1.0}, "unique_tokens": {"a": 3e8}},
+                   law_options={"covariates": COVS, "new_pool": {"log_unique_a": 9.9, "quality_b": 0.2,
+                                                                 "unique_tokens_a": 2e8}})  # fmt: skip
+    assert out["weights"]["a"] == pytest.approx(0.3, abs=1e-6)  # the user's --unique-tokens wins
+    assert out["pool"]["repetition_unique_tokens"] == "--unique-tokens"
+
+
 def test_natural_is_the_new_pools_token_shares() -> None:
     table = _experiment(seed=2, n_pools=6, runs=8)
     stats = {"log_unique_a": 8.5, "quality_b": 0.4, "pool_tokens_a": 1e8, "pool_tokens_b": 3e8, "pool_tokens_c": 6e8}

@@ -107,6 +107,37 @@ def _predict(fits: Mapping[str, Any], stats: Mapping[str, float], w: np.ndarray,
     return {t: float(f.predict(frame)[0]) for t, f in fits.items()}
 
 
+def _token_counts(table: pd.DataFrame, pool_col: str, name: str | None, stats: Mapping[str, float]) -> dict[str, float]:
+    """The new pool's ``pool_tokens_<d>`` / ``unique_tokens_<d>``: from ``--pool-stats``, or the named pool's rows."""
+    if name is None:
+        return dict(stats)
+    row = table[table[pool_col].astype(str) == name].iloc[0]
+    cols = [str(c) for c in table.columns if str(c).startswith(("pool_tokens_", "unique_tokens_"))]
+    return {c: float(row[c]) for c in cols if np.isfinite(pd.to_numeric(row[c]))}
+
+
+def _pool_repetition(cons: MixtureConstraints, table: pd.DataFrame,
+                     counts: Mapping[str, float]) -> tuple[MixtureConstraints, str | None]:  # fmt: skip
+    """Repetition limits (``--max-epochs``) at the *new* pool: its ``unique_tokens_<d>`` replace the table's largest
+    (what the limits default to), never a ``--unique-tokens`` the user gave."""
+    from dataclasses import replace
+
+    from mixlaw.decide.mixture.targets import unique_tokens_from_table
+
+    if not cons.max_epochs:
+        return cons, None
+    try:
+        from_table = unique_tokens_from_table(table, list(cons.unique_tokens))
+    except InputError:
+        from_table = {}
+    if dict(cons.unique_tokens) != from_table:
+        return cons, "--unique-tokens"
+    new = {d: counts.get(f"unique_tokens_{d}", u) for d, u in cons.unique_tokens.items()}
+    if new == dict(cons.unique_tokens):
+        return cons, "the table's unique_tokens_<d> (largest)"
+    return replace(cons, unique_tokens=new), "the new pool's unique_tokens_<d>"
+
+
 def _natural(stats: Mapping[str, float], doms: list[str]) -> np.ndarray | None:
     for prefix in ("pool_tokens_", "unique_tokens_"):
         v = [stats.get(f"{prefix}{d}") for d in doms]
@@ -143,6 +174,8 @@ def propose_for_pool(
         progress(f"causalmix: fitting {len(targets)} surrogate(s) on {table[pool_col].nunique()} pools")
     fits = _fits(table, co, targets)
     x = np.array([[stats[c] for c in covs]])
+    counts = _token_counts(table, pool_col, name, stats)
+    cons, u_source = _pool_repetition(cons, table, counts)
     lo, hi = cons.bounds()
     w = minimise_on_box(_theta(fits, loss_w, x), lo, hi, seed=random_state)
     pred = _predict(fits, stats, w, doms)
@@ -152,7 +185,7 @@ def propose_for_pool(
     rng_of = {c: [float(trained[c].min()), float(trained[c].max())] for c in covs}
     far = [f"{c} = {stats[c]:.4g} outside the fitted pools' {a:.4g}–{b:.4g}" for c, (a, b) in rng_of.items()
            if not a - 1e-12 * abs(a) <= stats[c] <= b + 1e-12 * abs(b)]  # fmt: skip
-    nat = _natural(stats, doms)
+    nat = _natural(counts, doms)
     cands = dict(cands)
     natural_source = None
     if "natural" in cands:
@@ -171,7 +204,8 @@ def propose_for_pool(
         "extrapolation": {t: "; ".join(far) for t in targets} if far else {},
         "pool": {"name": name, "statistics": stats, "covariates": list(covs), "in_training": name is not None,
                  "n_pools": f0.n_pools, "n_runs": f0.n_runs, "fitted_range": rng_of,
-                 "natural": natural_source, "unused_pool_columns": unused},
+                 "natural": natural_source, "unused_pool_columns": unused,
+                 "repetition_unique_tokens": u_source},
         "shares_vs_statistic": _curves(fits, loss_w, stats, covs, rng_of, lo, hi, doms, minimise_on_box),
         "pool_holdout": _pool_holdout(table, co, targets, pool_col),
     }  # fmt: skip
