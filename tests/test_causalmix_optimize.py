@@ -123,6 +123,9 @@ def test_natural_is_the_new_pools_token_shares() -> None:
     assert nat["weights"] == pytest.approx({"a": 0.1, "b": 0.3, "c": 0.6})
     assert out["pool"]["natural"] == "the new pool's token shares"
     assert out["verdicts"][0]["status"] == "no_interval" and "no paired interval" in out["verdicts"][0]["text"]
+    one = optimize(table, law="causalmix", domains=DOMAINS, law_options={"covariates": COVS, "new_pool": stats},
+                   candidates={"uniform": dict.fromkeys(DOMAINS, 1 / 3)}, bootstrap=1)  # fmt: skip
+    assert one["bootstrap"]["n"] == 0 and one["verdicts"][0]["status"] == "no_interval"  # 1 resample: no interval
 
 
 def test_cli_pool_by_name_json_report_and_one_line_errors(tmp_path: Path) -> None:

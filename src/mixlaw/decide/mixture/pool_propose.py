@@ -28,6 +28,7 @@ import pandas as pd
 
 from mixlaw.decide.mixture.checks import target_rows
 from mixlaw.decide.mixture.constraints import MixtureConstraints
+from mixlaw.decide.mixture.intervals import MIN_DRAWS
 from mixlaw.errors import InputError
 
 __all__ = ["propose_for_pool", "resolve_pool"]
@@ -164,9 +165,8 @@ def propose_for_pool(
     pool_col = str(opts.get("pool", "pool"))
     pool = opts.get("new_pool")
     pool = str(pool) if pool is not None and not isinstance(pool, Mapping) else pool
-    name, stats, covs = resolve_pool(table, pool_col, opts.get("covariates"), pool, [*_SKIP, pool_col, *targets])
-
     skip = [*_SKIP, pool_col, *targets]
+    name, stats, covs = resolve_pool(table, pool_col, opts.get("covariates"), pool, skip)
     unused = [c for c in _pool_constant_columns(table, table[pool_col].astype(str), skip) if c not in covs]
     co = CausalMixOptions(tuple(doms), covs, targets[0], pool_col, str(opts.get("nuisance", "ridge")),
                           float(opts.get("ridge", 1e-4)))  # fmt: skip
@@ -211,6 +211,15 @@ def propose_for_pool(
     }  # fmt: skip
     boot = _bootstrap(table, co, targets, loss_w, x, stats, lo, hi, w, cands, pool_col, bootstrap, random_state,
                       doms, progress) if bootstrap else None  # fmt: skip
+    band: dict[str, list[float] | None] = {}
+    obj_iv = None
+    if boot is not None and len(boot["objective"]) >= MIN_DRAWS:
+        band = {d: _ends(boot["weights"][:, j], float(w[j]), level) for j, d in enumerate(doms)}
+        obj_iv = _ends(boot["objective"], obj, level)
+    if boot is not None and (obj_iv is None or any(v is None for v in band.values())):
+        # too few usable resamples (or all identical): no interval, and the result says so
+        out["bootstrap"] = {"n": 0, "n_failed": boot["n_failed"], "level": level, "resample": "pools"}
+        boot = None
     if cands:
         out["candidates"] = []
         for name_c, cw in cands.items():
@@ -228,9 +237,8 @@ def propose_for_pool(
 
         out["verdicts"] = [verdict_of(c, level).to_dict() for c in out["candidates"]]
     if boot is not None:
-        band = {d: _ends(boot["weights"][:, j], float(w[j]), level) for j, d in enumerate(doms)}
         out["bootstrap"] = {"n": boot["n"], "n_failed": boot["n_failed"], "level": level, "resample": "pools",
-                            "weights": band, "objective": _ends(boot["objective"], obj, level)}  # fmt: skip
+                            "weights": band, "objective": obj_iv}  # fmt: skip
     note = (f"{boot['n']} resamples of the {f0.n_pools} pools: the effects' estimation error, not a new pool's "
             "extrapolation error" if boot else "no interval: the regret is a point value (--bootstrap resamples "
             "the pools)")  # fmt: skip
