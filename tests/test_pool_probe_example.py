@@ -54,3 +54,18 @@ def test_a_table_without_the_pool_statistics_is_a_one_line_error(tmp_path: Path)
     t = mod.simulate(n_pools=3, runs=4).drop(columns=["quality_b"])
     with pytest.raises(InputError, match="quality_b"):
         mod.compare_pools(t, mod.SIM_DOMAINS, mod.SIM_COVS)
+
+
+def test_the_experiment_spec_is_a_valid_probe_spec_and_the_pools_cover_its_domains() -> None:
+    import tomllib
+
+    from mixlaw.probe.sweep import load_spec, plan
+
+    here = ROOT / "examples" / "pool_probe"
+    jobs = plan(load_spec(here / "spec.toml"))
+    assert len(jobs) == 5  # five mixtures per pool; eight pools make the 40 runs
+    mixtures = tomllib.loads((here / "spec.toml").read_text())["pt"]["mixtures"]
+    pools = tomllib.loads((here / "pools.toml").read_text())["pools"]
+    assert len(pools) == 8
+    for p in pools.values():
+        assert set(p["cap"]) == set(next(iter(mixtures.values()))) and p["dedup"] in ("near", "exact")
