@@ -20,6 +20,7 @@ from mixlaw.cli._common import (
     emit_json,
     verb,
 )
+from mixlaw.cli._pool import PoolOpt, PoolStatsOpt, pool_report, pool_target
 from mixlaw.cli._table import (
     AllowMissingOpt,
     DeriveOpt,
@@ -259,6 +260,8 @@ def optimize_cmd(
             "verdict). Default: uniform, and natural when the table has token counts per domain; none: neither.",
         ),
     ] = None,
+    pool_stats: PoolStatsOpt = None,
+    pool: PoolOpt = None,
     where: WhereOpt = None,
     maps: MapOpt = None,
     set_: SetOpt = None,
@@ -311,7 +314,7 @@ def optimize_cmd(
         target_size=target_size,
         target_tokens=target_tokens,
         size_column=size_column,
-        law_options=api.parse_options(law_option),
+        law_options={**api.parse_options(law_option), **pool_target(pool_stats, pool, law)},
         constraints=constraints,
         bootstrap=bootstrap,
         sizes=_sizes(sizes),
@@ -322,7 +325,9 @@ def optimize_cmd(
         level=level,
         progress=_stderr_progress("mix optimize"),
     )
-    if report is not None:
+    if report is not None and out["law"] == "causalmix":
+        out["report"] = pool_report(report, out, runs.name)
+    elif report is not None:
         from mixlaw.report.mix_page import write_mix_report
 
         parts = [

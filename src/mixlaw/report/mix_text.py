@@ -147,7 +147,9 @@ def print_optimum(out: dict[str, Any], *, console: Any = None) -> None:
             curve.add_row(f"{row['size']:.3g}", *cells, f"{row['objective']:.5g}")
         con.print(curve)
     k = out["kkt"]
-    if out.get("proposer"):
+    if out.get("proposer", {}).get("text"):  # a proposer that renders its own line (causalmix)
+        con.print(out["proposer"]["text"])
+    elif out.get("proposer"):
         pr = out["proposer"]
         con.print(
             f"proposal: the mean of the top {pr['top_k']} of {pr['n_feasible']} feasible Dirichlet samples "

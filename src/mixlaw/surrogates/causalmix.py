@@ -33,7 +33,7 @@ import numpy as np
 
 from mixlaw.errors import InputError
 
-__all__ = ["CausalMix", "CausalMixFit", "CausalMixOptions"]
+__all__ = ["CausalMix", "CausalMixFit", "CausalMixOptions", "minimise_on_box", "treatment_features"]
 
 #: Shares are offset by this inside the log features (a share of 0 stays finite).
 EPS = 0.01
@@ -153,33 +153,57 @@ class CausalMixFit:
     def propose(self, covariates: Mapping[str, float], *, floor: float = 0.0, n_starts: int = 16,
                 seed: int = 0) -> dict[str, float]:  # fmt: skip
         """The mixture minimising the predicted target in a pool with these statistics (shares ``>= floor``)."""
-        from scipy.optimize import minimize
-
         k = len(self.options.domains)
         if not 0.0 <= floor < 1.0 / k:
             raise InputError(f"expected a floor in [0, 1/{k}), got {floor}")
+        th = self.theta(self.covariate_row(covariates))[0]
+        w = minimise_on_box(th, np.full(k, floor), np.ones(k), n_starts=n_starts, seed=seed)
+        return {d: float(v) for d, v in zip(self.options.domains, w, strict=True)}
+
+    def covariate_row(self, covariates: Mapping[str, float]) -> np.ndarray:
+        """``(1, p)``: the pool statistics in the fit's covariate order (one-line error naming a missing one)."""
         missing = [c for c in self.options.covariates if c not in covariates]
         if missing:
             raise InputError(f"expected every pool covariate, missing {', '.join(missing)}")
-        x = np.array([[float(covariates[c]) for c in self.options.covariates]])
-        th = self.theta(x)[0]
+        return np.array([[float(covariates[c]) for c in self.options.covariates]])
 
-        def f(w: np.ndarray) -> float:
-            return float(th @ treatment_features(w[None, :])[0])
 
-        rng = np.random.default_rng(seed)
-        starts = [np.full(k, 1.0 / k), *rng.dirichlet(np.ones(k), size=n_starts - 1)]
-        cons = ({"type": "eq", "fun": lambda w: float(w.sum() - 1.0)},)
-        best: tuple[float, np.ndarray] = (math.inf, starts[0])
-        for s in starts:
-            s = floor + (1 - k * floor) * s
-            r = minimize(f, s, method="SLSQP", bounds=[(floor, 1.0)] * k, constraints=cons,
-                         options={"ftol": 1e-12, "maxiter": 500})  # fmt: skip
-            w = np.clip(r.x, floor, 1.0)
-            w = w / w.sum()
-            if f(w) < best[0]:
-                best = (f(w), w)
-        return {d: float(v) for d, v in zip(self.options.domains, best[1], strict=True)}
+def minimise_on_box(theta: np.ndarray, lo: np.ndarray, hi: np.ndarray, *, n_starts: int = 16,
+                    seed: int = 0) -> np.ndarray:  # fmt: skip
+    """The mixture minimising ``θᵀ φ(w)`` on ``{w : Σ w = 1, lo <= w <= hi}`` (SLSQP from the box's centre and
+    ``n_starts − 1`` Dirichlet points projected into the box; the level ``g(X)`` does not depend on ``w``)."""
+    from scipy.optimize import minimize
+
+    th = np.asarray(theta, dtype=np.float64)
+    k = lo.size
+
+    def f(w: np.ndarray) -> float:
+        return float(th @ treatment_features(w[None, :])[0])
+
+    rng = np.random.default_rng(seed)
+    starts = [np.full(k, 1.0 / k), *rng.dirichlet(np.ones(k), size=max(n_starts - 1, 0))]
+    cons = ({"type": "eq", "fun": lambda w: float(w.sum() - 1.0)},)
+    best: tuple[float, np.ndarray | None] = (math.inf, None)
+    for s in starts:
+        s = _project(s, lo, hi)
+        r = minimize(f, s, method="SLSQP", bounds=list(zip(lo, hi, strict=True)), constraints=cons,
+                     options={"ftol": 1e-12, "maxiter": 500})  # fmt: skip
+        w = _project(np.clip(r.x, lo, hi), lo, hi)
+        if f(w) < best[0]:
+            best = (f(w), w)
+    assert best[1] is not None
+    return best[1]
+
+
+def _project(v: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Euclidean projection onto ``{lo <= w <= hi, Σ w = 1}`` (bisection on the shift; the box meets the simplex)."""
+    a, b = float(np.min(v - hi)) - 1.0, float(np.max(v - lo)) + 1.0
+    for _ in range(200):
+        tau = 0.5 * (a + b)
+        a, b = (tau, b) if np.clip(v - tau, lo, hi).sum() > 1.0 else (a, tau)
+        if b - a < 1e-15:
+            break
+    return np.clip(v - 0.5 * (a + b), lo, hi)
 
 
 def _matrix(table: Any, cols: Sequence[str]) -> np.ndarray:

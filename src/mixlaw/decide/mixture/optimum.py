@@ -107,6 +107,10 @@ def optimize(
     ``progress``: called with one line per stage (each law fit, the law choice, the bootstrap), e.g. to print
     progress on stderr; ``None``: silent.
 
+    ``law="causalmix"``: the pool-aware surrogate; ``law_options["new_pool"]`` is the new data pool, its statistics
+    ``{column: value}`` or the name of a pool of the table (:mod:`~mixlaw.decide.mixture.pool_propose`;
+    ``bootstrap`` then resamples the pools).
+
     ``solver``: iteration caps of every fit the decision makes, point fits, the law choice and the resample refits
     (:class:`~mixlaw.options.SolverOptions`, ``--max-iter``); default: the engine's adaptive limit.
     """
@@ -153,6 +157,14 @@ def optimize(
             choice = choose_law(rows, doms, size_column=size_column, random_state=random_state, solver=solver,
                                 progress=progress)  # fmt: skip
             law = choice.law
+        if law == "causalmix":  # the pool-aware surrogate (decide/mixture/pool_propose.py)
+            from mixlaw.decide.mixture.pool_propose import propose_for_pool
+
+            if bench_w:
+                raise InputError("--law causalmix: proposes for weighted losses, not benchmark weights")
+            return propose_for_pool(table, opts=dict(law_options or {}), doms=doms, targets=targets, loss_w=loss_w,
+                                    cons=cons, cands=cands, level=level, bootstrap=bootstrap,
+                                    random_state=random_state, target_size=target_size, progress=progress)  # fmt: skip
         from mixlaw.surrogates import SURROGATES
 
         if law in SURROGATES:  # no parameters to optimise through: the RegMix proposer (decide/mixture/propose.py)
