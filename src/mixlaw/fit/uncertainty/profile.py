@@ -66,6 +66,7 @@ def _grid(law: Law, name: str, value: float) -> tuple[np.ndarray, bool, bool]:
         a = max(a, lo) if lo > 0 else a
         b = max(value * SCAN, p1 + max(lo, 0.0))
         a = max(a, float(np.finfo(np.float64).tiny))  # a subnormal value (a switched-off amplitude) over SCAN is 0
+        b = min(b, float(np.finfo(np.float64).max) / SCAN)  # a value run off to ~1e308: SCAN times it is inf
         decades = min(float(np.log10(b / a)), 66.0)  # bounded: at most 120 extra points however far it ran off
         n = N_GRID + 2 * int(max(0.0, decades - 6.0))  # a value run off far from the plausible range
         return np.geomspace(a, b, n), lo <= 0, True
