@@ -74,7 +74,9 @@ CASES: dict[str, tuple[str, str]] = {  # case: (holdout, default models)
     "lmo310_ckpt": ("mixtures:5", "mixture_additive,mixture_joint"),
     "size": ("n_params > 9.4e8", SIZE_MODELS),
     "size_ckpt": ("n_params > 9.4e8", "mixture_additive,mixture_joint"),
+    "size680": ("n_params > 7e8", SIZE_MODELS),
     "probe": ("n_params > 1e5", SIZE_MODELS),
+    "probe250": ("n_params > 2e5", SIZE_MODELS),
 }
 PROBE = Path(__file__).resolve().parents[1] / "examples/mixture_probe/runs.csv"
 PROBE_DOMAINS = ("general", "legal", "docs", "bio", "code")
@@ -96,7 +98,7 @@ def case_table(d: pd.DataFrame, case: str) -> pd.DataFrame:
         return d[(d["n_params"] == 3.1e8) & d["final"]].reset_index(drop=True)
     if case == "lmo310_ckpt":
         return d[d["n_params"] == 3.1e8].reset_index(drop=True)
-    if case == "size":
+    if case in ("size", "size680"):
         return d[d["final"]].reset_index(drop=True)
     if case == "size_ckpt":
         return d[(d["n_params"] <= 9.4e8) | d["final"]].reset_index(drop=True)
@@ -104,7 +106,55 @@ def case_table(d: pd.DataFrame, case: str) -> pd.DataFrame:
         p = pd.read_csv(PROBE)
         p = p.sort_values("step").groupby("run_id").tail(1)
         return p[p["n_params"] < 2e5].reset_index(drop=True)
+    if case == "probe250":  # every shipped size: fit 13k-113k, predict the 4 runs at 253k
+        p = pd.read_csv(PROBE)
+        return p.sort_values("step").groupby("run_id").tail(1).reset_index(drop=True)
     raise SystemExit(f"unknown case {case!r}; known: {', '.join(CASES)}")
+
+
+DETAIL: list[dict[str, Any]] = []
+
+
+def _capture() -> None:
+    """Keep the terms of every size calibration ``mix compare`` computes, for ``--detail``."""
+    import mixlaw.decide.mixture.compare as cmp
+    from mixlaw.decide.mixture.intervals import size_widening
+
+    def widening(res: Any, train: Any, test: Any, target: str, *args: Any) -> Any:
+        w = size_widening(res, train, test, target, *args)
+        DETAIL.append({"target": target, "test": test, "w": w, "law": res.law.name})
+        return w
+
+    cmp.size_widening = widening
+
+
+def print_detail(size_column: str = "n_params") -> None:
+    """Per nested size cut: what it fitted and predicted, its errors (fit space) and residual sd; per held-out size:
+    the held-out error, the bootstrap (BC) half-width, the extrapolation term, the total half-width and the status."""
+    for rec in DETAIL:
+        w, test = rec["w"], rec["test"]
+        lo, hi = w.ends("log")
+        obs = test[rec["target"]].to_numpy(dtype=np.float64)
+        print(f"  -- {rec['law']} / {rec['target']}: {w.summary(True)}")
+        f = w.folds
+        for j, cut in enumerate(f.cuts if f is not None else ()):
+            s = f.fold == j
+            print(f"     cut {cut}: mean e {np.mean(f.e[s]):+.4f} median {np.median(f.e[s]):+.4f} "
+                  f"rms {np.sqrt(np.mean(f.e[s] ** 2)):.4f} resid sd {np.sqrt(f.s2[s][0]):.4f} "
+                  f"d {np.mean(f.d[s]):.2f}")  # fmt: skip
+        for why in f.dropped if f is not None else ():
+            print(f"     left out: {why}")
+        sizes = test[size_column].to_numpy(dtype=np.float64)
+        for s_ in np.unique(sizes):
+            k = sizes == s_
+            e = np.log(w.point[k] / obs[k])
+            cov = np.mean((lo[k] <= obs[k]) & (obs[k] <= hi[k]))
+            sts = sorted({str(st) for st, kk in zip(w.status, k, strict=True) if kk})
+            print(f"     at {s_:.4g} (d {w.distance[k][0]:.2f}): n {k.sum()} cover {100 * cov:.0f} %  log err mean "
+                  f"{np.mean(e):+.4f} sd {np.std(e):.4f}  BC half {np.mean((w.base_down[k] + w.base_up[k]) / 2):.4f} "
+                  f"extrapolation half {np.mean(np.sqrt(w.add[k])):.4f}  total half "
+                  f"{np.mean(np.log(hi[k] / lo[k]) / 2):.4f}  {','.join(sts)}")  # fmt: skip
+    DETAIL.clear()
 
 
 def run_case(d: pd.DataFrame, case: str, models: str, bootstrap: int, seed: int) -> list[dict[str, Any]]:
@@ -113,7 +163,7 @@ def run_case(d: pd.DataFrame, case: str, models: str, bootstrap: int, seed: int)
     table = case_table(d, case)
     holdout = CASES[case][0]
     rows = []
-    probe = case == "probe"
+    probe = case.startswith("probe")
     doms, targets = (PROBE_DOMAINS, [f"loss_{x}" for x in PROBE_DOMAINS]) if probe else (DOMAINS, [TARGET])
     for model in models.split(","):
         t0, c0 = time.perf_counter(), time.process_time()
@@ -162,6 +212,8 @@ def run_case(d: pd.DataFrame, case: str, models: str, bootstrap: int, seed: int)
             print("    coverage per size: " + ", ".join(f"{k} {100 * v:.0f} %" for k, v in per_size.items()))
         for g in r["no_interval"]:
             print(f"    no interval on {g['n']} rows: {g['reason']}")
+        if DETAIL:
+            print_detail()
     return rows
 
 
@@ -171,7 +223,10 @@ def main() -> None:
     ap.add_argument("--models", default=None, help="override each case's models (comma-separated)")
     ap.add_argument("--bootstrap", type=int, default=50)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--detail", action="store_true", help="per held-out size and nested fit: the widening terms")
     args = ap.parse_args()
+    if args.detail:
+        _capture()
     d = load()
     rows: list[dict[str, Any]] = []
     for case in args.cases.split(","):
