@@ -196,15 +196,18 @@ def run_case(d: pd.DataFrame, case: str, models: str, bootstrap: int, seed: int)
             {
                 "case": case, "model": model, "n_train": m["n_train"], "n_test": m["n_test"],
                 "n_interval": m["n_interval"], "coverage": m["coverage"], "half": float(np.median(half)) if ok.any()
-                else float("nan"), "mre": m["mre"], "bias": m["bias"], "point_inside": float(point_in.mean())
-                if ok.any() else float("nan"), "per_size": per_size, "no_interval": m["no_interval"],
+                else float("nan"),
+                "mean_half": float(np.mean(half)) if ok.any() else float("nan"), "mre": m["mre"], "bias": m["bias"],
+                "point_inside": float(point_in.mean()) if ok.any() else float("nan"),
+                "per_size": per_size, "no_interval": m["no_interval"],
                 "wall": wall, "cpu": cpu,
             }
         )  # fmt: skip
         r = rows[-1]
         print(
             f"{case:12s} {model:17s} train {r['n_train']:5d} test {r['n_test']:4d} interval {r['n_interval']:4d} "
-            f"cover95 {100 * r['coverage']:5.1f} %  half {100 * r['half']:.2f} %  MRE {100 * r['mre']:.2f} %  "
+            f"cover95 {100 * r['coverage']:5.1f} %  half {100 * r['half']:.2f} % (mean {100 * r['mean_half']:.2f} %)  "
+            f"MRE {100 * r['mre']:.2f} %  "
             f"bias {100 * r['bias']:+.2f} %  point-in {100 * r['point_inside']:.0f} %  {wall:6.0f} s ({cpu:.0f} s CPU)",
             flush=True,
         )

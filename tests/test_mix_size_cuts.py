@@ -131,3 +131,17 @@ def test_cut_excess_reads_the_nearest_cut_and_ignores_one_wild_mixture() -> None
     k2_wild, _, _ = cut_excess(_folds([far, wild], [2, 3], [1.4, 0.8]), f.up)
     assert k2_wild < 2 * k2 and np.mean(wild**2) / 0.8 > 1000 * k2
     assert cut_excess(f, ~f.up) == (0.0, -1, 0.0)
+
+
+def test_law_auto_says_when_the_target_lies_beyond_the_nested_holdouts_reach() -> None:
+    from mixlaw.decide.mixture.law_choice import LawChoice, LawChoiceStatus, LawScore
+
+    score = (LawScore("mixture_joint", 0.01, 0.01, True, ()),)
+    far = LawChoice("mixture_joint", LawChoiceStatus.CHOSEN, 9.37e8, score, reach_factor=9.37 / 6.8,
+                    target_factor=2.718 / 0.937)  # fmt: skip
+    assert far.reach is SizeStatus.BEYOND_NESTED and "NOT calibrated" in far.text and "2.90x" in far.text
+    assert far.to_dict()["size_reach"]["status"] == "beyond_nested"
+    near = LawChoice("mixture_joint", LawChoiceStatus.CHOSEN, 9.37e8, score, reach_factor=9.37 / 6.8,
+                     target_factor=1.235 / 0.937)  # fmt: skip
+    assert near.reach is SizeStatus.CALIBRATED and "NOT" not in near.text
+    assert LawChoice("mixture_joint", LawChoiceStatus.CHOSEN, 9.37e8, score).reach is None

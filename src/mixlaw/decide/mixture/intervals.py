@@ -221,7 +221,7 @@ class SizeWidening:
         worst = _worst(self.status)
         if worst != SizeStatus.CALIBRATED:
             far = [float(d) for d, st in zip(self.distance, self.status, strict=True) if st == worst]
-            what = ("beyond every nested cut's reach" if worst == SizeStatus.BEYOND_NESTED
+            what = ("farther than its nested cut reached" if worst == SizeStatus.BEYOND_NESTED
                     else "no nested cut predicts beyond that end")  # fmt: skip
             line += f"; NOT calibrated on {len(far)} rows up to x{math.exp(max(far)):.2f} the fitted range ({what})"
         return line
