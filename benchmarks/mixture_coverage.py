@@ -19,6 +19,8 @@ Cases (``--cases``, comma-separated):
 - ``probe``: the shipped probes (``examples/mixture_probe/runs.csv``, final checkpoints below 2e5 parameters): fitted
   on 13k-51k (34 runs), predicting the 16 runs at 113k, each of the five validation losses (``loss_<domain>``),
   pooled (80 rows).
+- ``size680``: a second cut across sizes: fitted on 122M-680M (160 runs), predicting 937M, 1.235B and 2.718B (64).
+- ``probe250``: a second cut on the probes: fitted on 13k-113k (50 runs), predicting the 4 runs at 253k (20 rows).
 - ``size_ckpt``: the same with every checkpoint of the training runs (the laws with a token term see how the loss
   falls with D), predicting the final checkpoints at 1.235B and 2.718B.
 
@@ -49,8 +51,16 @@ Since the additive excess (``mixlaw.fit.evaluate.calib_growth.size_excess``, add
 95.0 % on the probes; mixture_additive 100 % and 96.2 %; mixture_joint 100 % and 93.8 %
 (``mixture_coverage95_worst=0.833 (size/camel)``).
 
+Since the nested size cuts (:func:`mixlaw.decide.mixture.intervals.size_widening`: one term from the mixture law's
+own cut nearest the full fit, rows beyond its reach flagged; ``docs/design/mix-size-cuts.md``), measured 2026-12-04
+``--cases size,size680,probe,probe250 --bootstrap 50 --detail``: SlimPajama <= 937M camel 83.3 % (1.235B 100 %,
+2.718B 0 %), mixture_additive 83.3 % (100 %, 0 %; mean half-width 0.060 log units, was 0.20), mixture_joint 91.7 %
+(100 %, 50 %); <= 680M 59.4 %, 0.0 %, 14.1 % (flagged: no usable cut for the laws with a token term); probes <= 51k
+95.0 %, 91.2 %, 95.0 %; <= 113k 100 % each. ``--detail`` prints every cut and, per held-out size, the bootstrap and
+extrapolation half-widths and the rows' status.
+
 Run: ``PYTHONPATH=src nice -n 5 python benchmarks/mixture_coverage.py [--cases lmo310,size,probe] [--bootstrap 50]
-[--models camel,mixture_additive]``. Measured figures: ``docs/mix.md`` ("Interval coverage on SlimPajama").
+[--models camel,mixture_additive] [--detail]``. Measured figures: ``docs/mix.md`` ("Interval coverage on SlimPajama").
 """
 
 from __future__ import annotations
