@@ -145,3 +145,32 @@ def test_law_auto_says_when_the_target_lies_beyond_the_nested_holdouts_reach() -
                      target_factor=1.235 / 0.937)  # fmt: skip
     assert near.reach is SizeStatus.CALIBRATED and "NOT" not in near.text
     assert LawChoice("mixture_joint", LawChoiceStatus.CHOSEN, 9.37e8, score).reach is None
+
+
+def test_mix_compare_names_the_rows_beyond_the_cuts_reach() -> None:
+    """``mix compare`` across sizes on runs simulated from CAMEL (k = 2, 0.3 % noise): fitted at 5e7-1.2e9, held out
+    at 2.4e9 (0.69 e-folds, within the 4e8 → 1.2e9 cut's 1.10) and 1.2e10 (2.3 e-folds, beyond it)."""
+    import math
+
+    from mixlaw.decide.mixture.compare import compare
+
+    doms = ("web", "code", "math")
+    law = get_law("camel", domains=",".join(doms))
+    rng = np.random.default_rng(0)
+    rows = []
+    for i, w in enumerate(rng.dirichlet(np.full(3, 0.8), size=8)):
+        for n in (5e7, 1.5e8, 4e8, 1.2e9, 2.4e9, 1.2e10):
+            x = {"n_params": np.array([n]), "w_web": w[:1], "w_code": w[1:2], "w_math": w[2:]}
+            y = float(law.evaluate(x, law.example_params)[0]) * math.exp(3e-3 * rng.standard_normal())
+            rows.append({"run_id": f"m{i}_{n:.0e}", "n_params": n, "w_web": w[0], "w_code": w[1],
+                         "w_math": 1.0 - w[0] - w[1], "loss": y})  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=UserWarning)
+        out = compare(pd.DataFrame(rows), domains=doms, targets=["loss"], holdout="n_params > 1.5e9", models="camel",
+                      bootstrap=10, random_state=0)  # fmt: skip
+    (m,) = out["targets"][0]["models"]
+    (cal,) = m["size_calibration"]
+    assert cal["status"] == "beyond_nested" and cal["n_rows"] == {"calibrated": 8, "beyond_nested": 8, "no_nested": 0}
+    assert cal["cut_above"] == "fit 5e+07-4e+08 -> 1.2e+09" and math.isclose(cal["reach_factor_above"], 3.0)
+    assert "NOT calibrated on 8 rows up to x10.00" in m["interval_method"]
+    assert all(p["lo"] <= p["predicted"] <= p["hi"] for p in m["predictions"])
