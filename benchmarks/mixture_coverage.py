@@ -19,6 +19,8 @@ Cases (``--cases``, comma-separated):
 - ``probe``: the shipped probes (``examples/mixture_probe/runs.csv``, final checkpoints below 2e5 parameters): fitted
   on 13k-51k (34 runs), predicting the 16 runs at 113k, each of the five validation losses (``loss_<domain>``),
   pooled (80 rows).
+- ``size680``: a second cut across sizes: fitted on 122M-680M (160 runs), predicting 937M, 1.235B and 2.718B (64).
+- ``probe250``: a second cut on the probes: fitted on 13k-113k (50 runs), predicting the 4 runs at 253k (20 rows).
 - ``size_ckpt``: the same with every checkpoint of the training runs (the laws with a token term see how the loss
   falls with D), predicting the final checkpoints at 1.235B and 2.718B.
 
@@ -49,8 +51,16 @@ Since the additive excess (``mixlaw.fit.evaluate.calib_growth.size_excess``, add
 95.0 % on the probes; mixture_additive 100 % and 96.2 %; mixture_joint 100 % and 93.8 %
 (``mixture_coverage95_worst=0.833 (size/camel)``).
 
+Since the nested size cuts (:func:`mixlaw.decide.mixture.intervals.size_widening`: one term from the mixture law's
+own cut nearest the full fit, rows beyond its reach flagged; ``docs/design/mix-size-cuts.md``), measured 2026-12-04
+``--cases size,size680,probe,probe250 --bootstrap 50 --detail``: SlimPajama <= 937M camel 83.3 % (1.235B 100 %,
+2.718B 0 %), mixture_additive 83.3 % (100 %, 0 %; mean half-width 0.060 log units, was 0.20), mixture_joint 91.7 %
+(100 %, 50 %); <= 680M 59.4 %, 0.0 %, 14.1 % (flagged: no usable cut for the laws with a token term); probes <= 51k
+95.0 %, 91.2 %, 95.0 %; <= 113k 100 % each. ``--detail`` prints every cut and, per held-out size, the bootstrap and
+extrapolation half-widths and the rows' status.
+
 Run: ``PYTHONPATH=src nice -n 5 python benchmarks/mixture_coverage.py [--cases lmo310,size,probe] [--bootstrap 50]
-[--models camel,mixture_additive]``. Measured figures: ``docs/mix.md`` ("Interval coverage on SlimPajama").
+[--models camel,mixture_additive] [--detail]``. Measured figures: ``docs/mix.md`` ("Interval coverage on SlimPajama").
 """
 
 from __future__ import annotations
@@ -74,7 +84,9 @@ CASES: dict[str, tuple[str, str]] = {  # case: (holdout, default models)
     "lmo310_ckpt": ("mixtures:5", "mixture_additive,mixture_joint"),
     "size": ("n_params > 9.4e8", SIZE_MODELS),
     "size_ckpt": ("n_params > 9.4e8", "mixture_additive,mixture_joint"),
+    "size680": ("n_params > 7e8", SIZE_MODELS),
     "probe": ("n_params > 1e5", SIZE_MODELS),
+    "probe250": ("n_params > 2e5", SIZE_MODELS),
 }
 PROBE = Path(__file__).resolve().parents[1] / "examples/mixture_probe/runs.csv"
 PROBE_DOMAINS = ("general", "legal", "docs", "bio", "code")
@@ -96,7 +108,7 @@ def case_table(d: pd.DataFrame, case: str) -> pd.DataFrame:
         return d[(d["n_params"] == 3.1e8) & d["final"]].reset_index(drop=True)
     if case == "lmo310_ckpt":
         return d[d["n_params"] == 3.1e8].reset_index(drop=True)
-    if case == "size":
+    if case in ("size", "size680"):
         return d[d["final"]].reset_index(drop=True)
     if case == "size_ckpt":
         return d[(d["n_params"] <= 9.4e8) | d["final"]].reset_index(drop=True)
@@ -104,7 +116,55 @@ def case_table(d: pd.DataFrame, case: str) -> pd.DataFrame:
         p = pd.read_csv(PROBE)
         p = p.sort_values("step").groupby("run_id").tail(1)
         return p[p["n_params"] < 2e5].reset_index(drop=True)
+    if case == "probe250":  # every shipped size: fit 13k-113k, predict the 4 runs at 253k
+        p = pd.read_csv(PROBE)
+        return p.sort_values("step").groupby("run_id").tail(1).reset_index(drop=True)
     raise SystemExit(f"unknown case {case!r}; known: {', '.join(CASES)}")
+
+
+DETAIL: list[dict[str, Any]] = []
+
+
+def _capture() -> None:
+    """Keep the terms of every size calibration ``mix compare`` computes, for ``--detail``."""
+    import mixlaw.decide.mixture.compare as cmp
+    from mixlaw.decide.mixture.intervals import size_widening
+
+    def widening(res: Any, train: Any, test: Any, target: str, *args: Any) -> Any:
+        w = size_widening(res, train, test, target, *args)
+        DETAIL.append({"target": target, "test": test, "w": w, "law": res.law.name})
+        return w
+
+    cmp.size_widening = widening
+
+
+def print_detail(size_column: str = "n_params") -> None:
+    """Per nested size cut: what it fitted and predicted, its errors (fit space) and residual sd; per held-out size:
+    the held-out error, the bootstrap (BC) half-width, the extrapolation term, the total half-width and the status."""
+    for rec in DETAIL:
+        w, test = rec["w"], rec["test"]
+        lo, hi = w.ends("log")
+        obs = test[rec["target"]].to_numpy(dtype=np.float64)
+        print(f"  -- {rec['law']} / {rec['target']}: {w.summary(True)}")
+        f = w.folds
+        for j, cut in enumerate(f.cuts if f is not None else ()):
+            s = f.fold == j
+            print(f"     cut {cut}: mean e {np.mean(f.e[s]):+.4f} median {np.median(f.e[s]):+.4f} "
+                  f"rms {np.sqrt(np.mean(f.e[s] ** 2)):.4f} resid sd {np.sqrt(f.s2[s][0]):.4f} "
+                  f"d {np.mean(f.d[s]):.2f}")  # fmt: skip
+        for why in f.dropped if f is not None else ():
+            print(f"     left out: {why}")
+        sizes = test[size_column].to_numpy(dtype=np.float64)
+        for s_ in np.unique(sizes):
+            k = sizes == s_
+            e = np.log(w.point[k] / obs[k])
+            cov = np.mean((lo[k] <= obs[k]) & (obs[k] <= hi[k]))
+            sts = sorted({str(st) for st, kk in zip(w.status, k, strict=True) if kk})
+            print(f"     at {s_:.4g} (d {w.distance[k][0]:.2f}): n {k.sum()} cover {100 * cov:.0f} %  log err mean "
+                  f"{np.mean(e):+.4f} sd {np.std(e):.4f}  BC half {np.mean((w.base_down[k] + w.base_up[k]) / 2):.4f} "
+                  f"extrapolation half {np.mean(np.sqrt(w.add[k])):.4f}  total half "
+                  f"{np.mean(np.log(hi[k] / lo[k]) / 2):.4f}  {','.join(sts)}")  # fmt: skip
+    DETAIL.clear()
 
 
 def run_case(d: pd.DataFrame, case: str, models: str, bootstrap: int, seed: int) -> list[dict[str, Any]]:
@@ -113,7 +173,7 @@ def run_case(d: pd.DataFrame, case: str, models: str, bootstrap: int, seed: int)
     table = case_table(d, case)
     holdout = CASES[case][0]
     rows = []
-    probe = case == "probe"
+    probe = case.startswith("probe")
     doms, targets = (PROBE_DOMAINS, [f"loss_{x}" for x in PROBE_DOMAINS]) if probe else (DOMAINS, [TARGET])
     for model in models.split(","):
         t0, c0 = time.perf_counter(), time.process_time()
@@ -146,15 +206,18 @@ def run_case(d: pd.DataFrame, case: str, models: str, bootstrap: int, seed: int)
             {
                 "case": case, "model": model, "n_train": m["n_train"], "n_test": m["n_test"],
                 "n_interval": m["n_interval"], "coverage": m["coverage"], "half": float(np.median(half)) if ok.any()
-                else float("nan"), "mre": m["mre"], "bias": m["bias"], "point_inside": float(point_in.mean())
-                if ok.any() else float("nan"), "per_size": per_size, "no_interval": m["no_interval"],
+                else float("nan"),
+                "mean_half": float(np.mean(half)) if ok.any() else float("nan"), "mre": m["mre"], "bias": m["bias"],
+                "point_inside": float(point_in.mean()) if ok.any() else float("nan"),
+                "per_size": per_size, "no_interval": m["no_interval"],
                 "wall": wall, "cpu": cpu,
             }
         )  # fmt: skip
         r = rows[-1]
         print(
             f"{case:12s} {model:17s} train {r['n_train']:5d} test {r['n_test']:4d} interval {r['n_interval']:4d} "
-            f"cover95 {100 * r['coverage']:5.1f} %  half {100 * r['half']:.2f} %  MRE {100 * r['mre']:.2f} %  "
+            f"cover95 {100 * r['coverage']:5.1f} %  half {100 * r['half']:.2f} % (mean {100 * r['mean_half']:.2f} %)  "
+            f"MRE {100 * r['mre']:.2f} %  "
             f"bias {100 * r['bias']:+.2f} %  point-in {100 * r['point_inside']:.0f} %  {wall:6.0f} s ({cpu:.0f} s CPU)",
             flush=True,
         )
@@ -162,6 +225,8 @@ def run_case(d: pd.DataFrame, case: str, models: str, bootstrap: int, seed: int)
             print("    coverage per size: " + ", ".join(f"{k} {100 * v:.0f} %" for k, v in per_size.items()))
         for g in r["no_interval"]:
             print(f"    no interval on {g['n']} rows: {g['reason']}")
+        if DETAIL:
+            print_detail()
     return rows
 
 
@@ -171,7 +236,10 @@ def main() -> None:
     ap.add_argument("--models", default=None, help="override each case's models (comma-separated)")
     ap.add_argument("--bootstrap", type=int, default=50)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--detail", action="store_true", help="per held-out size and nested fit: the widening terms")
     args = ap.parse_args()
+    if args.detail:
+        _capture()
     d = load()
     rows: list[dict[str, Any]] = []
     for case in args.cases.split(","):

@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from mixlaw.decide.mixture.checks import check_mixture, holdout_folds, metrics, target_rows
-from mixlaw.decide.mixture.intervals import extrapolates, size_calibrated
+from mixlaw.decide.mixture.intervals import extrapolates, size_widening
 from mixlaw.errors import InputError
 from mixlaw.options import DEFAULT_SOLVER, SolverOptions
 
@@ -238,7 +238,9 @@ def _predict_model(
 
     At a held-out size without training rows, a model of the mixture alone predicts under the stated rank-transfer
     assumption (:data:`RANK_TRANSFER`: fitted at the nearest smaller training size; ``transfer["rows"]`` are these
-    rows, their levels are not compared), and the blind baseline is the size-aware ``L(N)`` of :func:`_size_curve`."""
+    rows, their levels are not compared), and the blind baseline is the size-aware ``L(N)`` of :func:`_size_curve`.
+    For a size-aware law whose test rows extrapolate in size, ``transfer["size_calibration"]`` is the summary of
+    :meth:`mixlaw.decide.mixture.intervals.SizeWidening.to_dict` (which rows the nested size cuts calibrate)."""
     out = np.full((3, len(test)), np.nan)
     notes: list[Any] = ["intervals off (--bootstrap 0)" if not bootstrap else None] * len(test)
     law = None if name in BASELINES or name in SURROGATES else build_model(name, opts, domains, size_column)
@@ -254,11 +256,12 @@ def _predict_model(
             if not bootstrap:
                 return pred, out[1], out[2], n_par, notes, None, {}
             lo, hi, notes = _interval(res, test, level, random_state)
-            cal = None
-            if extrapolates(train, test, size_column):  # larger (smaller) models: intervals see size extrapolation
-                lo, hi, cal = size_calibrated(res, train, test, target, size_column, lo, hi, random_state, solver,
-                                              level)  # fmt: skip
-            return pred, lo, hi, n_par, notes, cal, {}
+            if not extrapolates(train, test, size_column):
+                return pred, lo, hi, n_par, notes, None, {}
+            # larger (smaller) models: intervals see size extrapolation (nested size cuts; rows beyond them flagged)
+            w = size_widening(res, train, test, target, size_column, lo, hi, random_state, solver, level)
+            lo, hi = w.ends(law.fit_space)
+            return pred, lo, hi, n_par, notes, w.summary(law.fit_space == "log"), {"size_calibration": w.to_dict()}
     # Laws of the mixture alone and the blind baseline work per size (NaN at a size with no training rows).
     surrogate_line: str | None = None
     sizes_tr = train[size_column].to_numpy() if size_column in train else np.zeros(len(train))
@@ -418,6 +421,7 @@ def compare(
                 transferred = np.zeros(len(sub), dtype=bool)
                 assumptions: list[str] = []
                 blind_law: str | None = None
+                size_cals: list[dict[str, Any]] = []
                 for m in masks:
                     train, test = sub[~m], sub[m]
                     p, a, b, n_par, why, cal, moved = _predict_model(
@@ -427,6 +431,8 @@ def compare(
                     if moved.get("assumption") and moved["assumption"] not in assumptions:
                         assumptions.append(moved["assumption"])
                     blind_law = moved.get("blind_size_law", blind_law)
+                    if "size_calibration" in moved:
+                        size_cals.append(moved["size_calibration"])
                     pred[m], lo[m], hi[m] = p, a, b
                     for i, note in zip(np.flatnonzero(m), why, strict=True):
                         notes[i] = note
@@ -456,6 +462,7 @@ def compare(
                             if transferred[idx].any() else {}
                         ),  # fmt: skip
                         **({"blind_size_law": blind_law} if blind_law else {}),
+                        **({"size_calibration": size_cals} if size_cals else {}),
                         "coverage": float(inside[has].mean()) if has.any() else math.nan,
                         "n_interval": int(has.sum()),
                         "interval_method": (

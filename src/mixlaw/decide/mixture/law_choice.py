@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mixlaw.decide.mixture.intervals import REACH_SLACK, SizeStatus
 from mixlaw.errors import InputError
 from mixlaw.options import DEFAULT_SOLVER, SolverOptions
 
@@ -75,18 +76,42 @@ class LawChoice:
     """The chosen law's fits on every run, per target (what ``mix optimize`` uses; not in :meth:`to_dict`)."""
     camel_k: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     """CAMEL chosen: the ``k`` record per target (:func:`~mixlaw.decide.mixture.law_fits.camel_reduce`)."""
+    reach_factor: float = float("nan")
+    """How far the nested size holdout extrapolates: the largest fitted size over the next smaller one."""
+    target_factor: float | None = None
+    """The target size over the largest fitted size (``None``: no target given)."""
+
+    @property
+    def reach(self) -> SizeStatus | None:
+        """Whether the target lies within the nested holdout's reach (``calibrated``: its intervals' size
+        extrapolation error was measured that far) or beyond it (``beyond_nested``: extrapolated, not measured; on
+        SlimPajama the 95 % intervals of CAMEL and ``mixture_additive`` covered 0 of 4 runs at 2.9x the largest
+        fitted size, where the holdout reached 1.4x; ``docs/design/mix-size-cuts.md``). ``None`` without a target
+        or below the largest fitted size."""
+        if self.target_factor is None or not self.target_factor > 1.0 or not np.isfinite(self.reach_factor):
+            return None
+        far = np.log(self.target_factor) > np.log(self.reach_factor) + REACH_SLACK
+        return SizeStatus.BEYOND_NESTED if far else SizeStatus.CALIBRATED
 
     @property
     def text(self) -> str:
         best = next(s for s in self.scores if s.law == self.law)
         head = f"law auto: {self.law} (held-out MRE {best.mre:.2%} at {self.heldout_size:.3g}, fitted below it)"
+        if self.reach is SizeStatus.BEYOND_NESTED:
+            head += (
+                f"; its intervals at the target ({self.target_factor:.2f}x the largest fitted size) are NOT "
+                f"calibrated at that extrapolation factor (the nested size holdout reaches {self.reach_factor:.2f}x)"
+            )
         if self.status is LawChoiceStatus.ONLY_UNHEALTHY:
             return head + "; no candidate fit is healthy, so it rests on an unhealthy fit: " + "; ".join(best.problems)
         return head
 
     def to_dict(self) -> dict[str, Any]:
+        reach = self.reach
         return {"law": self.law, "status": self.status.value, "heldout_size": self.heldout_size,
-                "candidates": [s.to_dict() for s in self.scores], "text": self.text}  # fmt: skip
+                "candidates": [s.to_dict() for s in self.scores], "text": self.text,
+                **({"size_reach": {"status": reach.value, "reach_factor": self.reach_factor,
+                                   "target_factor": self.target_factor}} if reach is not None else {})}  # fmt: skip
 
 
 def _fit_quiet(law: Any, rows: pd.DataFrame, target: str, random_state: int, solver: SolverOptions) -> Any:
@@ -170,6 +195,7 @@ def choose_law(
     random_state: int = 0,
     solver: SolverOptions = DEFAULT_SOLVER,
     progress: Callable[[str], None] | None = None,
+    target_size: float | None = None,
 ) -> LawChoice:
     """Choose among ``candidates`` by the nested size holdout (module docstring); ``rows``: ``{target: its rows}``;
     ``solver``: the caps of every fit; ``progress``: one line per stage.
@@ -177,7 +203,9 @@ def choose_law(
     Cost: every candidate is fitted once below the largest size (its held-out score); the fits on every run, which
     give its health, are made in the order of the scores and stop at the first healthy candidate that no unchecked
     one beats (the others cannot win: their rows say ``not checked``). The winner's fits on every run are returned
-    (:attr:`LawChoice.fits`), so the caller does not refit it.
+    (:attr:`LawChoice.fits`), so the caller does not refit it. ``target_size``: the size ``mix optimize`` predicts;
+    when it lies beyond the holdout's reach the choice's text says its intervals are not calibrated there
+    (:attr:`LawChoice.reach`).
     """
     sizes = np.unique(np.concatenate([np.asarray(r[size_column], dtype=np.float64) for r in rows.values()]))
     if sizes.size < 3:
@@ -221,4 +249,5 @@ def choose_law(
     fits, camel_k, caught = full[best.law]
     for w in caught:  # the kept fits' notes, once
         warnings.warn(w.message, w.category, stacklevel=2)
-    return LawChoice(best.law, status, top, scores, fits=fits, camel_k=camel_k)
+    return LawChoice(best.law, status, top, scores, fits=fits, camel_k=camel_k, reach_factor=float(top / sizes[-2]),
+                     target_factor=None if target_size is None else float(target_size) / top)  # fmt: skip
