@@ -33,6 +33,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -240,11 +241,9 @@ def nested_refit(res: Any, rows: pd.DataFrame, size_column: str, top: float, max
 
 def widen_level(interval: Sequence[float] | None, point: float, sd: float, level: float) -> list[float] | None:
     """A level's interval (``None``: none) widened by ``sd`` in quadrature on each side of ``point``."""
-    from scipy.stats import norm
-
     if interval is None or sd <= 0:
         return list(interval) if interval is not None else None
-    z = float(norm.ppf(0.5 + level / 2))
+    z = NormalDist().inv_cdf(0.5 + level / 2)
     lo, hi = float(interval[0]), float(interval[1])
     return [point - math.hypot(point - lo, z * sd), point + math.hypot(hi - point, z * sd)]
 
@@ -258,14 +257,12 @@ def widen_candidate(
     ``regret_sd_extrapolation`` is the added standard
     deviation. Without a paired interval the calibration alone gives one (normal, around the point regret).
     """
-    from scipy.stats import norm
-
     w = np.asarray(list(candidate["weights"].values()), dtype=np.float64)
     sd = calib.sd(float(np.abs(w / w.sum() - np.asarray(chosen, dtype=np.float64)).sum()))
     candidate["regret_sd_extrapolation"] = sd
     if sd <= 0:
         return
-    z = float(norm.ppf(0.5 + level / 2))
+    z = NormalDist().inv_cdf(0.5 + level / 2)
     r = float(candidate["regret"])
     iv = candidate.get("regret_interval")
     lo, hi = (float(iv[0]), float(iv[1])) if iv else (r, r)
@@ -274,4 +271,4 @@ def widen_candidate(
     candidate["regret_interval"] = [r - math.hypot(r - lo, z * sd), r + math.hypot(hi - r, z * sd)]
     s_boot = (hi - lo) / (2 * z)
     # P(candidate better than the chosen mixture) = P(regret < 0) under the combined spread
-    candidate["p_better_than_chosen"] = float(norm.cdf(-r / math.hypot(s_boot, sd)))
+    candidate["p_better_than_chosen"] = NormalDist().cdf(-r / math.hypot(s_boot, sd))
