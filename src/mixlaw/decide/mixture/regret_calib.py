@@ -43,7 +43,9 @@ __all__ = [
     "RegretCalibStatus",
     "RegretCalibration",
     "calibrate_regret",
+    "nested_from",
     "nested_refit",
+    "nested_weights",
     "pair_errors",
     "widen_candidate",
     "widen_level",
@@ -214,6 +216,30 @@ def calibrate_regret(
     level_rms = float(np.sqrt(np.mean((O - P) ** 2)))
     return RegretCalibration(RegretCalibStatus.CALIBRATED, per_l1, growth, top, inner_top, len(ids), int(e.size), errs,
                              level_rms, tuple(by_target.items()))  # fmt: skip
+
+
+def nested_weights(
+    rows: Mapping[str, pd.DataFrame], target_size: float | None, size_column: str = "n_params"
+) -> dict[str, np.ndarray]:
+    """Per target, the ``(1, n_rows)`` point weights of its nested refit (1 below the largest fitted size, 0 at it),
+    for :func:`~mixlaw.decide.mixture.paired.refit_all` to solve beside the resamples; empty where
+    :func:`calibrate_regret` makes no nested refit (fewer than 3 sizes, a target inside the fitted sizes)."""
+    if target_size is None or any(size_column not in r.columns for r in rows.values()):
+        return {}
+    sizes = np.unique(np.concatenate([np.asarray(r[size_column], dtype=np.float64) for r in rows.values()]))
+    if sizes.size < 3 or float(target_size) <= float(sizes[-1]):
+        return {}
+    top = float(sizes[-1])
+    return {t: (np.asarray(r[size_column], dtype=np.float64) < top).astype(np.float64)[None, :] for t, r in rows.items()}
+
+
+def nested_from(res: Any, refit: Any) -> Any:
+    """``res`` with the parameters of its nested refit ``refit`` (a :class:`~mixlaw.decide.mixture.objective.FittedLaw`
+    from :func:`nested_weights`' problem; ``None``, a failed refit, gives ``None``): what :func:`nested_refit`
+    returns, made in the resamples' batched solve."""
+    import dataclasses
+
+    return None if refit is None else dataclasses.replace(res, params=dict(refit.params))
 
 
 def nested_refit(res: Any, rows: pd.DataFrame, size_column: str, top: float, max_iter: int | None) -> Any:
