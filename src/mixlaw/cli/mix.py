@@ -323,9 +323,18 @@ def optimize_cmd(
         progress=_stderr_progress("mix optimize"),
     )
     if report is not None:
+        from mixlaw.report.mix_heldout import heldout_from_fits
         from mixlaw.report.mix_page import write_mix_report
 
-        parts = [
+        report_progress = _stderr_progress("mix optimize --report")
+        if report_progress:
+            report_progress(f"held-out runs ({holdout}): refitting every fold from the decision's fits")
+        fast = heldout_from_fits(
+            df, out, domains=_domains(domains), holdout=holdout, size_column=size_column,
+            bootstrap=min(bootstrap, 50) if bootstrap else 20, level=level, random_state=random_state,
+            max_iter=max_iter,
+        )  # fmt: skip
+        parts = [fast] if fast is not None else [
             compare(
                 df,
                 domains=_domains(domains),

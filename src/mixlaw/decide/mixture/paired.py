@@ -220,9 +220,9 @@ def paired_bootstrap(
         bs = {t: laws[t] for t in bench_fits}
         try:
             ob = objective_of(ls, bs)
-            o = optimize_mixture(ob, cons, starts=np.stack([opt.w, uniform]))
+            o = optimize_mixture(ob, cons, starts=np.stack([opt.w, uniform]), polish=False)
             at_sizes = [
-                optimize_mixture(objective_of(ls, bs, m), cons, starts=np.stack([curve[j].w, uniform])).w
+                optimize_mixture(objective_of(ls, bs, m), cons, starts=np.stack([curve[j].w, uniform]), polish=False).w
                 for j, m in enumerate(grid)
             ]
         except (InputError, ValueError, RuntimeError):

@@ -230,7 +230,8 @@ def nested_weights(
     if sizes.size < 3 or float(target_size) <= float(sizes[-1]):
         return {}
     top = float(sizes[-1])
-    return {t: (np.asarray(r[size_column], dtype=np.float64) < top).astype(np.float64)[None, :] for t, r in rows.items()}
+    return {t: (np.asarray(r[size_column], dtype=np.float64) < top).astype(np.float64)[None, :]
+            for t, r in rows.items()}  # fmt: skip
 
 
 def nested_from(res: Any, refit: Any) -> Any:
