@@ -52,9 +52,9 @@ def test_panel_from_the_decisions_fits_predicts_as_mix_compare() -> None:
     out = _out(df)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fast = heldout_from_fits(df, out, domains=DOMS, holdout="mixtures:3", bootstrap=12, random_state=0)
+        fast = heldout_from_fits(df, out, domains=DOMS, holdout="mixtures:3", bootstrap=8, random_state=0)
         ref = compare(df, domains=DOMS, targets=["loss0", "loss1"], holdout="mixtures:3", models="camel:k=1,blind",
-                      bootstrap=12, random_state=0)  # fmt: skip
+                      bootstrap=8, random_state=0)  # fmt: skip
     assert fast is not None and fast["method"]
     for a, b in zip(fast["targets"], ref["targets"], strict=True):
         assert a["target"] == b["target"]
