@@ -326,13 +326,10 @@ def optimize_cmd(
         from mixlaw.report.mix_heldout import heldout_from_fits
         from mixlaw.report.mix_page import write_mix_report
 
-        report_progress = _stderr_progress("mix optimize --report")
-        if report_progress:
-            report_progress(f"held-out runs ({holdout}): refitting every fold from the decision's fits")
         fast = heldout_from_fits(
-            df, out, domains=_domains(domains), holdout=holdout, size_column=size_column,
-            bootstrap=min(bootstrap, 50) if bootstrap else 20, level=level, random_state=random_state,
-            max_iter=max_iter,
+            df, out, domains=_domains(domains), holdout=holdout, size_column=size_column, level=level,
+            bootstrap=min(bootstrap, 50) if bootstrap else 20, random_state=random_state, max_iter=max_iter,
+            progress=_stderr_progress("mix optimize --report"),
         )  # fmt: skip
         parts = [fast] if fast is not None else [
             compare(

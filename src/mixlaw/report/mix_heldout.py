@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,13 +82,14 @@ def heldout_from_fits(
     level: float = 0.95,
     random_state: int = 0,
     max_iter: int | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any] | None:
     """The report's held-out comparison (``mix compare``'s result layout) of ``out``'s law on each of its targets,
     from its fits (module docstring); ``None`` where this path does not apply (a surrogate or benchmark objective, a
     fit without parameters, a fold whose test rows extrapolate in size): the caller then runs ``mix compare``.
 
     The blind baseline's rows are ``mix compare``'s own (no fit). ``bootstrap``: resamples of each fold's training
-    runs (0: no intervals)."""
+    runs (0: no intervals). ``progress``: called with one line before the refits (``None``: silent)."""
     from mixlaw.decide.mixture.checks import holdout_folds, target_rows
     from mixlaw.decide.mixture.compare import SURROGATES, compare
     from mixlaw.decide.mixture.intervals import extrapolates
@@ -108,6 +109,8 @@ def heldout_from_fits(
         if any(extrapolates(subs[t][~m], subs[t][m], size_column) for m in masks[t]):
             return None
         laws[t] = _law_of(out, t, doms, size_column)
+    if progress:
+        progress(f"held-out runs ({holdout}): refitting every fold of {len(targets)} loss(es) from the decision's fits")
     blind = compare(table, domains=doms, targets=targets, holdout=holdout, models="blind", size_column=size_column,
                     bootstrap=bootstrap, level=level, random_state=random_state)  # fmt: skip
     groups: dict[str, list[str]] = {}
@@ -218,8 +221,9 @@ def _solve_part(
             fold = _Fold(law, params, draws[i], bootstrap, sd, len(train))
             a, b, _, reason = prediction_interval(fold, xt, level, seed)
             lo[m], hi[m] = a, b
+            n_draws = 0 if fold.bootstrap_params is None else int(fold.bootstrap_params.shape[0])
             for r, good in zip(rows, np.isfinite(a) & np.isfinite(b), strict=True):
-                notes[r] = None if good else (reason or no_draws_reason(0 if draws[i] is None else len(draws[i])))
+                notes[r] = None if good else (reason or no_draws_reason(n_draws))
         idx = np.flatnonzero(np.any(np.stack(masks[t]), axis=0))
         has = np.isfinite(lo[idx]) & np.isfinite(hi[idx]) & np.isfinite(pred[idx])
         inside = (lo[idx] <= obs[idx]) & (obs[idx] <= hi[idx])
