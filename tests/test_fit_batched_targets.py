@@ -58,15 +58,36 @@ def test_halter_needs_every_active_row_settled_and_the_best() -> None:
     h = Halter(lambda x: settled[x[:, 0].astype(int)], pid)
     rows = np.arange(4)
     x = rows[:, None].astype(float)
-    f = np.array([1.0, 2.0, 1.0, 2.0])
+    f = np.array([1.0, 1.05, 1.0, 1.05])  # the other rows within SCREEN_GAP of the best: not screened out
     live = np.ones(4, dtype=bool)
     stops = [h.stop(HALT_EVERY * (i + 1), rows, x, f, live) for i in range(HALT_CHECKS)]
     assert not stops[0].any() and stops[-1].tolist() == [True, True, False, False]
     assert not h.stop(HALT_EVERY + 1, rows, x, f, live).any()  # only every HALT_EVERY iterations
     h2 = Halter(lambda x: np.ones(len(x), dtype=bool), np.array([0, 0]))
-    f2 = np.array([0.5, 2.0])  # row 0 (finished, not in the active rows) is the best: never halted
+    f2 = np.array([0.5, 0.52])  # row 0 (finished, not in the active rows) is the best: never halted
     for i in range(HALT_CHECKS + 2):
         assert not h2.stop(HALT_EVERY * (i + 1), np.array([1]), np.zeros((1, 1)), f2, np.ones(2, dtype=bool)).any()
+
+
+def test_halter_screens_out_rows_far_behind_their_best() -> None:
+    """From SCREEN_FROM on, a row more than SCREEN_GAP above its problem's lowest live row stops at a check, and the
+    problem is then halted on the settled rows that are left; before SCREEN_FROM and within the gap, nothing stops."""
+    from mixlaw.fit.solver.halt import SCREEN_FROM, SCREEN_GAP
+
+    pid = np.array([0, 0, 0])
+    settled = np.array([True, False, False])  # the best row settled; the others not
+    h = Halter(lambda x: settled[x[:, 0].astype(int)], pid)
+    rows = np.arange(3)
+    x = rows[:, None].astype(float)
+    f = np.array([1.0, 1.0 + 2 * SCREEN_GAP, 1.0 + SCREEN_GAP / 2])  # row 1 far behind, row 2 near
+    live = np.ones(3, dtype=bool)
+    early = (SCREEN_FROM // HALT_EVERY - 1) * HALT_EVERY
+    assert early < SCREEN_FROM and not h.stop(early, rows, x, f, live).any()
+    out = h.stop(SCREEN_FROM, rows, x, f, live)
+    assert out.tolist() == [False, True, False]  # the near unsettled row keeps the problem running
+    left = np.array([0])  # the near row finished (not active): the best row alone is settled → halted
+    stops = [h.stop(SCREEN_FROM + HALT_EVERY * (i + 1), left, x[:1], f, live) for i in range(HALT_CHECKS)]
+    assert not stops[0].any() and stops[-1].tolist() == [True]
 
 
 def test_halted_camel_fit_reaches_the_same_verdict() -> None:

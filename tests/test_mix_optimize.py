@@ -210,3 +210,20 @@ def test_bootstrap_intervals_hold_their_point_when_resamples_sit_off_centre() ->
     # sample's median is not exactly 0, so the bias correction moves the ends by a few hundredths)
     assert lo == pytest.approx(np.quantile(centred, 0.025), abs=0.08)
     assert hi == pytest.approx(np.quantile(centred, 0.975), abs=0.08)
+
+
+def test_bc_pair_is_the_bc_rule_of_the_mixture_intervals() -> None:
+    """``bc_pair`` (standard-library normal, no scipy.stats import) gives ``bc_ends``'s interval on any sample."""
+    from mixlaw.decide.mixture.intervals import bc_ends
+    from mixlaw.decide.mixture.paired import bc_pair
+
+    rng = np.random.default_rng(7)
+    for i in range(300):
+        n = int(rng.integers(1, 40))
+        v = rng.normal(size=n) * rng.uniform(0.01, 3.0) + rng.normal()
+        if i % 3 == 0:
+            v[rng.integers(0, n)] = np.nan
+        point = float(v[0]) if i % 5 == 0 else float(rng.normal())
+        level = float(rng.choice([0.8, 0.9, 0.95]))
+        lo, hi, _ = bc_ends(v[:, None], np.array([point]), level)
+        np.testing.assert_allclose(bc_pair(v, level, point), [lo[0], hi[0]], rtol=0, atol=1e-12)

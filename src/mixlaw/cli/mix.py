@@ -328,23 +328,19 @@ def optimize_cmd(
     if report is not None and out["law"] == "causalmix":
         out["report"] = pool_report(report, out, runs.name)
     elif report is not None:
+        from mixlaw.report.mix_heldout import heldout_from_fits
         from mixlaw.report.mix_page import write_mix_report
 
-        parts = [
-            compare(
-                df,
-                domains=_domains(domains),
-                targets=ts,
-                holdout=holdout,
-                models=f"{models},blind",
-                size_column=size_column,
-                bootstrap=min(bootstrap, 50) if bootstrap else 20,
-                random_state=random_state,
-                source=runs.name,
-                solver=SolverOptions(max_iter=max_iter),
-                level=level,
-                progress=_stderr_progress("mix optimize --report"),
-            )
+        fast = heldout_from_fits(
+            df, out, domains=_domains(domains), holdout=holdout, size_column=size_column, level=level,
+            bootstrap=min(bootstrap, 50) if bootstrap else 20, random_state=random_state, max_iter=max_iter,
+            progress=_stderr_progress("mix optimize --report"),
+        )  # fmt: skip
+        parts = [fast] if fast is not None else [  # fmt: skip
+            compare(df, domains=_domains(domains), targets=ts, holdout=holdout, models=f"{models},blind",
+                    size_column=size_column, bootstrap=min(bootstrap, 50) if bootstrap else 20,
+                    random_state=random_state, source=runs.name, solver=SolverOptions(max_iter=max_iter),
+                    level=level, progress=_stderr_progress("mix optimize --report"))
             for models, ts in _report_models(out).items()
         ]
         held = {**parts[0], "targets": [t for p in parts for t in p["targets"]]}

@@ -95,7 +95,8 @@ def _held_out(held: Mapping[str, Any]) -> str:
         ax.legend(fontsize=8)
         fig.tight_layout()
         figs.append(figure_html(fig, alt=f"predicted vs observed {t['target']}"))
-    return f'<div class="figs">{"".join(figs)}</div>' + table_html(rows)
+    note = f"<p>{esc(held['method'])}</p>" if held.get("method") else ""
+    return f'<div class="figs">{"".join(figs)}</div>' + table_html(rows) + note
 
 
 def _vs_size(out: Mapping[str, Any]) -> str:

@@ -240,26 +240,37 @@ def optimize(
                     {"name": name, "weights": dict(zip(doms, map(float, w), strict=True)), "objective": j,
                      "score": sign * j, "regret": j - opt.objective, **obj.report(w)}
                 )  # fmt: skip
+        from mixlaw.decide.mixture.regret_calib import nested_weights
+
+        # the regret calibration's nested refits (below) ride along in the resamples' batched solves
+        nested_w = nested_weights({t: rows[t] for t in fits}, target_size, size_column) if not bench_w else {}
+        nested: dict[str, list[Any]] = {}
         if bootstrap:
             if progress:
                 progress(f"paired bootstrap: refitting every law on {int(bootstrap)} resamples of the mixtures")
             iv = IntervalOptions(level=level, resamples=int(bootstrap), seed=random_state, method="bias_corrected")
-            out["bootstrap"] = paired_bootstrap(
-                iv, doms, cons, fits, bench_fits, rows, objective_of, opt, grid, curve, out, solver
+            out["bootstrap"], nested = paired_bootstrap(
+                iv, doms, cons, fits, bench_fits, rows, objective_of, opt, grid, curve, out, solver, nested_w
             )
         if not bench_w:  # the size-extrapolation error of regrets and levels (regret_calib.py)
             from mixlaw.decide.mixture.regret_calib import (
                 calibrate_regret,
+                nested_from,
                 nested_refit,
                 widen_candidate,
                 widen_level,
             )
 
-            if progress and target_size is not None:
+            def refit_nested(t: str, top: float) -> Any:
+                if t in nested and float(top) == max(float(np.max(r[size_column])) for r in rows.values()):
+                    return nested_from(fits[t], nested[t][0])
+                return nested_refit(fits[t], rows[t], size_column, top, solver.cap(None))
+
+            if progress and target_size is not None and not nested:
                 progress("regret calibration: refitting every law below the largest fitted size")
             calib = calibrate_regret(
                 rows, {t: r.law for t, r in fits.items()}, loss_w, doms, target_size, size_column=size_column,
-                refit=lambda t, top: nested_refit(fits[t], rows[t], size_column, top, solver.cap(None)),
+                refit=refit_nested,
             )  # fmt: skip
             out["regret_calibration"] = calib.to_dict()
             for c in out.get("candidates") or []:

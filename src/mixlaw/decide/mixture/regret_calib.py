@@ -33,6 +33,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -42,7 +43,9 @@ __all__ = [
     "RegretCalibStatus",
     "RegretCalibration",
     "calibrate_regret",
+    "nested_from",
     "nested_refit",
+    "nested_weights",
     "pair_errors",
     "widen_candidate",
     "widen_level",
@@ -215,6 +218,31 @@ def calibrate_regret(
                              level_rms, tuple(by_target.items()))  # fmt: skip
 
 
+def nested_weights(
+    rows: Mapping[str, pd.DataFrame], target_size: float | None, size_column: str = "n_params"
+) -> dict[str, np.ndarray]:
+    """Per target, the ``(1, n_rows)`` point weights of its nested refit (1 below the largest fitted size, 0 at it),
+    for :func:`~mixlaw.decide.mixture.paired.refit_all` to solve beside the resamples; empty where
+    :func:`calibrate_regret` makes no nested refit (fewer than 3 sizes, a target inside the fitted sizes)."""
+    if target_size is None or any(size_column not in r.columns for r in rows.values()):
+        return {}
+    sizes = np.unique(np.concatenate([np.asarray(r[size_column], dtype=np.float64) for r in rows.values()]))
+    if sizes.size < 3 or float(target_size) <= float(sizes[-1]):
+        return {}
+    top = float(sizes[-1])
+    return {t: (np.asarray(r[size_column], dtype=np.float64) < top).astype(np.float64)[None, :]
+            for t, r in rows.items()}  # fmt: skip
+
+
+def nested_from(res: Any, refit: Any) -> Any:
+    """``res`` with the parameters of its nested refit ``refit`` (a :class:`~mixlaw.decide.mixture.objective.FittedLaw`
+    from :func:`nested_weights`' problem; ``None``, a failed refit, gives ``None``): what :func:`nested_refit`
+    returns, made in the resamples' batched solve."""
+    import dataclasses
+
+    return None if refit is None else dataclasses.replace(res, params=dict(refit.params))
+
+
 def nested_refit(res: Any, rows: pd.DataFrame, size_column: str, top: float, max_iter: int | None) -> Any:
     """``res`` (a :class:`~mixlaw.fit.FitResult`) refitted on its rows below size ``top``, started from its own
     parameters: one weighted solve (the rows at ``top`` weigh 0) with the resample refits' rescue; ``None`` when it
@@ -240,11 +268,9 @@ def nested_refit(res: Any, rows: pd.DataFrame, size_column: str, top: float, max
 
 def widen_level(interval: Sequence[float] | None, point: float, sd: float, level: float) -> list[float] | None:
     """A level's interval (``None``: none) widened by ``sd`` in quadrature on each side of ``point``."""
-    from scipy.stats import norm
-
     if interval is None or sd <= 0:
         return list(interval) if interval is not None else None
-    z = float(norm.ppf(0.5 + level / 2))
+    z = NormalDist().inv_cdf(0.5 + level / 2)
     lo, hi = float(interval[0]), float(interval[1])
     return [point - math.hypot(point - lo, z * sd), point + math.hypot(hi - point, z * sd)]
 
@@ -258,14 +284,12 @@ def widen_candidate(
     ``regret_sd_extrapolation`` is the added standard
     deviation. Without a paired interval the calibration alone gives one (normal, around the point regret).
     """
-    from scipy.stats import norm
-
     w = np.asarray(list(candidate["weights"].values()), dtype=np.float64)
     sd = calib.sd(float(np.abs(w / w.sum() - np.asarray(chosen, dtype=np.float64)).sum()))
     candidate["regret_sd_extrapolation"] = sd
     if sd <= 0:
         return
-    z = float(norm.ppf(0.5 + level / 2))
+    z = NormalDist().inv_cdf(0.5 + level / 2)
     r = float(candidate["regret"])
     iv = candidate.get("regret_interval")
     lo, hi = (float(iv[0]), float(iv[1])) if iv else (r, r)
@@ -274,4 +298,4 @@ def widen_candidate(
     candidate["regret_interval"] = [r - math.hypot(r - lo, z * sd), r + math.hypot(hi - r, z * sd)]
     s_boot = (hi - lo) / (2 * z)
     # P(candidate better than the chosen mixture) = P(regret < 0) under the combined spread
-    candidate["p_better_than_chosen"] = float(norm.cdf(-r / math.hypot(s_boot, sd)))
+    candidate["p_better_than_chosen"] = NormalDist().cdf(-r / math.hypot(s_boot, sd))

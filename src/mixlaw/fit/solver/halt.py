@@ -29,6 +29,10 @@ __all__ = ["HALT_CHECKS", "HALT_EVERY", "Halter"]
 HALT_EVERY = 10
 #: Consecutive checks on which a problem must be settled before it is halted.
 HALT_CHECKS = 3
+#: First iteration at which rows far behind their problem's best are screened out (module docstring).
+SCREEN_FROM = 30
+#: Relative objective gap above a problem's lowest live row beyond which an active row is screened out.
+SCREEN_GAP = 0.1
 
 
 class Halter:
@@ -55,8 +59,13 @@ class Halter:
         first = np.ones(len(order), dtype=bool)
         first[1:] = self.pid[order][1:] != self.pid[order][:-1]
         best[self.pid[order[first]]] = order[first]
+        f_best = np.where(best[pr] >= 0, f[np.maximum(best[pr], 0)], np.inf)
+        far = (it >= SCREEN_FROM) & (f[rows] > (1.0 + SCREEN_GAP) * f_best)  # screened out (module docstring)
+        out[far] = True
         for p in np.unique(pr):
-            mine = pr == p
+            mine = (pr == p) & ~far
+            if not mine.any():
+                continue
             if ok[mine].all() and best[p] in set(rows[mine].tolist()):
                 self.streak[p] += 1
             else:

@@ -168,8 +168,12 @@ def _refit(
     ftol: float = 1e-11,
     xtol: float = 1e-9,
     progress: Callable[[int, int], None] | None = None,
+    stall_units: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`refit`, also returning ``(B, P)`` the internal end point of each problem's best finite row."""
+    """:func:`refit`, also returning ``(B, P)`` the internal end point of each problem's best finite row.
+
+    ``stall_units``: the noise-scaled stall test's fraction of a noise unit (default: the adaptive limit's,
+    :func:`~mixlaw.fit.solver.refine.stall_units_for`), for refits whose use tolerates a coarser end."""
     Y = np.asarray(targets, dtype=np.float64)
     n = Y.shape[-1]
     B = Y.shape[0] if Y.ndim == 2 else (weights.shape[0] if weights is not None else 1)
@@ -202,7 +206,7 @@ def _refit(
             ftol=ftol,
             xtol=xtol,
             stall_tol=stall_tol_for(cap),
-            stall_units=stall_units_for(cap),
+            stall_units=stall_units_for(cap) if stall_units is None else stall_units,
             ladder=RESAMPLE_LADDER,
         )
         best, good = best_rows(sol, pid, nb)

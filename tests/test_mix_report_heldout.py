@@ -1,0 +1,84 @@
+"""The mixture report's held-out panel from the decision's fits (mixlaw.report.mix_heldout): the same predictions and
+table layout as ``mix compare`` where the law has one basin, and ``mix compare`` (``None``) where it cannot stand in."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mixlaw.decide.mixture.compare import compare
+from mixlaw.fit import fit_law
+from mixlaw.laws import get_law
+from mixlaw.report.mix_heldout import heldout_from_fits
+
+DOMS = ("a", "b", "c")
+
+
+def _table(seed: int) -> pd.DataFrame:
+    """CAMEL k = 1 losses on 12 mixtures × 3 sizes, two targets with different parameters, 1 % noise."""
+    rng = np.random.default_rng(seed)
+    law = get_law("camel", domains=DOMS, k=1)
+    w = np.vstack([np.full(3, 1 / 3), rng.dirichlet(np.ones(3), size=11)])
+    df = pd.DataFrame(np.repeat(w, 3, axis=0), columns=[f"w_{d}" for d in DOMS])
+    df["n_params"] = np.tile([2e7, 6e7, 2e8], len(w))
+    x = {c: df[c].to_numpy() for c in law.inputs}
+    for j in range(2):
+        p = dict(law.example_params) | {"C": 1.5 + 0.3 * j, "alpha_0": 0.3 + 0.2 * j}
+        df[f"loss{j}"] = law.evaluate(x, p) * np.exp(rng.normal(0.0, 0.01, len(df)))
+    df["run_id"] = [f"r{i}" for i in range(len(df))]
+    return df
+
+
+def _out(df: pd.DataFrame) -> dict:
+    """What the panel reads of ``mix optimize``'s result: the law, its options, the targets and their fits (started
+    away from the truth: the law's default start design, fitted on every run)."""
+    law = get_law("camel", domains=DOMS, k=1)
+    fits = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for t in ("loss0", "loss1"):
+            fits[t] = {"params": fit_law(law, df, target=t, random_state=1).params}
+    return {"law": "camel", "law_options": {"domains": list(DOMS), "k": 1}, "targets": ["loss0", "loss1"],
+            "fits": fits, "camel_k": {t: {"k": 1} for t in fits}}  # fmt: skip
+
+
+def test_panel_from_the_decisions_fits_predicts_as_mix_compare() -> None:
+    """Fold fits started from the full fit reach the fold optimum that ``mix compare`` finds from its own starts:
+    the same held-out predictions (1e-4 relative), the same rows and columns, intervals that cover alike."""
+    df = _table(3)
+    out = _out(df)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fast = heldout_from_fits(df, out, domains=DOMS, holdout="mixtures:3", bootstrap=8, random_state=0)
+        ref = compare(df, domains=DOMS, targets=["loss0", "loss1"], holdout="mixtures:3", models="camel:k=1,blind",
+                      bootstrap=8, random_state=0)  # fmt: skip
+    assert fast is not None and fast["method"]
+    for a, b in zip(fast["targets"], ref["targets"], strict=True):
+        assert a["target"] == b["target"]
+        ma, mb = a["models"], b["models"]
+        assert [m["model"] for m in ma] == [m["model"] for m in mb] == ["camel:k=1", "blind"]
+        assert set(ma[0]) >= set(mb[0]) - {"interval_method"} and ma[1] == mb[1]  # blind: mix compare's own rows
+        pa = np.array([p["predicted"] for p in ma[0]["predictions"]])
+        pb = np.array([p["predicted"] for p in mb[0]["predictions"]])
+        assert [p["run_id"] for p in ma[0]["predictions"]] == [p["run_id"] for p in mb[0]["predictions"]]
+        np.testing.assert_allclose(pa, pb, rtol=1e-4)
+        assert ma[0]["mre"] == pytest.approx(mb[0]["mre"], rel=1e-2)
+        assert ma[0]["n_interval"] == mb[0]["n_interval"] == ma[0]["n_test"]
+        assert abs(ma[0]["coverage"] - mb[0]["coverage"]) <= 0.15
+        width = np.mean([p["hi"] - p["lo"] for p in ma[0]["predictions"]])
+        width_ref = np.mean([p["hi"] - p["lo"] for p in mb[0]["predictions"]])
+        assert 0.67 < width / width_ref < 1.5
+
+
+def test_panel_leaves_size_holdouts_and_surrogates_to_mix_compare() -> None:
+    """A fold whose test runs lie beyond the training sizes needs the extrapolation calibration of ``mix compare``;
+    a surrogate has no fit to start from: both return None (the report then runs ``mix compare``)."""
+    df = _table(4)
+    out = _out(df)
+    assert heldout_from_fits(df, out, domains=DOMS, holdout="n_params > 1e8", bootstrap=0) is None
+    assert heldout_from_fits(df, {**out, "law": "regmix"}, domains=DOMS, holdout="mixtures:3", bootstrap=0) is None
+    inside = heldout_from_fits(df, out, domains=DOMS, holdout="n_params == 6e7", bootstrap=0)
+    assert inside is not None and inside["targets"][0]["models"][0]["n_test"] == 12
