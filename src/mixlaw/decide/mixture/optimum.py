@@ -155,7 +155,7 @@ def optimize(
             if progress:
                 progress(f"law auto: comparing camel, mixture_additive, mixture_joint on {len(targets)} loss(es)")
             choice = choose_law(rows, doms, size_column=size_column, random_state=random_state, solver=solver,
-                                progress=progress)  # fmt: skip
+                                progress=progress, target_size=target_size)  # fmt: skip
             law = choice.law
         if law == "causalmix":  # the pool-aware surrogate (decide/mixture/pool_propose.py)
             from mixlaw.decide.mixture.pool_propose import propose_for_pool
