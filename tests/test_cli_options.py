@@ -22,6 +22,8 @@ COMMON_FIT = {"--law", "--store", "--where", "--loss-column", "--law-option", "-
 CANON = {"--seed", "--target"}
 TABLE = {"--map", "--set", "--drop", "--where", "--derive", "--final", "--every", "--steps", "--allow-missing"}
 TABLE |= {"--meta"}
+#: The base checkpoint's PT history of the cpt verbs, as a constant LR for N tokens.
+BASE = {"--base-tokens", "--tokens-per-step", "--base-lr"}
 EXPECTED: dict[str, set[str]] = {
     "laws": {"--law-file", "--json", "--long"},
     "fit": COMMON_FIT
@@ -48,9 +50,11 @@ EXPECTED: dict[str, set[str]] = {
     | {"--paper-decision", "--relative-to-control", "--validate", "--level", "--max-iter"}
     | {"--meta", "--base-eval", "--config", "--max-memory"}
     | TABLE,
-    "cpt predict": {"FIT", "--plan", "--weights", "--level", "--json", "--max-memory", "--report"},
-    "cpt optimize": {"FIT", "--plan", "--weights", "--over", "--grid", "--level", "--json", "--max-memory", "--report"},
-    "cpt critical": {"FIT", "--plan", "--weights", "--horizon", "--level", "--json", "--max-memory", "--report"},
+    "cpt predict": {"FIT", "--plan", "--weights", "--level", "--json", "--max-memory", "--report"} | BASE,
+    "cpt optimize": {"FIT", "--plan", "--weights", "--over", "--grid", "--level", "--json", "--max-memory", "--report"}
+    | BASE,
+    "cpt critical": {"FIT", "--plan", "--weights", "--horizon", "--level", "--json", "--max-memory", "--report"}
+    | BASE,
     "cpt bundle": {"PT_FIT", "CPT_FIT", "--out", "--json"},
     "probe run": {"SPEC", "--store", "--workers", "--ray-address", "--log", "--data-dir", "--work-dir"},
     "probe status": {"SPEC", "--store", "--json", "--data-dir", "--work-dir"},
@@ -63,7 +67,7 @@ EXPECTED: dict[str, set[str]] = {
     | {"--law-option", "--objective", "--report", "--holdout", "--evaluate"}
     | {"--cap", "--floor", "--fix", "--max-epochs", "--unique-tokens", "--target-tokens", "--prior", "--kl-max"}
     | {"--kl-weight", "--bootstrap", "--sizes", "--where", "--map", "--random-state", "--json"}
-    | {"--level", "--max-iter", "--seed", "--config", "--max-memory"}
+    | {"--level", "--max-iter", "--seed", "--config", "--max-memory", "--pool-stats", "--pool"}
     | TABLE,
     "mix nested": {"RUNS", "--domains", "--target-size", "--target-step", "--target", "--max-fit-step"}
     | {"--step-column", "--size-column", "--law", "--law-option", "--where", "--map", "--random-state", "--json"}
