@@ -79,8 +79,11 @@ def test_pool_spec_mistakes_name_the_key() -> None:
         (_raw(p={"share": {"code": 1.5}}), r"^expected \[pools.p\].share.code to be <= 1"),
         (_raw(p={"share": {"code": 0}}), r"^expected \[pools.p\].share.code to be > 0"),
         (_raw(p={"cap": {"code": 0.1}}), r"^expected \[pools.p\].cap to be a known key"),
-        (_raw(p={"max_tokens": {"code": 4000}, "share": {"code": 0.5}}), r"^expected \[pools.p\].share.code to be "
-                                                                         r"absent where max_tokens"),  # fmt: skip
+        (
+            _raw(p={"max_tokens": {"code": 4000}, "share": {"code": 0.5}}),
+            r"^expected \[pools.p\].share.code to be "
+            r"absent where max_tokens",
+        ),  # fmt: skip
         (_raw(**{"a/b": {}}), r"^expected \[pools.a/b\] to be a plain name"),
         (_raw(), r"^expected \[pools\] to be non-empty"),
         ({**_raw(p={}), "cpt": {"domains": ["code"], "tokens": 10}}, r"^expected \[cpt\] to be absent with \[pools\]"),
@@ -95,7 +98,7 @@ def _write(tmp: Path, data: Path, pools: str) -> Path:
     p.write_text(
         f'[sweep]\nname = "pl"\ndata_dir = "{data}"\nwork_dir = "{tmp / "runs"}"\nblock_size = 32\nbatch_size = 4\n'
         'eval_tokens = 256\n[pt]\nsizes = ["debug"]\ntokens = 4096\nevals = 1\n'
-        '[pt.mixtures]\nu = { general = 0.5, code = 0.5 }\nc = { general = 0.1, code = 0.9 }\n' + pools
+        "[pt.mixtures]\nu = { general = 0.5, code = 0.5 }\nc = { general = 0.1, code = 0.9 }\n" + pools
     )
     return p
 
@@ -108,7 +111,7 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_runs_carry_their_pool_and_its_statistics(data_dir: Path, tmp_path: Path) -> None:
-    pools = '[pools.full]\n[pools.tiny]\nmax_tokens = { code = 600 }\n[pools.half]\nshare = { general = 0.5 }\n'
+    pools = "[pools.full]\n[pools.tiny]\nmax_tokens = { code = 600 }\n[pools.half]\nshare = { general = 0.5 }\n"
     jobs = plan(load_spec(_write(tmp_path, data_dir, pools)))
     assert [j.run_id for j in jobs] == [f"pl-debug-pt-{m}-{p}" for p in ("full", "tiny", "half") for m in ("u", "c")]
     assert len({config_fingerprint(j.config, "h") for j in jobs}) == 6  # the pool is part of what a run computes

@@ -163,6 +163,8 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     out = summary(per)
     print(f"{table['pool'].nunique()} pools, {len(table)} runs" + (" (simulated)" if a.simulate else ""))
     fmt = lambda v: f"{v:.4f}"  # noqa: E731
+    if a.per_pool and "mixture_name" in table.columns:
+        print(table.pivot(index="pool", columns="mixture_name", values=a.target).to_string(float_format=fmt))
     if a.per_pool:
         print(per[["pool", "model", "picked_regret", "spearman"]].to_string(index=False, float_format=fmt))
     print(out.to_string(index=False, float_format=fmt))
