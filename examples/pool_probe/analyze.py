@@ -10,13 +10,17 @@ and the loss. For each pool in turn (leave-one-pool-out), both surrogates are fi
 
 Each ranks the held-out pool's *observed* runs. Scored per model, averaged over pools: ``picked regret`` = the
 observed loss of the run it ranks first minus the pool's best observed loss (what choosing by the model would have
-cost among runs that were made), and the within-pool Spearman of predicted against observed. With ``--simulate`` the
+cost among runs that were made), and the within-pool Spearman of predicted against observed; the ``random pick`` row
+is the expected picked regret of a run chosen at random. With ``--simulate`` the
 table is a simulated pool experiment with a known truth and the table also gives the *true* regret of each model's
 proposed mixture (CausalMix: its proposal; RegMix: the top-128 mean of 20,000 Dirichlet samples).
 
 Run: ``PYTHONPATH=src python examples/pool_probe/analyze.py RUNS.csv --domains a,b,c --covariates x,y`` or
-``PYTHONPATH=src python examples/pool_probe/analyze.py --simulate`` (seconds). ``tests/test_pool_probe_example.py``
-runs the simulated case.
+``PYTHONPATH=src python examples/pool_probe/analyze.py --simulate`` (seconds). ``--probe`` reads the export of the
+experiment's RunStore (``examples/pool_probe/runs.csv``, every evaluation row) as :func:`probe_table` does: each
+run's last evaluation, ``loss`` = the mean of its five validation losses, the pool statistics
+``log10_pool_tokens_<d>``; its defaults are the experiment's domains and those statistics.
+``tests/test_pool_probe_example.py`` runs both.
 """
 
 from __future__ import annotations
@@ -33,6 +37,26 @@ from mixlaw.surrogates.causalmix import EPS, CausalMix, CausalMixOptions
 
 SIM_DOMAINS = ("a", "b", "c")
 SIM_COVS = ("log_unique_a", "quality_b")
+PROBE_DOMAINS = ("general", "legal", "docs", "bio", "code")
+PROBE_COVS = tuple(f"log10_pool_tokens_{d}" for d in PROBE_DOMAINS)
+
+
+def probe_table(rows: pd.DataFrame, domains: Sequence[str] = PROBE_DOMAINS) -> pd.DataFrame:
+    """One row per run of a probe store's export: its last evaluation, ``loss`` = the mean of ``loss_<d>`` over
+    ``domains`` (every domain's validation loss weighted equally: the objective of the pools' best mixture), and
+    ``log10_pool_tokens_<d>`` (the pool's size per corpus, recorded by every run)."""
+    from mixlaw.errors import InputError
+
+    need = ["run_id", "step", "pool", *(f"{k}_{d}" for d in domains for k in ("loss", "pool_tokens", "w"))]
+    missing = [c for c in need if c not in rows.columns]
+    if missing:
+        raise InputError(f"the probe export has no column '{missing[0]}'")
+    last = rows.sort_values(["run_id", "step"]).groupby("run_id").tail(1).reset_index(drop=True)
+    out = last.copy()
+    out["loss"] = last[[f"loss_{d}" for d in domains]].mean(axis=1)
+    for d in domains:
+        out[f"log10_pool_tokens_{d}"] = np.log10(last[f"pool_tokens_{d}"].astype(float))
+    return out
 
 
 def _true_c(x1: float, x2: float) -> np.ndarray:
@@ -102,6 +126,9 @@ def compare_pools(table: pd.DataFrame, domains: Sequence[str], covariates: Seque
                 x1, x2 = stats[SIM_COVS[0]], stats[SIM_COVS[1]]
                 row["true_regret"] = float(true_loss(x1, x2, proposals[name])[0]) - _true_best(x1, x2)
             rows.append(row)
+        # context: the expected picked regret of a run chosen at random (Spearman 0 by construction)
+        rows.append({"pool": p, "model": "random pick", "n_runs": len(test),
+                     "picked_regret": float(obs.mean() - obs.min()), "spearman": 0.0})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -114,20 +141,33 @@ def summary(per_pool: pd.DataFrame) -> pd.DataFrame:
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("runs", nargs="?", type=Path)
-    ap.add_argument("--domains", default=",".join(SIM_DOMAINS))
-    ap.add_argument("--covariates", default=",".join(SIM_COVS))
+    ap.add_argument("--domains", default=None, help="default: the simulated or the probe experiment's")
+    ap.add_argument("--covariates", default=None, help="default: the simulated or the probe experiment's")
+    ap.add_argument("--probe", action="store_true", help="RUNS is the probe store's export (every evaluation row)")
+    ap.add_argument("--per-pool", action="store_true", help="print the per-pool rows too")
+    ap.add_argument("--drop-mixture", default=None, help="leave out the runs of this mixture_name (fit and score)")
     ap.add_argument("--target", default="loss")
     ap.add_argument("--backend", choices=("linear", "lightgbm"), default="linear")
     ap.add_argument("--simulate", action="store_true", help="a simulated pool experiment with a known truth")
     a = ap.parse_args(argv)
     if a.simulate == (a.runs is not None):
         ap.error("give a runs table or --simulate")
+    doms = a.domains.split(",") if a.domains else list(PROBE_DOMAINS if a.probe else SIM_DOMAINS)
+    covs = a.covariates.split(",") if a.covariates else list(PROBE_COVS if a.probe else SIM_COVS)
     table = simulate() if a.simulate else pd.read_csv(a.runs)
-    per = compare_pools(table, a.domains.split(","), a.covariates.split(","), target=a.target, backend=a.backend,
-                        simulated=a.simulate)  # fmt: skip
+    if a.probe:
+        table = probe_table(table, doms)
+    if a.drop_mixture:
+        table = table[table["mixture_name"].astype(str) != a.drop_mixture].reset_index(drop=True)
+    per = compare_pools(table, doms, covs, target=a.target, backend=a.backend, simulated=a.simulate)
     out = summary(per)
     print(f"{table['pool'].nunique()} pools, {len(table)} runs" + (" (simulated)" if a.simulate else ""))
-    print(out.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    fmt = lambda v: f"{v:.4f}"  # noqa: E731
+    if a.per_pool and "mixture_name" in table.columns:
+        print(table.pivot(index="pool", columns="mixture_name", values=a.target).to_string(float_format=fmt))
+    if a.per_pool:
+        print(per[["pool", "model", "picked_regret", "spearman"]].to_string(index=False, float_format=fmt))
+    print(out.to_string(index=False, float_format=fmt))
     return out
 
 

@@ -63,6 +63,11 @@ class RunConfig:
         PT only: keep checkpoints where the LR first falls to these fractions of its peak (``lrfrac<f>.pt``).
     meta
         Extra JSON metadata stored with the run (e.g. ``domain``, ``size``).
+    pool, pool_max_tokens, pool_share
+        The data pool the run trains on (``[pools.<name>]`` of a spec): its name and per-corpus caps on the
+        training split, in tokens or as a share of it (:func:`mixlaw.probe.data.pool_prefix`). Without a pool
+        (``None``) every corpus is whole and the three are left out of :meth:`to_dict` and the fingerprint, so
+        runs configured before pools existed keep their fingerprints.
     """
 
     run_id: str
@@ -90,6 +95,16 @@ class RunConfig:
     device: str = "cpu"
     save_at_lr_fractions: tuple[float, ...] = ()
     meta: Mapping[str, Any] = field(default_factory=dict)
+    pool: str | None = None
+    pool_max_tokens: Mapping[str, int] = field(default_factory=dict)
+    pool_share: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.pool is None and (self.pool_max_tokens or self.pool_share):
+            raise InputError(f"run {self.run_id}: pool caps need a pool name")
+        both = sorted(set(self.pool_max_tokens) & set(self.pool_share))
+        if both:
+            raise InputError(f"run {self.run_id}: pool {self.pool} caps corpus {both[0]!r} twice (max_tokens, share)")
 
     def get_schedule(self) -> Schedule:
         s = self.schedule
@@ -106,4 +121,10 @@ class RunConfig:
         d["schedule"] = self.get_schedule().to_dict()
         d["mixture"] = dict(self.mixture)
         d["meta"] = dict(self.meta)
+        if self.pool is None:  # the form of runs made before pools existed (their fingerprints stay the same)
+            for k in ("pool", "pool_max_tokens", "pool_share"):
+                del d[k]
+        else:
+            d["pool_max_tokens"] = {c: int(v) for c, v in self.pool_max_tokens.items()}
+            d["pool_share"] = {c: float(v) for c, v in self.pool_share.items()}
         return d

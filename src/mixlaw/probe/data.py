@@ -5,10 +5,14 @@ Prepared data (see :mod:`mixlaw.probe.corpora`) is one uint16 file per corpus an
 ``np.random.Generator`` and its start uniformly among the corpus' train positions (sampling with replacement,
 so repeated data is possible and counted). Per corpus the sampler counts tokens drawn and the distinct token
 positions covered (a bitmap), the quantities repetition-aware laws need (tokens seen, unique tokens, epochs).
+
+A *data pool* caps some corpora's training split (:func:`pool_prefix`, :meth:`TokenData.pool`): the sampler then
+draws only from the kept tokens, so a small pool is repeated.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,7 +24,39 @@ import torch
 from mixlaw.errors import InputError
 from mixlaw.probe.corpora import load_manifest
 
-__all__ = ["MixtureSampler", "TokenData", "eval_batches"]
+__all__ = ["MixtureSampler", "TokenData", "eval_batches", "pool_prefix"]
+
+
+def pool_prefix(tokens: np.ndarray, eot_id: int, max_tokens: int) -> np.ndarray:
+    """The first ``max_tokens`` tokens of a training split's documents in a fixed hash order.
+
+    Documents are the runs of tokens that start at an end-of-text token (the prepared layout; tokens before the
+    first one count as a document). They are ranked by the SHA-256 of their token bytes (ties by position), so the
+    kept documents are spread over the corpus' sources rather than the first source's, and the same on every
+    machine; they are concatenated in that order and cut at ``max_tokens`` (the last one kept is a prefix). A cap at
+    or above the split's size returns ``tokens`` itself.
+    """
+    n = len(tokens)
+    if max_tokens >= n:
+        return tokens
+    if max_tokens < 1:
+        raise InputError(f"expected a pool cap of at least 1 token, got {max_tokens}")
+    arr = np.asarray(tokens)
+    starts = np.flatnonzero(arr == eot_id)  # (n_docs,)
+    if starts.size == 0 or starts[0] != 0:
+        starts = np.concatenate([[0], starts])
+    ends = np.append(starts[1:], n)
+    keys = [hashlib.sha256(arr[a:b].tobytes()).digest() for a, b in zip(starts, ends, strict=True)]
+    order = sorted(range(len(starts)), key=lambda i: (keys[i], i))
+    out = np.empty(max_tokens, dtype=arr.dtype)
+    filled = 0
+    for i in order:
+        take = min(int(ends[i] - starts[i]), max_tokens - filled)
+        out[filled : filled + take] = arr[starts[i] : starts[i] + take]
+        filled += take
+        if filled == max_tokens:
+            break
+    return out
 
 
 class TokenData:
@@ -40,6 +76,21 @@ class TokenData:
     @property
     def hash(self) -> str:
         return str(self.manifest["hash"])
+
+    def pool(self, max_tokens: Mapping[str, int], share: Mapping[str, float]) -> dict[str, np.ndarray]:
+        """The training splits of a data pool: each corpus capped at ``max_tokens[c]`` tokens or ``share[c]`` of
+        its split (at least one token; :func:`pool_prefix`), the others whole (their memmaps)."""
+        unknown = sorted((set(max_tokens) | set(share)) - set(self.corpora))
+        if unknown:
+            raise InputError(f"expected a pool to cap corpora of {list(self.corpora)}, got unknown {unknown[0]!r}")
+        eot = int(self.manifest["tokenizer"]["eot_id"])
+        out: dict[str, np.ndarray] = dict(self.train)
+        for c, arr in self.train.items():
+            if c in max_tokens:
+                out[c] = pool_prefix(arr, eot, int(max_tokens[c]))
+            elif c in share:
+                out[c] = pool_prefix(arr, eot, max(1, int(float(share[c]) * len(arr))))
+        return out
 
 
 class MixtureSampler:
@@ -76,7 +127,8 @@ class MixtureSampler:
         self.p = w / w.sum()
         for c, wc in zip(self.names, self.p, strict=True):
             if wc > 0 and len(train[c]) <= block_size + 1:
-                raise InputError(f"corpus {c!r} has {len(train[c])} train tokens, fewer than block_size + 2")
+                raise InputError(f"corpus {c!r} has {len(train[c])} train tokens (in its pool), fewer than "
+                                 "block_size + 2")  # fmt: skip
         self.train = {c: train[c] for c in self.names}
         self.block_size = block_size
         self.batch_size = batch_size

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Stri
 
 from mixlaw.errors import InputError
 
-__all__ = ["Spec", "SweepSection", "PtSection", "CptSection", "validate_spec", "MAX_THREADS"]
+__all__ = ["Spec", "SweepSection", "PtSection", "CptSection", "PoolSection", "validate_spec", "MAX_THREADS"]
 
 #: Most threads a run may ask for (libgomp crashes on absurd counts such as 1,000,000).
 MAX_THREADS = 256
@@ -108,12 +108,25 @@ class CptSection(_Phase):
     evals: Annotated[StrictInt, Field(ge=1, le=100_000)] = 16
 
 
+class PoolSection(_Section):
+    """``[pools.<name>]``: one data pool, a cap on some corpora's training split (corpora not named are whole).
+
+    ``max_tokens = {code = 32000}`` keeps that many tokens of a corpus' prepared training split, ``share = {code =
+    0.01}`` that share of them; the kept tokens are whole documents in a fixed hash order, the last one cut at the
+    cap (:func:`mixlaw.probe.data.pool_prefix`). Every PT run is trained once per pool.
+    """
+
+    max_tokens: dict[Name, Tokens] = {}
+    share: dict[Name, Annotated[Number, Field(gt=0, le=1)]] = {}
+
+
 class Spec(_Section):
     """A whole sweep spec."""
 
     sweep: SweepSection = SweepSection()
     pt: PtSection
     cpt: CptSection | None = None
+    pools: Annotated[dict[Name, PoolSection], Field(min_length=1)] | None = None
 
 
 def _describe(err: Mapping[str, Any]) -> str:
@@ -144,13 +157,15 @@ def _describe(err: Mapping[str, Any]) -> str:
 
 
 def _key(loc: tuple[Any, ...]) -> str:
-    parts = [str(p) for p in loc if not str(p).startswith(("function-", "constrained-"))]
+    parts = [str(p) for p in loc if not str(p).startswith(("function-", "constrained-", "[key]"))]
     # drop pydantic's union-branch labels ("int", "dict[str,...]") that follow a field name
     clean = [p for p in parts if not re.match(r"^(int|float|str|bool|dict\[.*\]|list\[.*\]|is-instance\[.*\])$", p)]
     if not clean:
         return "the spec"
     head, *rest = clean
-    out = f"[{head}]" if head in ("sweep", "pt", "cpt") else head
+    if head == "pools" and rest:
+        head, *rest = f"pools.{rest[0]}", *rest[1:]
+    out = f"[{head}]" if head.startswith(("sweep", "pt", "cpt", "pools")) else head
     for p in rest:
         out += f"[{p}]" if p.isdigit() else f".{p}"
     return out
@@ -201,6 +216,22 @@ def _check_mixtures(spec: Spec, fail: Any) -> None:
             fail(f"[pt].runs.{size}", f"names of [pt].mixtures (unknown {unknown[0]!r})", names)
 
 
+def _check_pools(spec: Spec, fail: Any) -> None:
+    """``[pools]``: PT only, one cap per corpus, a cap of at least one training sequence."""
+    if spec.pools is None:
+        return
+    if spec.cpt is not None:
+        fail("[cpt]", "absent with [pools] (pools apply to PT runs)", "a [cpt] table")
+    least = spec.sweep.block_size + 2
+    for name, pool in spec.pools.items():
+        both = sorted(set(pool.max_tokens) & set(pool.share))
+        if both:
+            fail(f"[pools.{name}].share.{both[0]}", "absent where max_tokens caps the corpus (one cap)", pool.share)
+        for c, t in pool.max_tokens.items():
+            if t < least:
+                fail(f"[pools.{name}].max_tokens.{c}", f">= block_size + 2 = {least} (one training sequence)", t)
+
+
 def _cross_checks(spec: Spec, file: str | None) -> None:
     """Checks between keys and of known model sizes (corpora are checked by :func:`mixlaw.probe.sweep.plan`,
     against the prepared data)."""
@@ -236,6 +267,7 @@ def _cross_checks(spec: Spec, file: str | None) -> None:
     if not pt.mixture or abs(total - 1.0) > 1e-9:
         fail("[pt].mixture", "weights summing to 1", pt.mixture)
     _check_mixtures(spec, fail)
+    _check_pools(spec, fail)
     if len(set(map(float, pt.save_at_lr_fractions))) != len(pt.save_at_lr_fractions):
         fail("[pt].save_at_lr_fractions", "distinct fractions", pt.save_at_lr_fractions)
     if cpt is None:

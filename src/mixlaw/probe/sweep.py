@@ -45,13 +45,22 @@ list each size trains from scratch; they have no ``[cpt]``. Run ids are ``<name>
     tokens_per_param = 20
     mixtures = { m000 = { general = 0.2, legal = 0.2, code = 0.6 }, m001 = { general = 0.5, legal = 0.3, code = 0.2 } }
     runs = { "25k" = ["m000", "m001"], "50k" = ["m000"] }
+
+Data pools (PT only, no ``[cpt]``): every PT run is trained once per ``[pools.<name>]``, on the corpora's training
+splits capped as the pool says (whole documents in a fixed hash order, the last one cut at the cap; corpora not
+named are whole). Run ids gain ``-<pool>``; the run's metadata records ``pool``, ``pool_tokens_<c>`` (the capped
+size), ``pool_share_<c>`` and ``pool_docs_<c>``::
+
+    [pools.full]                              # every corpus whole
+    [pools.code_small]
+    max_tokens = { code = 16000 }             # or: share = { code = 0.01 } of the prepared split
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +68,7 @@ from mixlaw.errors import InputError
 from mixlaw.probe.corpora import CORPORA
 from mixlaw.probe.execute import Job, estimate_seconds, run_sweep, sweep_status
 from mixlaw.probe.model import GPT, SIZES, gpt_config
-from mixlaw.probe.spec import CptSection, PtSection, Spec, validate_spec
+from mixlaw.probe.spec import CptSection, PoolSection, PtSection, Spec, validate_spec
 from mixlaw.probe.train import RunConfig, checkpoint_path
 from mixlaw.schedules import Schedule
 
@@ -206,6 +215,23 @@ def _mixture_jobs(
     return jobs
 
 
+def _in_pool(job: Job, name: str, pool: PoolSection) -> Job:
+    """``job`` trained on the data pool ``name``: run id ``<id>-<name>``, the pool's caps and name in its config
+    (fingerprinted) and ``pool`` in its metadata."""
+    cfg = job.config
+    return Job(
+        replace(
+            cfg,
+            run_id=f"{cfg.run_id}-{name}",
+            pool=name,
+            pool_max_tokens={c: int(v) for c, v in pool.max_tokens.items()},
+            pool_share={c: float(v) for c, v in pool.share.items()},
+            meta={**dict(cfg.meta), "pool": name},
+        ),
+        depends_on=job.depends_on,
+    )
+
+
 def plan(spec: SweepSpec) -> list[Job]:
     """Expand a spec into jobs: PT per size; CPT per size × domain × ratio × schedule."""
     m = spec.model
@@ -225,6 +251,8 @@ def plan(spec: SweepSpec) -> list[Job]:
     corpora = _known_corpora(data_dir)
     named = [("[pt].mixture", c) for c in pt.mixture] + [("[sweep].eval_sets", c) for c in sw.eval_sets or ()]
     named += [(f"[pt].mixtures.{m}", c) for m, w in (pt.mixtures or {}).items() for c in w]
+    for p, pool in (m.pools or {}).items():
+        named += [(f"[pools.{p}].{k}", c) for k in ("max_tokens", "share") for c in getattr(pool, k)]
     if cpt is not None:
         named += [("[cpt].domains", c) for c in cpt.domains] + [("[cpt].replay", cpt.replay)]
     for key, c in named:
@@ -299,6 +327,8 @@ def plan(spec: SweepSpec) -> list[Job]:
                             depends_on=pt_id,
                         )
                     )
+    if m.pools is not None:  # pool outermost: a sweep cut short has whole pools
+        jobs = [_in_pool(j, p, pool) for p, pool in m.pools.items() for j in jobs]
     ids = [j.run_id for j in jobs]
     if len(set(ids)) != len(ids):
         raise InputError("the spec expands to duplicate run ids (ratios equal to 4 significant digits?)", file=file)

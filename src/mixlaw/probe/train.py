@@ -84,6 +84,18 @@ def lr_fraction_steps(schedule: Schedule, fractions: tuple[float, ...]) -> dict[
     return out
 
 
+def _pool_stats(train: Mapping[str, np.ndarray], data: TokenData, domains: tuple[str, ...]) -> dict[str, Any]:
+    """A pool's statistics beside ``pool_tokens_<c>``: ``pool_share_<c>`` of the prepared split it keeps and
+    ``pool_docs_<c>``, the documents it holds (the last one may be cut at the cap)."""
+    eot = int(data.manifest["tokenizer"]["eot_id"])
+    out: dict[str, Any] = {}
+    for c in domains:
+        arr = np.asarray(train[c])
+        out[f"pool_share_{c}"] = len(arr) / max(1, len(data.train[c]))
+        out[f"pool_docs_{c}"] = int(np.count_nonzero(arr == eot)) + int(len(arr) > 0 and arr[0] != eot)
+    return out
+
+
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, batches: Mapping[str, list[torch.Tensor]], autocast: Any) -> dict[str, float]:
     """Mean next-token loss (nats/token) of ``model`` on each eval set's fixed batches."""
@@ -164,8 +176,9 @@ def train_run(
     mcfg = gpt_config(cfg.size, vocab_size=data.vocab_size, block_size=cfg.block_size)
     model = GPT(mcfg).to(device)
     optim = model.configure_optimizer(lr=schedule.eta0, weight_decay=cfg.weight_decay, betas=cfg.betas)
+    train = data.pool(cfg.pool_max_tokens, cfg.pool_share) if cfg.pool is not None else data.train
     sampler = MixtureSampler(
-        data.train, mixture.to_dict(), block_size=cfg.block_size, batch_size=cfg.batch_size, seed=cfg.seed
+        train, mixture.to_dict(), block_size=cfg.block_size, batch_size=cfg.batch_size, seed=cfg.seed
     )
     batches = {
         c: [
@@ -188,7 +201,8 @@ def train_run(
         "compile": cfg.compile,
         "bf16": bf16,
         "device": device,
-        **{f"pool_tokens_{c}": int(len(data.train[c])) for c in mixture.domains},
+        **{f"pool_tokens_{c}": int(len(train[c])) for c in mixture.domains},
+        **({} if cfg.pool is None else {"pool": cfg.pool, **_pool_stats(train, data, mixture.domains)}),
         **dict(cfg.meta),
         "config_fingerprint": fingerprint,
     }
