@@ -4,6 +4,7 @@ paired refits of one law in one solve (mixlaw.decide.mixture.paired.refit_all)."
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -18,25 +19,10 @@ from mixlaw.laws import get_law
 DOMS = ("a", "b", "c")
 
 
-def _table(seed: int, n_targets: int = 2) -> pd.DataFrame:
-    """Camel k = 1 losses on 12 mixtures × 3 sizes, one column per target (different parameters), 1 % noise."""
-    rng = np.random.default_rng(seed)
-    law = get_law("camel", domains=DOMS, k=1)
-    w = np.vstack([np.full(3, 1 / 3), rng.dirichlet(np.ones(3), size=11)])
-    df = pd.DataFrame(np.repeat(w, 3, axis=0), columns=[f"w_{d}" for d in DOMS])
-    df["n_params"] = np.tile([2e7, 6e7, 2e8], len(w))
-    x = {c: df[c].to_numpy() for c in law.inputs}
-    for j in range(n_targets):
-        p = dict(law.example_params) | {"C": 1.5 + 0.3 * j, "alpha_0": 0.3 + 0.2 * j}
-        df[f"loss{j}"] = law.evaluate(x, p) * np.exp(rng.normal(0.0, 0.01, len(df)))
-    df["run_id"] = [f"r{i}" for i in range(len(df))]
-    return df
-
-
-def test_batched_targets_match_single_fits() -> None:
+def test_batched_targets_match_single_fits(camel_k1_table: Callable[..., pd.DataFrame]) -> None:
     """Each target of fit_targets is the fit fit_law gives alone: the same starts, the same optimum (objective to
     1e-9 relative, predictions to 1e-6), its own warnings."""
-    df = _table(0)
+    df = camel_k1_table(0)
     law = get_law("camel", domains=DOMS, k=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -109,13 +95,13 @@ def test_halted_camel_fit_reaches_the_same_verdict() -> None:
     assert halted.objective <= full.objective * 1.01  # stopped on the way down the same limit
 
 
-def test_refit_all_matches_refit_draws() -> None:
+def test_refit_all_matches_refit_draws(camel_k1_table: Callable[..., pd.DataFrame]) -> None:
     """The paired refits of two targets of one law in one solve give each target what refit_draws gives it alone
     (objective-level agreement: resample optima to 1e-6 in prediction), the same usable count."""
     from mixlaw.decide.mixture.checks import mixture_groups
     from mixlaw.decide.mixture.paired import refit_all, refit_draws
 
-    df = _table(1)
+    df = camel_k1_table(1)
     df = df.assign(_mixture=mixture_groups(df, list(DOMS)))
     law = get_law("camel", domains=DOMS, k=1)
     rng = np.random.default_rng(5)

@@ -6,7 +6,6 @@ from ``benchmarks/info_law_compare.py --cases slimpajama-lmo-final``): MRE 0.57 
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -16,19 +15,10 @@ from mixlaw.api.mixture import compare
 DOMAINS = ("arxiv", "book", "c4", "github", "commoncrawl", "stackexchange", "wikipedia")
 
 
-@pytest.fixture(scope="module")
-def slim_310m(external: Path) -> pd.DataFrame:
-    path = external / "Explaining-Data-Mixing-Scaling-Laws" / "data" / "dmsl_llm_slimpajama.csv"
-    d = pd.read_csv(path).rename(
-        columns={f"weight_{x}": f"w_{x}" for x in DOMAINS} | {"model_size": "n_params", "n_tokens": "tokens"}
-    )
-    last = d.groupby("n_params")["tokens"].transform("max")
-    d = d[(d["n_params"] == 3.1e8) & (d["tokens"] == last)].reset_index(drop=True)
-    return d.assign(**{f"unique_tokens_{x}": 1e15 for x in DOMAINS})  # SlimPajama's pools are never repeated
-
 
 @pytest.mark.slow  # about 30 s of CPU: 5 fits of a 7-domain law from 1,024 starts
 def test_info_law_leave_mixtures_out_at_310m(slim_310m: pd.DataFrame) -> None:
+    slim_310m = slim_310m.assign(**{f"unique_tokens_{x}": 1e15 for x in DOMAINS})  # SlimPajama's pools never repeat
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)  # boundary notes of single folds
         warnings.simplefilter("error", category=RuntimeWarning)  # a numpy warning escaping the fit is a bug

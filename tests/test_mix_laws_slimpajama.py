@@ -12,7 +12,6 @@ LightGBM's defaults 1.48 % / −0.25 (48 training mixtures cannot fill 20-row le
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -21,15 +20,6 @@ from mixlaw.api.mixture import compare
 
 DOMAINS = ("arxiv", "book", "c4", "github", "commoncrawl", "stackexchange", "wikipedia")
 
-
-@pytest.fixture(scope="module")
-def slim_310m(external: Path) -> pd.DataFrame:
-    path = external / "Explaining-Data-Mixing-Scaling-Laws" / "data" / "dmsl_llm_slimpajama.csv"
-    d = pd.read_csv(path).rename(
-        columns={f"weight_{x}": f"w_{x}" for x in DOMAINS} | {"model_size": "n_params", "n_tokens": "tokens"}
-    )
-    last = d.groupby("n_params")["tokens"].transform("max")
-    return d[(d["n_params"] == 3.1e8) & (d["tokens"] == last)].reset_index(drop=True)
 
 
 def test_bimix_and_regmix_beat_the_mixture_blind_baseline_at_310m(slim_310m: pd.DataFrame) -> None:

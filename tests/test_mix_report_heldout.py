@@ -4,6 +4,7 @@ table layout as ``mix compare`` where the law has one basin, and ``mix compare``
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -15,21 +16,6 @@ from mixlaw.laws import get_law
 from mixlaw.report.mix_heldout import heldout_from_fits
 
 DOMS = ("a", "b", "c")
-
-
-def _table(seed: int) -> pd.DataFrame:
-    """CAMEL k = 1 losses on 12 mixtures × 3 sizes, two targets with different parameters, 1 % noise."""
-    rng = np.random.default_rng(seed)
-    law = get_law("camel", domains=DOMS, k=1)
-    w = np.vstack([np.full(3, 1 / 3), rng.dirichlet(np.ones(3), size=11)])
-    df = pd.DataFrame(np.repeat(w, 3, axis=0), columns=[f"w_{d}" for d in DOMS])
-    df["n_params"] = np.tile([2e7, 6e7, 2e8], len(w))
-    x = {c: df[c].to_numpy() for c in law.inputs}
-    for j in range(2):
-        p = dict(law.example_params) | {"C": 1.5 + 0.3 * j, "alpha_0": 0.3 + 0.2 * j}
-        df[f"loss{j}"] = law.evaluate(x, p) * np.exp(rng.normal(0.0, 0.01, len(df)))
-    df["run_id"] = [f"r{i}" for i in range(len(df))]
-    return df
 
 
 def _out(df: pd.DataFrame) -> dict:
@@ -45,10 +31,10 @@ def _out(df: pd.DataFrame) -> dict:
             "fits": fits, "camel_k": {t: {"k": 1} for t in fits}}  # fmt: skip
 
 
-def test_panel_from_the_decisions_fits_predicts_as_mix_compare() -> None:
+def test_panel_from_the_decisions_fits_predicts_as_mix_compare(camel_k1_table: Callable[..., pd.DataFrame]) -> None:
     """Fold fits started from the full fit reach the fold optimum that ``mix compare`` finds from its own starts:
     the same held-out predictions (1e-4 relative), the same rows and columns, intervals that cover alike."""
-    df = _table(3)
+    df = camel_k1_table(3)
     out = _out(df)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -73,10 +59,10 @@ def test_panel_from_the_decisions_fits_predicts_as_mix_compare() -> None:
         assert 0.67 < width / width_ref < 1.5
 
 
-def test_panel_leaves_size_holdouts_and_surrogates_to_mix_compare() -> None:
+def test_panel_leaves_size_holdouts_and_surrogates_to_mix_compare(camel_k1_table: Callable[..., pd.DataFrame]) -> None:
     """A fold whose test runs lie beyond the training sizes needs the extrapolation calibration of ``mix compare``;
     a surrogate has no fit to start from: both return None (the report then runs ``mix compare``)."""
-    df = _table(4)
+    df = camel_k1_table(4)
     out = _out(df)
     assert heldout_from_fits(df, out, domains=DOMS, holdout="n_params > 1e8", bootstrap=0) is None
     assert heldout_from_fits(df, {**out, "law": "regmix"}, domains=DOMS, holdout="mixtures:3", bootstrap=0) is None

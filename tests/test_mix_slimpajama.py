@@ -10,24 +10,13 @@ Spearman −0.33. The table's provenance is undocumented (its README), so these 
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from mixlaw.api.mixture import compare
 
 DOMAINS = ("arxiv", "book", "c4", "github", "commoncrawl", "stackexchange", "wikipedia")
 
-
-@pytest.fixture(scope="module")
-def slim_310m(external: Path) -> pd.DataFrame:
-    path = external / "Explaining-Data-Mixing-Scaling-Laws" / "data" / "dmsl_llm_slimpajama.csv"
-    d = pd.read_csv(path).rename(
-        columns={f"weight_{x}": f"w_{x}" for x in DOMAINS} | {"model_size": "n_params", "n_tokens": "tokens"}
-    )
-    last = d.groupby("n_params")["tokens"].transform("max")
-    return d[(d["n_params"] == 3.1e8) & (d["tokens"] == last)].reset_index(drop=True)
 
 
 def test_leave_mixtures_out_at_310m_beats_the_mixture_blind_baseline(slim_310m: pd.DataFrame) -> None:
