@@ -103,3 +103,13 @@ def test_the_share_plot_follows_the_proposals() -> None:
     assert len(ax.collections) == 3 and ax.get_xlabel() == "x2"
     tops = ax.collections[0].get_paths()[0].vertices[:, 1]  # the stack's first band is domain a
     assert tops.max() <= 1.0 + 1e-9
+
+
+def test_a_non_finite_effect_is_a_one_line_error_not_an_assert() -> None:
+    import numpy as np
+
+    from mixlaw.errors import FitError
+    from mixlaw.surrogates.causalmix import minimise_on_box
+
+    with pytest.raises(FitError, match="not finite"):
+        minimise_on_box(np.full(5, np.nan), np.zeros(3), np.ones(3))

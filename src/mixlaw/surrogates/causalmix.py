@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from mixlaw.errors import InputError
+from mixlaw.errors import FitError, InputError
 
 __all__ = ["CausalMix", "CausalMixFit", "CausalMixOptions", "minimise_on_box", "treatment_features"]
 
@@ -191,7 +191,8 @@ def minimise_on_box(theta: np.ndarray, lo: np.ndarray, hi: np.ndarray, *, n_star
         w = _project(np.clip(r.x, lo, hi), lo, hi)
         if f(w) < best[0]:
             best = (f(w), w)
-    assert best[1] is not None
+    if best[1] is None:  # every start evaluated to NaN or inf: the fitted effect is not finite on this box
+        raise FitError("causalmix: the fitted effect is not finite anywhere on the constraints' box; no proposal")
     return best[1]
 
 
