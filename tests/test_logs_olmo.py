@@ -1,4 +1,4 @@
-"""The OLMo ladder's 30 W&B exports in one ``mixlaw ingest`` (issue 14, item 7): sizes from a small meta table, the
+"""The OLMo ladder's 30 W&B exports in one ``mixlaw ingest``: sizes from a small meta table, the
 Chinchilla law fitted per validation loss on the final checkpoints <= 1.3B and validated on the 3B runs — the example
 of ``docs/runs.md``, run as documented."""
 
@@ -46,7 +46,18 @@ def test_the_ladder_is_stored_with_sizes_tokens_and_lr(store: Path) -> None:
     assert final.loc[final["run_id"] == "1B-10xC", "tokens"].item() == pytest.approx(2.559e11, rel=1e-3)
 
 
-@pytest.mark.parametrize("domain", ["pile", "dolma_wiki", "m2d2_s2orc"])  # docs/runs.md: all 11 (CI time)
+def _documented_mre() -> dict[str, float]:
+    """The held-out MRE table of docs/runs.md (one row of column names, one of percentages)."""
+    lines = (ROOT / "docs" / "runs.md").read_text().splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("| c4_en | dolma_books"))
+    names = [c.strip() for c in lines[head].strip("|").split("|")]
+    values = [float(c.strip().rstrip("%")) / 100 for c in lines[head + 2].strip("|").split("|")]
+    short = {"common-crawl": "dolma_common-crawl", "pes2o": "dolma_pes2o", "reddit": "dolma_reddit",
+             "stack": "dolma_stack", "wiki": "dolma_wiki"}  # fmt: skip
+    return {short.get(n, n): v for n, v in zip(names, values, strict=True)}
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
 def test_chinchilla_per_validation_loss_predicts_the_3b_runs(store: Path, domain: str) -> None:
     r = runner.invoke(
         app,
@@ -60,5 +71,6 @@ def test_chinchilla_per_validation_loss_predicts_the_3b_runs(store: Path, domain
     fold = res["folds"][0]
     assert (fold["n_fit"], fold["n_held_out"]) == (20, 6)  # 4 sizes x 5 budgets; the 6 3B runs (rerun included)
     assert fold["status"] == "converged"
-    assert res["mre"] < 0.02  # measured 1.12 % (pile), 1.00 % (dolma_wiki), 0.77 % (m2d2_s2orc)
-    assert max(abs(p["rel_error"]) for p in res["points"]) < 0.04
+    assert res["mre"] < 0.02  # 0.77 % (m2d2_s2orc) to 1.81 % (wikitext_103)
+    assert max(abs(p["rel_error"]) for p in res["points"]) < (0.045 if domain == "wikitext_103" else 0.04)  # 4.01 %
+    assert res["mre"] == pytest.approx(_documented_mre()[domain], abs=5e-5)  # the docs table, to its digits

@@ -257,6 +257,29 @@ def test_logged_lr_becomes_the_schedule(grid: dict[str, Path]) -> None:
     assert feats["s1"].iloc[-1] == pytest.approx(lr.sum(), rel=1e-9)
 
 
+def test_logged_lr_schedule_is_shared_by_a_runs_rows_not_copied_per_row() -> None:
+    """A run's per-step LR table is one string that all of its rows refer to: a text column copied per row grew as
+    rows x steps (gigabytes on the OLMo ladder's W&B exports, where `validate` spent a minute allocating)."""
+    from mixlaw.runs.select import logged_lr_schedules
+
+    steps = 4000
+    rows = [{"run_id": f"r{k}", "step": t, "lr": 1e-3 * min(1.0, t / 100), "loss": 3.0} for k in range(3)
+            for t in range(1, steps + 1)]  # fmt: skip
+    df, note = logged_lr_schedules(pd.DataFrame(rows))
+    assert note is not None and "3 run(s)" in note
+    sched = df["schedule"].to_numpy()
+    for k in range(3):
+        cells = sched[df["run_id"].to_numpy() == f"r{k}"]
+        assert len({id(c) for c in cells}) == 1  # one object per run, however many rows it has
+        assert len(json.loads(cells[0])["lr"]) == steps
+    # a stored schedule is kept and blank cells (None, "", "nan") are filled, judged once per distinct value
+    df2, _ = logged_lr_schedules(pd.DataFrame(rows).assign(schedule=lambda d: np.where(
+        d["run_id"] == "r0", '{"kind": "constant", "lr": 0.001}', np.where(d["run_id"] == "r1", "", None))))
+    assert df2.loc[df2["run_id"] == "r0", "schedule"].iloc[0] == '{"kind": "constant", "lr": 0.001}'
+    assert json.loads(df2.loc[df2["run_id"] == "r1", "schedule"].iloc[0])["kind"] == "table"
+    assert json.loads(df2.loc[df2["run_id"] == "r2", "schedule"].iloc[0])["kind"] == "table"
+
+
 def test_version_and_python_m(tmp_path: Path) -> None:
     r = runner.invoke(app, ["--version"])
     assert r.exit_code == 0 and re.fullmatch(r"mixlaw \d+\.\d+\.\d+\S*\n", r.stdout)

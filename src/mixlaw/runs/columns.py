@@ -10,7 +10,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["unit_of", "column_summary", "format_numbers", "mixture_groups"]
+__all__ = ["unit_of", "column_summary", "format_numbers", "mixture_groups", "blank_cells"]
+
+#: What an empty cell of a text column reads as once a reader has been through it.
+BLANK_TEXT = frozenset(("", "nan", "None", "<NA>"))
 
 _UNITS = {
     "run_id": "id",
@@ -113,3 +116,17 @@ def mixture_groups(table: pd.DataFrame, domains: Sequence[str]) -> np.ndarray:
     """One integer label per distinct mixture (weights rounded to 1e-9): the unit of leave-mixtures-out."""
     key = table[[f"w_{d}" for d in domains]].round(9).astype(str).agg("|".join, axis=1)
     return np.asarray(pd.factorize(key)[0], dtype=np.int64)
+
+
+def blank_cells(s: pd.Series) -> np.ndarray:
+    """Which cells of ``s`` are empty: missing, or text that strips to ``""``, ``"nan"``, ``"None"`` or ``"<NA>"``.
+
+    Judged once per distinct value (``pd.factorize``), never by converting the column to strings: a column whose
+    rows share a long value (a run's per-step LR table, repeated on each of its thousands of rows) would otherwise be
+    copied once per row — gigabytes, and a minute of allocation, on a few thousand logged steps.
+    """
+    codes, uniques = pd.factorize(s, use_na_sentinel=True)
+    blank_u = np.fromiter((str(u).strip() in BLANK_TEXT for u in uniques), dtype=bool, count=len(uniques))
+    out = codes < 0
+    out[~out] = blank_u[codes[~out]]
+    return out

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from mixlaw.errors import InputError
+from mixlaw.runs.columns import blank_cells
 
 __all__ = ["MetaTable", "MetaRow", "read_meta", "join_meta", "base_runs", "complete_tokens", "check_coverage"]
 
@@ -166,7 +167,7 @@ def _merged(rows: Sequence[MetaRow], what: str, source: str) -> dict[str, Any]:
 
 
 def _empty(s: pd.Series) -> pd.Series:
-    return s.isna() | s.astype(str).str.strip().isin(("", "nan", "None", "<NA>"))
+    return pd.Series(blank_cells(s), index=s.index)
 
 
 def join_meta(

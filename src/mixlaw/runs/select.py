@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from mixlaw.errors import InputError, attach_lines, source_lines
+from mixlaw.runs.columns import blank_cells
 from mixlaw.runs.io.rules import closest_hint
 
 __all__ = [
@@ -265,12 +266,11 @@ def settable(df: pd.DataFrame, column: str) -> bool:
     """Whether ``--set column=...`` may fill an existing column: empty in every row (a store lists every run-level
     column), or ``phase`` holding only its default ``pt`` on runs without a ``parent_run``."""
     s = df[column]
-    empty = s.isna() | s.astype(str).str.strip().isin(("", "nan", "None", "<NA>"))
-    if bool(empty.all()):
+    if bool(blank_cells(s).all()):
         return True
     if column == "phase":
         parents = df["parent_run"] if "parent_run" in df.columns else pd.Series(dtype=object)
-        no_parent = bool((parents.isna() | parents.astype(str).str.strip().isin(("", "nan", "None"))).all())
+        no_parent = bool(blank_cells(parents).all())
         return no_parent and bool(s.astype(str).eq("pt").all())
     return False
 
@@ -431,8 +431,7 @@ def logged_lr_schedules(df: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     runs = df["run_id"].astype(str).to_numpy()
     has = np.zeros(len(df), dtype=bool)
     if "schedule" in df.columns:
-        sv = df["schedule"]
-        has = ~(sv.isna() | sv.astype(str).str.strip().isin(("", "nan", "None"))).to_numpy()
+        has = ~blank_cells(df["schedule"])
     made: dict[str, str] = {}
     gaps: list[int] = []
     for rid in pd.unique(runs):
@@ -457,7 +456,10 @@ def logged_lr_schedules(df: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     df = df.copy()
     df.attrs.clear()
     old = df["schedule"].astype(object) if "schedule" in df.columns else pd.Series(None, index=df.index, dtype=object)
-    df["schedule"] = [made.get(r, v) for r, v in zip(runs, old.to_numpy(), strict=True)]
+    # object dtype: every row of a run holds a reference to the run's one JSON string. A string column (pandas 3's
+    # default, Arrow-backed) would copy each run's whole per-step table into every one of its rows.
+    df["schedule"] = pd.Series([made.get(r, v) for r, v in zip(runs, old.to_numpy(), strict=True)], index=df.index,
+                               dtype=object)  # fmt: skip
     df.attrs.update(attrs)
     note = (
         f"LR schedule of {len(made)} run(s) without one taken from the logged lr (per step, interpolated between "
