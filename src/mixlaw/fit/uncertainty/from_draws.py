@@ -27,7 +27,7 @@ Every interval carries the number of resamples it rests on and how many of them 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
@@ -194,6 +194,35 @@ def run_resamples(run_ids: Any, n: int, rng: np.random.Generator) -> list[np.nda
     return out
 
 
+def _named_run_resamples(
+    table: pd.DataFrame, run_column: str, n: int, rng: np.random.Generator
+) -> Iterator[tuple[np.ndarray, pd.Series | None]]:
+    """The draws of :func:`run_resamples` (the same generator calls, so the same resamples), each with the run id of
+    every drawn row: a run drawn ``c + 1`` times keeps its id for its first copy and gets ``<id>#c`` for the
+    ``c``-th repeat, so that a run drawn twice counts as two runs. Named once per drawn run, not per row."""
+    import pandas as pd
+
+    if run_column not in table.columns:
+        for idx in run_resamples(np.arange(len(table)), n, rng):
+            yield idx, None
+        return
+    uniq, inv = np.unique(table[run_column].to_numpy().astype(str), return_inverse=True)
+    rows_of = [np.flatnonzero(inv == k) for k in range(uniq.size)]
+    lengths = np.array([r.size for r in rows_of], dtype=np.int64)
+    for _ in range(n):
+        if uniq.size == 0:
+            yield np.array([], dtype=int), pd.Series([], dtype="str")
+            continue
+        pick = rng.integers(0, uniq.size, size=uniq.size)
+        order = np.argsort(pick, kind="stable")
+        first = np.searchsorted(pick[order], pick[order], side="left")
+        copy = np.empty_like(pick)
+        copy[order] = np.arange(pick.size) - first  # how many times this run was drawn before, in draw order
+        labels = [uniq[k] if c == 0 else f"{uniq[k]}#{c}" for k, c in zip(pick.tolist(), copy.tolist(), strict=True)]
+        yield (np.concatenate([rows_of[k] for k in pick]),
+               pd.Series(np.repeat(np.array(labels, dtype=object), lengths[pick]), dtype="str"))  # fmt: skip
+
+
 def bootstrap_answers(
     table: pd.DataFrame,
     statistic: Callable[[pd.DataFrame], Mapping[str, float | None]],
@@ -211,14 +240,11 @@ def bootstrap_answers(
     from mixlaw.errors import MixlawError
 
     table = table.reset_index(drop=True)
-    ids = table[run_column].to_numpy() if run_column in table.columns else np.arange(len(table))
     out = np.full((n, len(names)), np.nan)
-    for i, idx in enumerate(run_resamples(ids, n, rng)):
-        sample = table.iloc[idx].copy()
-        if run_column in sample.columns:  # a run drawn twice becomes two runs
-            dup = sample.groupby(level=0).cumcount().to_numpy()
-            sample[run_column] = sample[run_column].astype(str) + np.where(dup > 0, "#" + dup.astype(str), "")
-        sample = sample.reset_index(drop=True)
+    for i, (idx, run_names) in enumerate(_named_run_resamples(table, run_column, n, rng)):
+        sample = table.iloc[idx].reset_index(drop=True)
+        if run_names is not None:
+            sample[run_column] = run_names
         try:
             got = statistic(sample)
         except MixlawError:
