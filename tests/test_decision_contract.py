@@ -105,6 +105,30 @@ def test_a_resample_without_an_answer_is_counted_not_dropped() -> None:
     assert res.answer("mean_loss").value is None and res.answer("mean_loss").interval is None
 
 
+def test_a_run_drawn_twice_is_two_runs_with_all_its_rows() -> None:
+    """Every resample has as many runs as the table, each with all the rows of the run it copies."""
+    from mixlaw.fit.uncertainty.from_draws import bootstrap_answers
+
+    table = _runs(np.random.default_rng(4), 7).sample(frac=1.0, random_state=1)  # rows of a run interleaved
+    seen: list[pd.DataFrame] = []
+
+    def stat(sample: pd.DataFrame) -> dict[str, float]:
+        seen.append(sample)
+        return {"n": float(sample["run_id"].nunique())}
+
+    draws = bootstrap_answers(table, stat, ["n"], 60, np.random.default_rng(0))
+    assert (draws[:, 0] == 7).all()
+    repeats = 0
+    for sample in seen:
+        for rid, rows in sample.groupby("run_id"):
+            base = str(rid).split("#")[0]
+            assert sorted(rows["step"]) == [100, 200, 300]
+            assert rows["loss"].to_numpy() == pytest.approx(
+                table.loc[table["run_id"] == base].set_index("step").loc[rows["step"], "loss"].to_numpy())
+            repeats += "#" in str(rid)
+    assert repeats > 0  # some resample drew a run twice, and it was renamed
+
+
 def test_result_round_trips_through_json() -> None:
     res = api.decide(_runs(np.random.default_rng(2), 10), "test_final_mean", intervals=IntervalOptions(resamples=50))
     text = res.to_json()
