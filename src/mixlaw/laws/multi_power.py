@@ -141,9 +141,11 @@ class MultiPower(Law):
         # derivatives were inf·0 = NaN, so the solver discarded such rows as failed); C is floored at the smallest
         # normal float so that a C underflowed to 0 (the linear regime, where only B·β·C is fitted) keeps a zero
         # derivative, as in C·η^(−γ)·S, instead of 1/C·0 = NaN
-        w = torch.log(torch.clamp(C, min=_TINY)) + torch.log(area) - gamma * torch.log(lr)
-        bracket = -torch.expm1(-beta * torch.nn.functional.softplus(w, threshold=36.0))
-        drop = (dlr * bracket).sum(dim=-1)  # (S, n) or (n,)
+        # (S, n, K) temporaries are the cost of a fit (S rows × n data rows × K bins): the data-only logs are
+        # (n, K), the γ term is one fused multiply-add, and the bin sum contracts without a product tensor
+        w = torch.addcmul(torch.log(torch.clamp(C, min=_TINY)) + torch.log(area), gamma, torch.log(lr), value=-1.0)
+        neg_bracket = torch.expm1(-beta * torch.nn.functional.softplus(w, threshold=36.0))  # = −bracket
+        drop = -torch.einsum("...k,...k->...", dlr, neg_bracket)  # (S, n) or (n,)
         return p["L0"] + p["A"] * x["mpl_s1"] ** (-p["alpha"]) - p["B"] * drop
 
     def continued_asymptote(self, params: Mapping[str, float], limits: Mapping[str, float]) -> float:
