@@ -32,6 +32,12 @@ about 20 minutes on the shared 2-core machine); ``sizes`` is skipped where the f
 :data:`mixlaw.fit.evaluate.calibrate.FOLD_MIN_ITER`). Calibration warnings (the extrapolation check) are printed per
 case. Every row also gives ``spread``, the range of the held-out losses over their median per validated table
 (averaged over the tables): a mean 95 % width (``width95``) near it is an interval as wide as everything held out.
+Beside the 95 % coverage: ``ci95``, its exact binomial (Clopper–Pearson) 95 % interval over the points; ``units``,
+the independent held-out runs behind the points (a curve, or a run evaluated on several validation sets or at many
+steps, counts once: the MultiPowerLaw 72k rows are 2 curves, the OLMo ladder along tokens 10 runs on 11 domains);
+and ``ci95_units``, the same interval over the units (each counting with its share of points inside), the honest one
+where the points of a unit deviate together. A row of few units all inside (17 of 17: 0.80–1.00) does not tell an
+interval too wide from a calibrated one.
 The ``mpl/<size>`` cases are also pooled into one row per scheme and method (``mpl pooled``: the headline case,
 "the MultiPowerLaw schedules", as the OLMo row pools its 11 domain fits). Prints one table, then ``seconds=``,
 ``coverage95_worst_issue_cases=`` (the four headline cases, MultiPowerLaw pooled) and last
@@ -199,7 +205,7 @@ def rep_sim(n_tables: int = 4) -> list[pd.DataFrame]:
         x = {"n_params": n, "tokens": ep * u, "unique_tokens": u}
         y = np.asarray(law.evaluate(x, law.example_params), dtype=np.float64)
         y = y * np.exp(0.01 * rng.standard_normal(n.size))
-        out.append(pd.DataFrame({**x, "loss": y, "run_id": [f"r{i}" for i in range(n.size)],
+        out.append(pd.DataFrame({**x, "loss": y, "run_id": [f"s{seed}-r{i}" for i in range(n.size)],
                                  "split": np.where(ep <= 4, "fit", "test")}))  # fmt: skip
     return out
 
@@ -389,9 +395,50 @@ def _row(
     lv = {f"cov{int(100 * x['level'])}": x["coverage"] for x in c["levels"]}
     w95 = next(x["mean_rel_width"] for x in c["levels"] if x["level"] == 0.95)
     used = "+".join(sorted(set(pts["method"].astype(str)))) if "method" in pts else method
-    return {"case": case, "scheme": scheme, "method": method, "built": used, "n_held": c["n"], **lv, "width95": w95,
+    inside, units = _inside95(pts)
+    return {"case": case, "scheme": scheme, "method": method, "built": used, "n_held": c["n"], **lv,
+            "ci95": _binomial_ci(inside, c["n"]), "units": units, "ci95_units": _units_ci(pts), "width95": w95,
             "spread": _spread(pts), "mae": c["mae"], "mre": c["mre"], "unusable": f"{n_failed}/{n_resamples}",
             "weak": weak, "s": seconds}  # fmt: skip
+
+
+def _inside95(pts: pd.DataFrame) -> tuple[int, int]:
+    """``(points inside their 95 % interval, independent units)``: the units are the distinct held-out runs
+    (``unit``: a run evaluated on several validation sets or at many steps counts once; a curve is one run)."""
+    if not len(pts) or "lo_95" not in pts:
+        return 0, 0
+    obs = pts["observed"].to_numpy(dtype=np.float64)
+    inside = (pts["lo_95"].to_numpy() <= obs) & (obs <= pts["hi_95"].to_numpy())
+    units = int(pts["unit"].nunique()) if "unit" in pts else len(pts)
+    return int(inside.sum()), units
+
+
+def _binomial_ci(k: int, n: int, level: float = 0.95) -> str:
+    """The exact (Clopper–Pearson 1934) ``level`` interval of a coverage of ``k`` in ``n``, as ``lo-hi``: the true
+    coverage values that ``k`` of ``n`` independent points do not reject. 17 of 17 gives 0.80-1.00, which holds 0.95:
+    a row of few points all inside is not evidence of an interval too wide."""
+    from scipy.stats import beta
+
+    if n <= 0:
+        return "-"
+    a = (1 - level) / 2
+    lo = 0.0 if k == 0 else float(beta.ppf(a, k, n - k + 1))
+    hi = 1.0 if k == n else float(beta.ppf(1 - a, k + 1, n - k))
+    return f"{lo:.2f}-{hi:.2f}"
+
+
+def _units_ci(pts: pd.DataFrame) -> str:
+    """:func:`_binomial_ci` of the 95 % coverage over the independent units instead of the points: each unit counts
+    with the share of its points inside, summed and rounded. Points of one run (a curve, a run on 11 validation
+    sets) deviate together, so the interval over the points is too narrow where the units are few; over the units
+    it is the interval where every run's points are either all inside or all outside (the extreme of that
+    dependence)."""
+    if not len(pts) or "lo_95" not in pts or "unit" not in pts:
+        return "-"
+    obs = pts["observed"].to_numpy(dtype=np.float64)
+    inside = pd.Series((pts["lo_95"].to_numpy() <= obs) & (obs <= pts["hi_95"].to_numpy()), index=pts.index)
+    share = inside.groupby(pts["unit"].to_numpy()).mean()
+    return _binomial_ci(int(round(float(share.sum()))), int(share.size))
 
 
 def _spread(pts: pd.DataFrame) -> float:
@@ -412,8 +459,9 @@ def _case(case: str, scheme: str, methods: tuple[str, ...], bootstrap: int) -> l
     def add(out: dict) -> None:
         nonlocal nf, nr, nw, nfit
         TABLES[0] += 1  # each validated table's held-out losses make one spread (:func:`_spread`)
-        for m in methods:
-            pts[m].append(out["points"][m].assign(table=TABLES[0]))
+        for m in methods:  # a held-out run is one unit however many tables (domains, steps) evaluate it
+            got = out["points"][m]
+            pts[m].append(got.assign(table=TABLES[0], unit=[f"{case}/{r}" for r in got["run_id"].astype(str)]))
         nf, nr = nf + out["n_failed"], nr + out["n_resamples"]
         nw, nfit = nw + out["n_weak"], nfit + out["n_fits"]
         notes.extend(out["warnings"])
