@@ -58,7 +58,10 @@ validation set, models up to 1.4B, fitted at token multipliers ≤ 4, held out: 
 multi-power law fitted on the paper's three 24k-step-or-shorter schedules, held out: the 72k-step cosine and
 constant runs, rows that repeat a fitted row dropped), ``rep-sim`` (a simulated repetition grid: the
 data-constrained law at its published parameters, 3 sizes × 3 unique-token budgets × 1-60 epochs, 1 % noise, four
-seeds; fitted on ≤ 4 epochs, held out: 8-60) and the Epoch cuts ``epoch`` (N > 5e9) and ``epoch@1e9``.
+seeds; fitted on ≤ 4 epochs, held out: 8-60) and the Epoch cuts ``epoch`` (N > 5e9) and ``epoch@1e9``. Out-of-sample
+variants of the repetition grid (:data:`REP_VARIANTS`): ``rep-sim/new`` (eight other seeds), ``rep-sim/rd5`` (the
+repetition decay ``R_D*`` = 5) and ``rep-sim/bend`` (the loss times ``exp(0.01 · log(epochs)²)``, a misfit along
+epochs).
 
 The scheme measured with every method is ``--default`` (``auto``: ``runs`` on curves, the pooled residual
 bootstrap where every run is one row, ``wild`` where ``runs`` leaves more than 20 % unusable;
@@ -192,18 +195,30 @@ def mlf_tokens() -> list[pd.DataFrame]:
 REP_EPOCHS = (1, 1.5, 2, 3, 4, 8, 16, 32, 60)
 
 
-def rep_sim(n_tables: int = 4) -> list[pd.DataFrame]:
+#: Variants of the grid for out-of-sample checks (``rep-sim/<name>``): seeds, parameters replaced, and a bend
+#: ``exp(b · log(epochs)²)`` multiplying the loss (a misfit the law cannot follow beyond the fitted epochs).
+REP_VARIANTS: dict[str, tuple[tuple[int, ...], dict[str, float], float]] = {
+    "new": (tuple(range(4, 12)), {}, 0.0),
+    "rd5": ((0, 1, 2, 3), {"R_D_star": 5.0}, 0.0),
+    "bend": ((0, 1, 2, 3), {}, 0.01),
+}
+
+
+def rep_sim(
+    seeds: tuple[int, ...] = (0, 1, 2, 3), replace: dict[str, float] | None = None, bend: float = 0.0
+) -> list[pd.DataFrame]:
     """``split`` = fit for ≤ 4 epochs, test for 8-60 epochs."""
     from mixlaw.laws import get_law
 
     law = get_law("data_constrained")
+    params = {**law.example_params, **(replace or {})}
     out = []
-    for seed in range(n_tables):
+    for seed in seeds:
         rng = np.random.default_rng(seed)
         grid = np.array(np.meshgrid([1e8, 3e8, 1e9], [2e9, 6e9, 2e10], REP_EPOCHS, indexing="ij"))
         n, u, ep = (g.ravel() for g in grid)
         x = {"n_params": n, "tokens": ep * u, "unique_tokens": u}
-        y = np.asarray(law.evaluate(x, law.example_params), dtype=np.float64)
+        y = np.asarray(law.evaluate(x, params), dtype=np.float64) * np.exp(bend * np.log(ep) ** 2)
         y = y * np.exp(0.01 * rng.standard_normal(n.size))
         out.append(pd.DataFrame({**x, "loss": y, "run_id": [f"s{seed}-r{i}" for i in range(n.size)],
                                  "split": np.where(ep <= 4, "fit", "test")}))  # fmt: skip
@@ -502,10 +517,11 @@ def _case(case: str, scheme: str, methods: tuple[str, ...], bootstrap: int) -> l
         for table in mlf_tokens():
             add(_validate(table, "split == 'test'", "n_params", scheme, bootstrap, methods))
         label = "mlf tokens M<=4->16,32"
-    elif case == "rep-sim":  # along epochs: the data-constrained law fitted on <= 4 epochs, predict 8-60
-        for table in rep_sim():
+    elif case == "rep-sim" or case.startswith("rep-sim/"):  # along epochs: fitted on <= 4 epochs, predict 8-60
+        seeds, replace, bend = REP_VARIANTS[case.split("/")[1]] if "/" in case else ((0, 1, 2, 3), {}, 0.0)
+        for table in rep_sim(seeds, replace, bend):
             add(_validate(table, "split == 'test'", "n_params", scheme, bootstrap, methods, law="data_constrained"))
-        label = "rep-sim epochs<=4->8-60"
+        label = "rep-sim epochs<=4->8-60" + (f" ({case.split('/')[1]})" if "/" in case else "")
     elif scheme == "sizes" and case.startswith("mpl72k"):
         return []
     elif case.startswith("mpl72k/"):  # along schedule length: fit three 24k-step schedules, predict the 72k ones
