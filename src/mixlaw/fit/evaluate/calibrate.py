@@ -392,6 +392,14 @@ def _residuals(law: Law, data: FitData, params: Mapping[str, Any]) -> np.ndarray
         return np.log(pred) - np.log(data.y) if law.fit_space == "log" else pred - data.y
 
 
+def _loose(law: Law, data: FitData, params: Mapping[str, Any], sd: float | None) -> bool:
+    """Whether the full fit has a parameter its data do not bound, which its intervals carry
+    (:func:`mixlaw.fit.uncertainty.profile.loose_parameters`)."""
+    from mixlaw.fit.uncertainty.profile import loose_parameters
+
+    return bool(loose_parameters(law, data.x_np, data.y, params, sd)["running_off"])
+
+
 def _misfit(r: np.ndarray, data: FitData, axes: tuple[AxisGrowth, ...]) -> list[float]:
     """Per axis, the share of the full fit's residuals ``r`` that trend along it (:func:`calib_growth.misfit_share`)."""
     out = []
@@ -436,8 +444,10 @@ def calibrate(
     kappa, n_within = step_growth(fe) if run_dof > 0 else (0.0, 0)
     inflation, growth, n_growth = error_model(fe, forward_only=run_dof > 0)
     r = _residuals(law, data, params)
-    # a cut whose rows accept the full fit counts its miss up to its own linearised parameter error
-    k_axes, _ = axis_excess(fe, accepts=accepts_full_fit(fe, r, law.n_internal))
+    # where the full fit leaves a parameter unbounded (its interval carries it), a cut whose rows accept the full fit
+    # counts its miss up to its own linearised parameter error (docs/design/extrapolation-axes.md)
+    accepts = accepts_full_fit(fe, r, law.n_internal) if _loose(law, data, params, sd) else None
+    k_axes, _ = axis_excess(fe, accepts=accepts)
     w = _misfit(r, data, fe.axes)  # an axis's growth counts as far as the fit misfits along it
     cuts = fe.cut if fe.cut is not None else np.full(fe.e.size, "", dtype=object)
     axes = tuple(
