@@ -32,6 +32,12 @@ about 20 minutes on the shared 2-core machine); ``sizes`` is skipped where the f
 :data:`mixlaw.fit.evaluate.calibrate.FOLD_MIN_ITER`). Calibration warnings (the extrapolation check) are printed per
 case. Every row also gives ``spread``, the range of the held-out losses over their median per validated table
 (averaged over the tables): a mean 95 % width (``width95``) near it is an interval as wide as everything held out.
+Beside the 95 % coverage: ``ci95``, its exact binomial (Clopper–Pearson) 95 % interval over the points; ``units``,
+the independent held-out runs behind the points (a curve, or a run evaluated on several validation sets or at many
+steps, counts once: the MultiPowerLaw 72k rows are 2 curves, the OLMo ladder along tokens 10 runs on 11 domains);
+and ``ci95_units``, the same interval over the units (each counting with its share of points inside), the honest one
+where the points of a unit deviate together. A row of few units all inside (17 of 17: 0.80–1.00) does not tell an
+interval too wide from a calibrated one.
 The ``mpl/<size>`` cases are also pooled into one row per scheme and method (``mpl pooled``: the headline case,
 "the MultiPowerLaw schedules", as the OLMo row pools its 11 domain fits). Prints one table, then ``seconds=``,
 ``coverage95_worst_issue_cases=`` (the four headline cases, MultiPowerLaw pooled) and last
@@ -52,7 +58,10 @@ validation set, models up to 1.4B, fitted at token multipliers ≤ 4, held out: 
 multi-power law fitted on the paper's three 24k-step-or-shorter schedules, held out: the 72k-step cosine and
 constant runs, rows that repeat a fitted row dropped), ``rep-sim`` (a simulated repetition grid: the
 data-constrained law at its published parameters, 3 sizes × 3 unique-token budgets × 1-60 epochs, 1 % noise, four
-seeds; fitted on ≤ 4 epochs, held out: 8-60) and the Epoch cuts ``epoch`` (N > 5e9) and ``epoch@1e9``.
+seeds; fitted on ≤ 4 epochs, held out: 8-60) and the Epoch cuts ``epoch`` (N > 5e9) and ``epoch@1e9``. Out-of-sample
+variants of the repetition grid (:data:`REP_VARIANTS`): ``rep-sim/new`` (eight other seeds), ``rep-sim/rd5`` (the
+repetition decay ``R_D*`` = 5) and ``rep-sim/bend`` (the loss times ``exp(0.01 · log(epochs)²)``, a misfit along
+epochs).
 
 The scheme measured with every method is ``--default`` (``auto``: ``runs`` on curves, the pooled residual
 bootstrap where every run is one row, ``wild`` where ``runs`` leaves more than 20 % unusable;
@@ -186,20 +195,32 @@ def mlf_tokens() -> list[pd.DataFrame]:
 REP_EPOCHS = (1, 1.5, 2, 3, 4, 8, 16, 32, 60)
 
 
-def rep_sim(n_tables: int = 4) -> list[pd.DataFrame]:
+#: Variants of the grid for out-of-sample checks (``rep-sim/<name>``): seeds, parameters replaced, and a bend
+#: ``exp(b · log(epochs)²)`` multiplying the loss (a misfit the law cannot follow beyond the fitted epochs).
+REP_VARIANTS: dict[str, tuple[tuple[int, ...], dict[str, float], float]] = {
+    "new": (tuple(range(4, 12)), {}, 0.0),
+    "rd5": ((0, 1, 2, 3), {"R_D_star": 5.0}, 0.0),
+    "bend": ((0, 1, 2, 3), {}, 0.01),
+}
+
+
+def rep_sim(
+    seeds: tuple[int, ...] = (0, 1, 2, 3), replace: dict[str, float] | None = None, bend: float = 0.0
+) -> list[pd.DataFrame]:
     """``split`` = fit for ≤ 4 epochs, test for 8-60 epochs."""
     from mixlaw.laws import get_law
 
     law = get_law("data_constrained")
+    params = {**law.example_params, **(replace or {})}
     out = []
-    for seed in range(n_tables):
+    for seed in seeds:
         rng = np.random.default_rng(seed)
         grid = np.array(np.meshgrid([1e8, 3e8, 1e9], [2e9, 6e9, 2e10], REP_EPOCHS, indexing="ij"))
         n, u, ep = (g.ravel() for g in grid)
         x = {"n_params": n, "tokens": ep * u, "unique_tokens": u}
-        y = np.asarray(law.evaluate(x, law.example_params), dtype=np.float64)
+        y = np.asarray(law.evaluate(x, params), dtype=np.float64) * np.exp(bend * np.log(ep) ** 2)
         y = y * np.exp(0.01 * rng.standard_normal(n.size))
-        out.append(pd.DataFrame({**x, "loss": y, "run_id": [f"r{i}" for i in range(n.size)],
+        out.append(pd.DataFrame({**x, "loss": y, "run_id": [f"s{seed}-r{i}" for i in range(n.size)],
                                  "split": np.where(ep <= 4, "fit", "test")}))  # fmt: skip
     return out
 
@@ -389,9 +410,50 @@ def _row(
     lv = {f"cov{int(100 * x['level'])}": x["coverage"] for x in c["levels"]}
     w95 = next(x["mean_rel_width"] for x in c["levels"] if x["level"] == 0.95)
     used = "+".join(sorted(set(pts["method"].astype(str)))) if "method" in pts else method
-    return {"case": case, "scheme": scheme, "method": method, "built": used, "n_held": c["n"], **lv, "width95": w95,
+    inside, units = _inside95(pts)
+    return {"case": case, "scheme": scheme, "method": method, "built": used, "n_held": c["n"], **lv,
+            "ci95": _binomial_ci(inside, c["n"]), "units": units, "ci95_units": _units_ci(pts), "width95": w95,
             "spread": _spread(pts), "mae": c["mae"], "mre": c["mre"], "unusable": f"{n_failed}/{n_resamples}",
             "weak": weak, "s": seconds}  # fmt: skip
+
+
+def _inside95(pts: pd.DataFrame) -> tuple[int, int]:
+    """``(points inside their 95 % interval, independent units)``: the units are the distinct held-out runs
+    (``unit``: a run evaluated on several validation sets or at many steps counts once; a curve is one run)."""
+    if not len(pts) or "lo_95" not in pts:
+        return 0, 0
+    obs = pts["observed"].to_numpy(dtype=np.float64)
+    inside = (pts["lo_95"].to_numpy() <= obs) & (obs <= pts["hi_95"].to_numpy())
+    units = int(pts["unit"].nunique()) if "unit" in pts else len(pts)
+    return int(inside.sum()), units
+
+
+def _binomial_ci(k: int, n: int, level: float = 0.95) -> str:
+    """The exact (Clopper–Pearson 1934) ``level`` interval of a coverage of ``k`` in ``n``, as ``lo-hi``: the true
+    coverage values that ``k`` of ``n`` independent points do not reject. 17 of 17 gives 0.80-1.00, which holds 0.95:
+    a row of few points all inside is not evidence of an interval too wide."""
+    from scipy.stats import beta
+
+    if n <= 0:
+        return "-"
+    a = (1 - level) / 2
+    lo = 0.0 if k == 0 else float(beta.ppf(a, k, n - k + 1))
+    hi = 1.0 if k == n else float(beta.ppf(1 - a, k + 1, n - k))
+    return f"{lo:.2f}-{hi:.2f}"
+
+
+def _units_ci(pts: pd.DataFrame) -> str:
+    """:func:`_binomial_ci` of the 95 % coverage over the independent units instead of the points: each unit counts
+    with the share of its points inside, summed and rounded. Points of one run (a curve, a run on 11 validation
+    sets) deviate together, so the interval over the points is too narrow where the units are few; over the units
+    it is the interval where every run's points are either all inside or all outside (the extreme of that
+    dependence)."""
+    if not len(pts) or "lo_95" not in pts or "unit" not in pts:
+        return "-"
+    obs = pts["observed"].to_numpy(dtype=np.float64)
+    inside = pd.Series((pts["lo_95"].to_numpy() <= obs) & (obs <= pts["hi_95"].to_numpy()), index=pts.index)
+    share = inside.groupby(pts["unit"].to_numpy()).mean()
+    return _binomial_ci(int(round(float(share.sum()))), int(share.size))
 
 
 def _spread(pts: pd.DataFrame) -> float:
@@ -412,8 +474,9 @@ def _case(case: str, scheme: str, methods: tuple[str, ...], bootstrap: int) -> l
     def add(out: dict) -> None:
         nonlocal nf, nr, nw, nfit
         TABLES[0] += 1  # each validated table's held-out losses make one spread (:func:`_spread`)
-        for m in methods:
-            pts[m].append(out["points"][m].assign(table=TABLES[0]))
+        for m in methods:  # a held-out run is one unit however many tables (domains, steps) evaluate it
+            got = out["points"][m]
+            pts[m].append(got.assign(table=TABLES[0], unit=[f"{case}/{r}" for r in got["run_id"].astype(str)]))
         nf, nr = nf + out["n_failed"], nr + out["n_resamples"]
         nw, nfit = nw + out["n_weak"], nfit + out["n_fits"]
         notes.extend(out["warnings"])
@@ -454,10 +517,11 @@ def _case(case: str, scheme: str, methods: tuple[str, ...], bootstrap: int) -> l
         for table in mlf_tokens():
             add(_validate(table, "split == 'test'", "n_params", scheme, bootstrap, methods))
         label = "mlf tokens M<=4->16,32"
-    elif case == "rep-sim":  # along epochs: the data-constrained law fitted on <= 4 epochs, predict 8-60
-        for table in rep_sim():
+    elif case == "rep-sim" or case.startswith("rep-sim/"):  # along epochs: fitted on <= 4 epochs, predict 8-60
+        seeds, replace, bend = REP_VARIANTS[case.split("/")[1]] if "/" in case else ((0, 1, 2, 3), {}, 0.0)
+        for table in rep_sim(seeds, replace, bend):
             add(_validate(table, "split == 'test'", "n_params", scheme, bootstrap, methods, law="data_constrained"))
-        label = "rep-sim epochs<=4->8-60"
+        label = "rep-sim epochs<=4->8-60" + (f" ({case.split('/')[1]})" if "/" in case else "")
     elif scheme == "sizes" and case.startswith("mpl72k"):
         return []
     elif case.startswith("mpl72k/"):  # along schedule length: fit three 24k-step schedules, predict the 72k ones

@@ -69,6 +69,9 @@ class FoldErrors:
     """The axes of the fit (:func:`mixlaw.fit.evaluate.calib_axes.fit_axes`), the primary first."""
     cut: np.ndarray | None = None
     """Name of the axis whose far end the error's fold holds out (``""`` for K-fold and within-run folds)."""
+    fitted: np.ndarray | None = None
+    """``(folds, n)`` the rows each fold fitted (row ``j`` for :attr:`split` ``j``; the identification check of
+    :func:`mixlaw.fit.evaluate.calib_growth.accepts_full_fit`)."""
 
 
 def within_run_masks(v: np.ndarray, groups: np.ndarray) -> list[np.ndarray]:

@@ -16,7 +16,7 @@ import numpy as np
 
 from mixlaw.fit.evaluate.calib_folds import FoldErrors
 
-__all__ = ["axis_excess", "error_model", "misfit_share", "size_excess"]
+__all__ = ["accepts_full_fit", "axis_excess", "error_model", "misfit_share", "size_excess"]
 
 
 def error_model(fe: FoldErrors, forward_only: bool = False) -> tuple[float, float, int]:
@@ -82,7 +82,7 @@ def _primary_folds(fe: FoldErrors) -> np.ndarray:
     return np.array([c == "" or c == primary for c in fe.cut], dtype=bool)
 
 
-def axis_excess(fe: FoldErrors) -> tuple[np.ndarray, int]:
+def axis_excess(fe: FoldErrors, accepts: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """``(κ, n)``: the additive extrapolation error per unit of distance along each *other* axis of ``fe`` (fit space;
     0 for the primary axis, whose growth is the ratio of :func:`error_model`), and the folds behind it.
 
@@ -95,7 +95,12 @@ def axis_excess(fe: FoldErrors) -> tuple[np.ndarray, int]:
     the held-out points, e-folds 67 % (the primary axis's ratio model made the same choice, on Epoch). An additive
     excess, not a ratio on the fold's own standard error: a fold cut along an axis the law needs (epochs ≤ 2 for a
     repetition decay) may not identify the parameter that axis moves, and its linearised standard error is then near
-    0 where its error is not. The fold's parameter error is larger than the full fit's (fewer rows): conservative."""
+    0 where its error is not. The fold's parameter error is larger than the full fit's (fewer rows): conservative.
+
+    ``accepts``: one flag per fold (indexed by :attr:`FoldErrors.split`), whether the fold's rows accept the full fit
+    (:func:`accepts_full_fit`). Such a fold's excess counts up to its own delta-method parameter variance,
+    ``X_j ≤ mean(sd_j² − s_j²)``: the rest of its miss is a solution its rows did not choose over the full fit's
+    (``docs/design/extrapolation-axes.md``, "Cuts that do not identify")."""
     from scipy.optimize import nnls
 
     A = len(fe.axes)
@@ -109,6 +114,10 @@ def axis_excess(fe: FoldErrors) -> tuple[np.ndarray, int]:
         return kappa, 0
     cols = np.arange(A) if fe.axes[0].name != fe.axis else np.arange(1, A)
     X = np.array([np.mean(fe.e[other & (fe.split == j)] ** 2 - fe.s2[other & (fe.split == j)]) for j in js])
+    if accepts is not None:  # a cut that does not tell its fit from the full fit's: up to its linearised error
+        V = np.array([np.mean(fe.sd[other & (fe.split == j)] ** 2 - fe.s2[other & (fe.split == j)]) for j in js])
+        cap = np.asarray(accepts, dtype=bool)[js] & np.isfinite(V)
+        X = np.where(cap, np.minimum(X, np.maximum(V, 0.0)), X)
     D = np.array([np.mean(fe.dists[other & (fe.split == j)][:, cols] ** 2, axis=0) for j in js])
     used = D.max(axis=0) > 0
     if used.any():
@@ -116,6 +125,36 @@ def axis_excess(fe: FoldErrors) -> tuple[np.ndarray, int]:
         k2[used] = nnls(D[:, used], X)[0]
         kappa[cols] = np.sqrt(np.maximum(k2, 0.0))
     return kappa, int(js.size)
+
+
+def accepts_full_fit(fe: FoldErrors, r: np.ndarray, n_params: int) -> np.ndarray | None:
+    """One flag per fold (indexed by :attr:`FoldErrors.split`): whether the fold's own rows accept the full fit's
+    parameters as well as its own noise would, ``Δ_j ≤ p``, with
+
+    .. math:: Δ_j = \\frac{\\sum_{i \\in A_j} r_i^2 - (n_{A_j} - p)\\, s_j^2}{s_j^2},
+
+    ``r`` the full fit's residuals (fit space), ``A_j`` the fold's fitted rows, ``s_j²`` its residual variance and
+    ``p`` the law's (internal) parameters: the rise of the fold's sum of squares, in its residual variances, from its
+    own optimum to the full fit's. Where the law holds, the full fit's parameters lie within the fold's sampling
+    error of its own, and ``Δ_j`` is a ``χ²_p`` at most (Bates & Watts 1988, the likelihood-ratio region); ``p`` is
+    its mean. A fold that accepts the full fit and still misses its held-out rows by more than its linearised
+    parameter error predicts with a solution its rows chose by noise among ones they do not tell apart (a second
+    valley of its objective: the repetition decay of a fit on two epochs); a misfit that grows along the axis makes
+    the full fit, which fits the far rows too, a worse fit of the fold's rows (``Δ_j`` large). ``None`` without the
+    folds' fitted rows or residual variances."""
+    if fe.fitted is None or fe.s2 is None:
+        return None
+    r = np.asarray(r, dtype=np.float64)
+    out = np.zeros(fe.fitted.shape[0], dtype=bool)
+    for j in np.unique(fe.split):
+        s2 = fe.s2[fe.split == j]
+        s2j = float(s2[0]) if s2.size else float("nan")
+        a = fe.fitted[j]
+        if not (np.isfinite(s2j) and s2j > 0) or not np.isfinite(r[a]).all():
+            continue
+        delta = (float(np.sum(r[a] ** 2)) - (int(a.sum()) - n_params) * s2j) / s2j
+        out[j] = delta <= n_params
+    return out
 
 
 def size_excess(fe: FoldErrors, side: np.ndarray | None = None) -> tuple[float, int]:
