@@ -75,6 +75,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mixlaw.options import FitOptions, SolverOptions
+
 ROOT = Path(__file__).resolve().parents[1]
 EXTERNAL = ROOT.parent / "shared" / "data" / "external"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -127,7 +129,9 @@ def case_camel(cap: int) -> Callable[[], None]:
     from mixture_fit import DOMAINS, K, load
 
     df, law = load(), get_law("camel", domains=DOMAINS, k=K)
-    return lambda: fit_law(law, df, target="openhermes_loss", random_state=0, max_iter=cap) and None
+    return lambda: (
+        fit_law(law, df, FitOptions(solver=SolverOptions(max_iter=cap), seed=0), target="openhermes_loss") and None
+    )
 
 
 def case_olmo() -> Callable[[], None]:
@@ -149,7 +153,7 @@ def case_olmo() -> Callable[[], None]:
 
     def run() -> None:
         for col in ("loss_c4_en", "loss_dolma_books"):
-            fit_law("chinchilla", f.dropna(subset=[col]), target=col, max_iter=None)
+            fit_law("chinchilla", f.dropna(subset=[col]), FitOptions(solver=SolverOptions(max_iter=None)), target=col)
 
     return run
 
