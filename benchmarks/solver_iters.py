@@ -6,7 +6,8 @@ ladder with Moré scaling, delayed gratification and geodesic acceleration, see 
 case runs the same top-level call under each rule, with one torch thread (the Fitter's default):
 
 - ``camel``: the CAMEL k = 3 point fit on the SlimPajama runs <= 937M (``benchmarks/mixture_fit.py``'s loader),
-  ``fit_law(..., max_iter=--camel-cap)`` — a cap for both rules, since the old one does not finish in 10,000;
+  ``fit_law(..., FitOptions(solver=SolverOptions(max_iter=--camel-cap)))`` — a cap for both rules, since the old
+  one does not finish in 10,000;
 - ``olmo``: the Chinchilla law on the OLMo ladder's 20 final checkpoints <= 1.3B, c4 and books, adaptive limit;
 - ``cmr``: ``mixlaw cmr examples/cmr_probe/runs.csv --general-eval general --domain-eval D --law cpt_replay
   --schedule "constant:peak=3e-4,steps=97,warmup=5,start=3e-4" --bootstrap 50 --no-paper-decision`` for D = legal

@@ -88,9 +88,9 @@ def test_chunked_iterations_give_the_same_solve(monkeypatch: pytest.MonkeyPatch)
     U0 = law.random_starts(6, np.random.default_rng(5))  # away from the truth
     W = torch.ones(1, len(df), dtype=torch.float64)
     pid = np.zeros(len(U0), dtype=np.int64)
-    first, whole = (solve_mod.solve(res, U0, pid, W, SolveSettings(max_iter = m)) for m in (1, 150))
+    first, whole = (solve_mod.solve(res, U0, pid, W, SolveSettings(max_iter=m)) for m in (1, 150))
     monkeypatch.setattr(solve_mod, "ITER_CELLS", 1)
-    first_c, chunked = (solve_mod.solve(res, U0, pid, W, SolveSettings(max_iter = m)) for m in (1, 150))
+    first_c, chunked = (solve_mod.solve(res, U0, pid, W, SolveSettings(max_iter=m)) for m in (1, 150))
     np.testing.assert_allclose(first_c.x, first.x, rtol=1e-13, atol=1e-13)
     assert not np.array_equal(first.x, U0)  # the iteration moved
     b, bc = int(np.argmin(whole.f)), int(np.argmin(chunked.f))
