@@ -197,9 +197,10 @@ class IntervalOptions(Group):
 BOOTSTRAP_SCHEMES: tuple[str, ...] = ("auto", "runs", "rows", "residuals", "parametric", "sizes", "wild")
 
 
-def _choice(value: Any, name: str, choices: tuple[str, ...]) -> None:
+def _choice(value: Any, name: str, choices: tuple[str, ...], column: str | None = None) -> None:
     if value not in choices:
-        raise InputError(f"expected {name} {' or '.join(repr(c) for c in choices)}, got {value!r}", column=name)
+        raise InputError(f"expected {name} {' or '.join(repr(c) for c in choices)}, got {value!r}",
+                         column=column or name)  # fmt: skip
 
 
 def _flag(value: Any, name: str) -> None:
@@ -313,7 +314,7 @@ class BootstrapOptions(Group):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "resamples", check_count(self.resamples, "resamples", maximum=MAX_BOOTSTRAP))
-        _choice(self.scheme, "scheme", BOOTSTRAP_SCHEMES)
+        _choice(self.scheme, "scheme", BOOTSTRAP_SCHEMES, "bootstrap_scheme")  # the key of the fit's settings
         object.__setattr__(self, "refit_starts", check_count(self.refit_starts, "refit_starts", minimum=1,
                                                              maximum=MAX_RESAMPLES))  # fmt: skip
         if self.group_column is not None and not isinstance(self.group_column, str):
