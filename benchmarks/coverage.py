@@ -78,7 +78,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mixlaw.options import BootstrapOptions, FitOptions, SolverOptions
+from mixlaw.options import BootstrapOptions, FitOptions, SolverOptions, StartOptions
 
 EXTERNAL = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "external"
 LADDER = EXTERNAL / "OLMo-ladder" / "src" / "scripts" / "paper" / "data" / "ladder-runs"
@@ -350,7 +350,7 @@ def _pooled(scheme: str, methods: tuple[str, ...]) -> list[dict]:
 
 def _validate(
     table: pd.DataFrame, holdout: str, size_column: str, scheme: str, bootstrap: int, methods: tuple[str, ...],
-    law: str = "chinchilla", law_options: dict | None = None,
+    law: str = "chinchilla", law_options: dict | None = None, n_polish: int = 32,
 ) -> dict:  # fmt: skip
     from mixlaw import api
     from mixlaw.fit.evaluate.coverage import LEVELS, point_intervals
@@ -361,6 +361,7 @@ def _validate(
             table,
             law,
             FitOptions(
+                starts=StartOptions(n_polish=n_polish),
                 solver=SolverOptions(max_iter=MAX_ITER),
                 bootstrap=BootstrapOptions(
                     resamples=bootstrap, scheme=scheme, calibrate=any(m != "bootstrap" for m in methods)

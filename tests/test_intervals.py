@@ -72,7 +72,7 @@ def test_repolish_finishes_a_start_stopped_at_the_cap() -> None:
     kw = dict(loss="huber", delta=1e-3, ftol=1e-11, xtol=1e-9)
     short = solve(residuals, u0, pid, W, SolveSettings(max_iter=4, **kw))  # type: ignore[arg-type]
     assert list(short.status) == ["max_iter"]
-    again = repolish(short, residuals, pid, W, max_iter=AUTO_MAX_ITER, **kw)  # type: ignore[arg-type]
+    again = repolish(short, residuals, pid, W, SolveSettings(max_iter=AUTO_MAX_ITER, **kw))  # type: ignore[arg-type]
     assert again.status[0] in ("converged", "stalled") and again.f[0] < short.f[0]
     assert again.n_iter[0] > short.n_iter[0]
     full = solve(residuals, u0, pid, W, SolveSettings(max_iter=AUTO_MAX_ITER, **kw))  # type: ignore[arg-type]

@@ -333,10 +333,10 @@ def validate(
     """Held-out extrapolation check on the featured table: :func:`mixlaw.fit.evaluate.validate.validate_law`, whose
     arguments these are (``options``: the fold fits' :class:`~mixlaw.options.FitOptions`)."""
     table = add_features(table, build_law(law, law_options), input_map=input_map)
-    return validate_law(law, table, scheme=scheme, target=target, input_map=input_map,  # type: ignore[arg-type]
+    return validate_law(law, table, options, scheme=scheme, target=target, input_map=input_map,  # type: ignore[arg-type]
                         size_column=size_column, order_column=order_column, group_column=group_column,
                         quantile=quantile, law_options=law_options, holdout=holdout, largest=largest, level=level,
-                        interval=interval, coverage=coverage, method=method, options=options)  # fmt: skip
+                        interval=interval, coverage=coverage, method=method)  # fmt: skip
 
 
 def list_laws() -> list[dict[str, Any]]:

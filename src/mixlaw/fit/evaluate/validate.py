@@ -191,6 +191,7 @@ def _folds(
 def validate_law(
     law: str,
     table: pd.DataFrame,
+    options: FitOptions | None = None,
     *,
     scheme: Scheme = "leave-largest-out",
     target: str = "loss",
@@ -206,7 +207,6 @@ def validate_law(
     interval: str = "prediction",
     coverage: bool = False,
     method: str = "auto",
-    options: FitOptions | None = None,
 ) -> ValidationResult:
     """Fit on the kept rows of every fold and predict the held-out rows.
 
