@@ -371,26 +371,24 @@ def ingest(
     allow_nan: bool = False,
     allow_missing: bool = False,
     replace: bool = False,
-    **read_options: Any,
+    fmt: str | None = None,
+    run_id: str | None = None,
+    run_id_from_row: bool = False,
+    evalset_column: str | None = None,
+    drop: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """Validate a run log and add it to a RunStore, all or nothing (``mixlaw ingest``).
-
-    ``read_options`` go to :func:`mixlaw.runs.io.read_table` (``fmt``, ``run_id``, ``run_id_from_row``,
-    ``evalset_column``, ``drop``); ``column_map`` is ``{canonical: foreign}`` or the CLI's ``["canonical=foreign"]``.
-    Returns the store's summary plus ``file``, ``store`` and ``loss_columns``.
-    """
+    """Validate a run log and add it to a RunStore, all or nothing (``mixlaw ingest``); ``fmt``, ``run_id``,
+    ``run_id_from_row``, ``evalset_column`` and ``drop`` are :func:`mixlaw.runs.io.read_table`'s. ``column_map`` is
+    ``{canonical: foreign}`` or the CLI's ``["canonical=foreign"]``. Returns the store's summary plus ``file``,
+    ``store`` and ``loss_columns``."""
     from mixlaw.runs.io import parse_column_map, read_table
     from mixlaw.runs.store import RunStore
 
     file = Path(file)
-    table = read_table(
-        file,
-        column_map=dict(column_map) if isinstance(column_map, Mapping) else parse_column_map(column_map),
-        set_values=dict(set_values or {}),
-        allow_nan=allow_nan,
-        allow_missing=True if allow_missing else None,
-        **read_options,
-    )
+    cmap = dict(column_map) if isinstance(column_map, Mapping) else parse_column_map(column_map)
+    table = read_table(file, column_map=cmap, set_values=dict(set_values or {}), allow_nan=allow_nan,
+                       allow_missing=True if allow_missing else None, fmt=fmt, run_id=run_id,
+                       run_id_from_row=run_id_from_row, evalset_column=evalset_column, drop=drop)  # fmt: skip
     schedules = read_lr_table(lr_table, table) if lr_table is not None else None
     with RunStore(store) as st:
         summary = st.ingest_table(

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 __all__ = ["plan_sweep", "prepare_corpora", "run_sweep", "sweep_status"]
 
 
-def prepare_corpora(out: str | Path, **options: Any) -> dict[str, Any]:
-    """Build the probe corpora and their manifest (:func:`mixlaw.probe.corpora.prepare`; ``mixlaw corpora prepare``)."""
+def prepare_corpora(
+    out: str | Path,
+    *,
+    source: str = "fetch",
+    cache: str | Path | None = None,
+    tokenizer: str = "bpe",
+    vocab_size: int = 4096,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Build the probe corpora and their manifest (:func:`mixlaw.probe.corpora.prepare`, whose arguments these are;
+    ``mixlaw corpora prepare``)."""
     from mixlaw.probe.corpora import prepare
 
-    return prepare(Path(out), **options)
+    return prepare(Path(out), source=source, cache=cache, tokenizer=tokenizer, vocab_size=vocab_size, log=log)
 
 
 def plan_sweep(
@@ -33,8 +42,19 @@ def sweep_status(jobs: Sequence[Any], store: str | Path) -> list[dict[str, Any]]
     return status(list(jobs), store if Path(store).exists() else ":memory:")
 
 
-def run_sweep(jobs: Sequence[Any], store: str | Path, **options: Any) -> dict[str, str]:
-    """Run (or resume) planned runs into a store (:func:`mixlaw.probe.sweep.run_sweep`; ``mixlaw probe run``)."""
+def run_sweep(
+    jobs: Sequence[Any],
+    store: str | Path,
+    *,
+    workers: int = 1,
+    ray_address: str | None = None,
+    log_path: str | Path | None = None,
+    on_event: Callable[[str, str, str | None], None] | None = None,
+    on_tick: Callable[[], None] | None = None,
+) -> dict[str, str]:
+    """Run (or resume) planned runs into a store (:func:`mixlaw.probe.sweep.run_sweep`, whose arguments these are;
+    ``mixlaw probe run``)."""
     from mixlaw.probe.sweep import run_sweep as run
 
-    return run(list(jobs), store, **options)
+    return run(list(jobs), store, workers=workers, ray_address=ray_address, log_path=log_path, on_event=on_event,
+               on_tick=on_tick)  # fmt: skip
