@@ -218,7 +218,7 @@ def engine_fit(
     opts = FitOptions(
         objective=ObjectiveOptions(loss=loss),
         starts=StartOptions(given=None if starts is None else list(starts), use_grid=starts is None),
-        solver=SolverOptions(max_iter=solver.cap(None)),
+        solver=solver,
     )
     if sink is None:
         res = fit_law(law, table, opts, target=target)

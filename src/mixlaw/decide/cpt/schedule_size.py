@@ -314,7 +314,7 @@ def schedule_cmr_by_size(
                     law,
                     rows,
                     FitOptions(
-                        solver=SolverOptions(max_iter=solver.cap(None)),
+                        solver=solver,
                         bootstrap=BootstrapOptions(resamples=bootstrap),
                         seed=None if random_state is None else random_state + k,
                     ),

@@ -115,7 +115,7 @@ def _fit(law: Any, rows: pd.DataFrame, target: str, random_state: int, bootstrap
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         res = fit_law(
-            law, rows, FitOptions(solver=SolverOptions(max_iter=solver.cap(None)), seed=random_state), target=target
+            law, rows, FitOptions(solver=solver, seed=random_state), target=target
         )
         if bootstrap and rows["run_id"].nunique() >= 3:
             res = _resample(res, rows, target, int(bootstrap), random_state, solver)

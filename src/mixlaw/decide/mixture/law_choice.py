@@ -120,7 +120,7 @@ def _fit_quiet(law: Any, rows: pd.DataFrame, target: str, random_state: int, sol
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # health is read from the result below
         return fit_law(
-            law, rows, FitOptions(solver=SolverOptions(max_iter=solver.cap(None)), seed=random_state), target=target
+            law, rows, FitOptions(solver=solver, seed=random_state), target=target
         )
 
 

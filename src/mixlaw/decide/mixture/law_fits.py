@@ -51,7 +51,7 @@ def fit_recorded(
         res = fit_law(
             law,
             rows,
-            FitOptions(solver=SolverOptions(max_iter=solver.cap(None)), seed=random_state),
+            FitOptions(solver=solver, seed=random_state),
             target=target,
             halt=halt,
         )
@@ -77,7 +77,7 @@ def fit_all_recorded(
     from mixlaw.fit.many import fit_targets
 
     res, caught = fit_targets(
-        law, rows, FitOptions(solver=SolverOptions(max_iter=solver.cap(None)), seed=random_state), halt=halt
+        law, rows, FitOptions(solver=solver, seed=random_state), halt=halt
     )
     return {t: (res[t], caught[t]) for t in rows}
 

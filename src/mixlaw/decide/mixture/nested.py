@@ -53,7 +53,7 @@ def _fit_predict(
         res = fit_law(
             law,
             rows,
-            FitOptions(starts=StartOptions(n_polish=2), solver=SolverOptions(max_iter=solver.cap(None)), seed=seed),
+            FitOptions(starts=StartOptions(n_polish=2), solver=solver, seed=seed),
             target=target,
         )
     x = pd.DataFrame({k: [float(v)] for k, v in at.items()})
@@ -114,7 +114,7 @@ def _fit_one(
             rows,
             FitOptions(
                 starts=StartOptions(given=[start], use_grid=False, n_polish=1),
-                solver=SolverOptions(max_iter=solver.cap(None)),
+                solver=solver,
                 seed=seed,
             ),
             target=target,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["SolveSettings"]
+__all__ = ["DEFAULT_SETTINGS", "SolveSettings"]
 
 
 @dataclass(frozen=True)
@@ -71,3 +71,7 @@ class SolveSettings:
     spare_best: bool = False
     ladder: Literal["full", "lazy"] = "full"
     rule: Literal["new", "old", "ladder"] | None = None
+
+
+#: The settings of a solve given none.
+DEFAULT_SETTINGS = SolveSettings()

@@ -49,7 +49,7 @@ import torch
 
 from mixlaw.fit.solver.halt import Halter
 from mixlaw.fit.solver.pools import trim_heap
-from mixlaw.fit.solver.settings import SolveSettings
+from mixlaw.fit.solver.settings import DEFAULT_SETTINGS, SolveSettings
 from mixlaw.fit.solver.steps import (
     LADDER,
     LADDER_FIRST,
@@ -81,10 +81,6 @@ _RULE: Literal["new", "old", "ladder"] = "new"
 #: The Jacobian by the chain rule through the natural parameters (:func:`~mixlaw.fit.solver.steps.split_jacobian`) where
 #: the residual function exposes its stages; ``False`` (private, for benchmarks): the one-pass Jacobian everywhere.
 _TWO_STAGE = True
-
-
-#: The settings of a solve given none (:class:`~mixlaw.fit.solver.settings.SolveSettings`' defaults).
-DEFAULT_SETTINGS = SolveSettings()
 
 
 def _psi_and_weight(r: torch.Tensor, loss: str, delta: float) -> tuple[torch.Tensor, torch.Tensor]:
