@@ -81,6 +81,8 @@ def test_the_fit_records_the_same_settings_keys_and_honours_every_group() -> Non
     assert (res.loss, s["n_random_starts"], s["n_polish"], s["max_iter"], s["ftol"]) == ("l2", 3, 5, 400, 1e-10)
     assert (s["random_state"], s["bootstrap_starts"], s["bootstrap_scheme"], res.n_bootstrap) == (11, 2, "rows", 6)
     assert res.calibration is None  # fit_law leaves an unset calibrate off
+    with pytest.raises(InputError, match="expected options to be a FitOptions"):
+        fit_law("power_law", df, {"bootstrap": 3})  # type: ignore[arg-type]  # the old keywords, as a dict
 
 
 def test_api_fit_calibrates_a_bootstrapped_fit_unless_told_not_to() -> None:
