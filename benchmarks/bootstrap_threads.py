@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from mixlaw.fit import fit_law
+from mixlaw.options import BootstrapOptions, FitOptions
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "external" / "analyzing-chinchilla"
 
@@ -35,7 +36,12 @@ def load() -> pd.DataFrame:
 
 def run(df: pd.DataFrame, n_boot: int, n_threads: int | None) -> tuple[float, float, object]:
     c0, t0 = time.process_time(), time.perf_counter()
-    res = fit_law("chinchilla", df, bootstrap=n_boot, random_state=42, bootstrap_scheme="rows", n_threads=n_threads)
+    res = fit_law(
+        "chinchilla",
+        df,
+        FitOptions(bootstrap=BootstrapOptions(resamples=n_boot, scheme="rows"), seed=42),
+        n_threads=n_threads,
+    )
     return time.process_time() - c0, time.perf_counter() - t0, res
 
 
@@ -45,7 +51,7 @@ def main() -> None:
     ap.add_argument("--skip-default", action="store_true", help="time the pinned fit only")
     args = ap.parse_args()
     df = load()
-    fit_law("chinchilla", df.iloc[:40], bootstrap=4, random_state=0)  # warm the imports
+    fit_law("chinchilla", df.iloc[:40], FitOptions(bootstrap=BootstrapOptions(resamples=4), seed=0))  # warm the imports
     cpu1, wall1, res = run(df, args.bootstrap, 1)
     print(f"pinned (1 thread):      {cpu1:7.1f} s CPU, {wall1:6.1f} s wall")
     ratio = float("nan")

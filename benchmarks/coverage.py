@@ -87,6 +87,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mixlaw.options import BootstrapOptions, FitOptions, SolverOptions, StartOptions
+
 EXTERNAL = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "external"
 LADDER = EXTERNAL / "OLMo-ladder" / "src" / "scripts" / "paper" / "data" / "ladder-runs"
 N_OF = {"190M": 190_354_176, "370M": 371_262_464, "760M": 758_220_288, "1B": 1_279_395_840}
@@ -369,7 +371,7 @@ def _pooled(scheme: str, methods: tuple[str, ...]) -> list[dict]:
 
 def _validate(
     table: pd.DataFrame, holdout: str, size_column: str, scheme: str, bootstrap: int, methods: tuple[str, ...],
-    law: str = "chinchilla", law_options: dict | None = None, **settings: Any,
+    law: str = "chinchilla", law_options: dict | None = None, n_polish: int = 32,
 ) -> dict:  # fmt: skip
     from mixlaw import api
     from mixlaw.fit.evaluate.coverage import LEVELS, point_intervals
@@ -377,10 +379,22 @@ def _validate(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # convergence notes of individual folds are reported in the table instead
         res = api.validate(
-            table, law, holdout=holdout, size_column=size_column, coverage=False, bootstrap=bootstrap,
-            bootstrap_scheme=scheme, interval="prediction", random_state=0, law_options=law_options,
-            calibrate=any(m != "bootstrap" for m in methods), max_iter=MAX_ITER, **settings,
-        )  # fmt: skip
+            table,
+            law,
+            FitOptions(
+                starts=StartOptions(n_polish=n_polish),
+                solver=SolverOptions(max_iter=MAX_ITER),
+                bootstrap=BootstrapOptions(
+                    resamples=bootstrap, scheme=scheme, calibrate=any(m != "bootstrap" for m in methods)
+                ),
+                seed=0,
+            ),
+            holdout=holdout,
+            size_column=size_column,
+            coverage=False,
+            interval="prediction",
+            law_options=law_options,
+        )
     held = table.reset_index(drop=True).loc[res.points["row"].to_numpy()]
     pts = {}
     for m in methods:

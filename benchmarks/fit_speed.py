@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import os
 
+from mixlaw.options import BootstrapOptions, FitOptions, StartOptions
+
 # One BLAS thread for the reference: scipy's L-BFGS-B calls BLAS on tiny vectors, and multi-threaded OpenBLAS
 # spinning on a shared 2-core machine made it ~30x slower here (13 ms instead of 0.5 ms per evaluation). Set before
 # numpy is imported so the reference gets its best speed; mixlaw runs with one torch thread too.
@@ -106,7 +108,7 @@ def main() -> None:
 
     # Warm-up of both sides on a tiny problem.
     run_reference(df.iloc[:30], starts[:3])
-    fit_law("chinchilla", df.iloc[:30], n_polish=2)
+    fit_law("chinchilla", df.iloc[:30], FitOptions(starts=StartOptions(n_polish=2)))
 
     t_ref, x_ref, f_ref = run_reference(df, starts)
     print(f"reference scipy L-BFGS-B loop: {t_ref:.2f} s for {len(starts)} starts "
@@ -123,7 +125,7 @@ def main() -> None:
 
     if not args.skip_full:
         t0 = time.perf_counter()
-        full = fit_law("chinchilla", df, strategy="full")
+        full = fit_law("chinchilla", df, FitOptions(starts=StartOptions(strategy="full")))
         t_full = time.perf_counter() - t0
         print(f"mixlaw full (optimise all {full.n_starts} starts in one batched solve): {t_full:.2f} s, "
               f"objective {full.objective:.10f}, {full.n_converged} converged; ratio_full={t_ref / t_full:.1f}")
@@ -133,7 +135,7 @@ def main() -> None:
 
     if args.bootstrap:
         t0 = time.perf_counter()
-        boot = fit_law("chinchilla", df, bootstrap=args.bootstrap, random_state=42)
+        boot = fit_law("chinchilla", df, FitOptions(bootstrap=BootstrapOptions(resamples=args.bootstrap), seed=42))
         t_boot = time.perf_counter() - t0
         ci = boot.ci()
         print(f"bootstrap {args.bootstrap} resamples (incl. the point fit): {t_boot:.1f} s, "

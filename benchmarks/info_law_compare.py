@@ -36,6 +36,7 @@ import pandas as pd
 
 from mixlaw.api.mixture import compare
 from mixlaw.laws import get_law
+from mixlaw.options import FitOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 SP = ROOT.parent / "shared/data/external/Explaining-Data-Mixing-Scaling-Laws/data/dmsl_llm_slimpajama.csv"
@@ -116,7 +117,7 @@ def _rep_aware(t: pd.DataFrame) -> None:
     train, test = t[t["epochs_a"] <= 4], t[t["epochs_a"] > 4]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = fit_law(law, train, target="loss", random_state=0)
+        res = fit_law(law, train, FitOptions(seed=0), target="loss")
     p = np.asarray(res.predict(test), dtype=np.float64)
     rel = (p - test["loss"].to_numpy()) / test["loss"].to_numpy()
     print(f"{'rep-sim':<16} {'repetition_aware':<17} n {len(test):>4} MRE {np.mean(np.abs(rel)):.2%} "
@@ -133,7 +134,7 @@ def _data_constrained_lmo(t: pd.DataFrame, doms: list[str], target: str, holdout
     for mask in holdout_folds(t, holdout, doms, seed=0):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            res = fit_law(law, t[~mask], target=target, random_state=0)
+            res = fit_law(law, t[~mask], FitOptions(seed=0), target=target)
         pred[mask] = np.asarray(res.predict(t[mask]), dtype=np.float64)
     m = metrics(pred, t[target].to_numpy())
     print(f"{'slimpajama-lmo-final':<16} {'data_constrained':<17} n {len(t):>4} MRE {m['mre']:.2%} "

@@ -171,6 +171,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from mixlaw.options import BootstrapOptions, FitOptions, SolverOptions
+
 DOMAINS = ("arxiv", "book", "c4", "github", "commoncrawl", "stackexchange", "wikipedia")
 DATA = Path(__file__).resolve().parents[2] / "shared/data/external/Explaining-Data-Mixing-Scaling-Laws/data"
 K = 3
@@ -253,7 +255,14 @@ def main() -> None:
     t0, c0 = time.perf_counter(), time.process_time()
     with warnings.catch_warnings():  # boundary and identifiability notes of a 28-parameter fit: the status says it
         warnings.simplefilter("ignore")
-        res = fit_law(law, df, target="openhermes_loss", random_state=0, max_iter=None, bootstrap=args.bootstrap)
+        res = fit_law(
+            law,
+            df,
+            FitOptions(
+                solver=SolverOptions(max_iter=None), bootstrap=BootstrapOptions(resamples=args.bootstrap), seed=0
+            ),
+            target="openhermes_loss",
+        )
     opt = optimum(law, res.params, cons, None)
     draws = res.bootstrap_params.to_numpy(dtype=np.float64) if res.bootstrap_params is not None else np.zeros((0,))
     w_boot = [optimum(law, law.unflatten(row), cons, np.stack([opt.w, uniform])).w for row in draws]

@@ -30,6 +30,7 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from coverage import MPL_FIT, mpl
+from mixlaw.options import FitOptions
 
 HELD = ("cosine_72000", "constant_72000")
 SHAPE = (("beta", "gamma"), ("C", "beta", "gamma"))
@@ -83,7 +84,7 @@ def one_size(size: str) -> None:
     fit = table[table["split"] == "fit"].reset_index(drop=True)
     held = table[table["run_id"].isin(HELD)].reset_index(drop=True)
     x, y = _x(law, fit), fit["loss"].to_numpy(dtype=np.float64)
-    r = fit_law("multi_power", fit, random_state=0)
+    r = fit_law("multi_power", fit, FitOptions(seed=0))
     pf = {k: float(v) for k, v in r.params.items()}
     pub = {k: float(v) for k, v in PUBLISHED_MPL[f"{size}M"].items()}
     e0 = np.log(_pred(law, x, pf)) - np.log(y)

@@ -49,6 +49,7 @@ from mixlaw.decide.mixture.compare import build_model
 from mixlaw.decide.mixture.regret_calib import calibrate_regret, nested_refit, pair_errors
 from mixlaw.fit import fit_law
 from mixlaw.fit.solver.pools import threads
+from mixlaw.options import FitOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 SP = ROOT.parent / "shared/data/external/Explaining-Data-Mixing-Scaling-Laws/data/dmsl_llm_slimpajama.csv"
@@ -80,7 +81,7 @@ CASES = {"slimpajama": slimpajama, "probes": probes}
 def _fit(law: Any, rows: pd.DataFrame, target: str) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return fit_law(law, rows, target=target, random_state=0)
+        return fit_law(law, rows, FitOptions(seed=0), target=target)
 
 
 def run(case: str, law_name: str, level: float) -> dict[str, Any]:

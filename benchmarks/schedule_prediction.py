@@ -24,6 +24,7 @@ import torch
 from mixlaw.decide.cpt import identifiability
 from mixlaw.fit import fit_law
 from mixlaw.laws import get_law
+from mixlaw.options import FitOptions
 from mixlaw.schedules import Schedule, add_schedule_features
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "external" / "MultiPowerLaw"
@@ -80,7 +81,7 @@ def run_split(
         train = table[table["run_id"].isin(fit_on)].reset_index(drop=True)
         for law in (get_law(n) for n in laws):
             t0 = time.perf_counter()
-            res = fit_law(law, train, target="loss", random_state=0)
+            res = fit_law(law, train, FitOptions(seed=0), target="loss")
             secs = time.perf_counter() - t0
             pred = np.asarray(res.predict(table), dtype=np.float64)
             params = ", ".join(f"{k}={v:.4g}" for k, v in res.params.items())

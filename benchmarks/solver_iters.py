@@ -6,7 +6,8 @@ ladder with Moré scaling, delayed gratification and geodesic acceleration, see 
 case runs the same top-level call under each rule, with one torch thread (the Fitter's default):
 
 - ``camel``: the CAMEL k = 3 point fit on the SlimPajama runs <= 937M (``benchmarks/mixture_fit.py``'s loader),
-  ``fit_law(..., max_iter=--camel-cap)`` — a cap for both rules, since the old one does not finish in 10,000;
+  ``fit_law(..., FitOptions(solver=SolverOptions(max_iter=--camel-cap)))`` — a cap for both rules, since the old
+  one does not finish in 10,000;
 - ``olmo``: the Chinchilla law on the OLMo ladder's 20 final checkpoints <= 1.3B, c4 and books, adaptive limit;
 - ``cmr``: ``mixlaw cmr examples/cmr_probe/runs.csv --general-eval general --domain-eval D --law cpt_replay
   --schedule "constant:peak=3e-4,steps=97,warmup=5,start=3e-4" --bootstrap 50 --no-paper-decision`` for D = legal
@@ -75,6 +76,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mixlaw.options import FitOptions, SolverOptions
+
 ROOT = Path(__file__).resolve().parents[1]
 EXTERNAL = ROOT.parent / "shared" / "data" / "external"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -127,7 +130,9 @@ def case_camel(cap: int) -> Callable[[], None]:
     from mixture_fit import DOMAINS, K, load
 
     df, law = load(), get_law("camel", domains=DOMAINS, k=K)
-    return lambda: fit_law(law, df, target="openhermes_loss", random_state=0, max_iter=cap) and None
+    return lambda: (
+        fit_law(law, df, FitOptions(solver=SolverOptions(max_iter=cap), seed=0), target="openhermes_loss") and None
+    )
 
 
 def case_olmo() -> Callable[[], None]:
@@ -149,7 +154,7 @@ def case_olmo() -> Callable[[], None]:
 
     def run() -> None:
         for col in ("loss_c4_en", "loss_dolma_books"):
-            fit_law("chinchilla", f.dropna(subset=[col]), target=col, max_iter=None)
+            fit_law("chinchilla", f.dropna(subset=[col]), FitOptions(solver=SolverOptions(max_iter=None)), target=col)
 
     return run
 

@@ -11,6 +11,7 @@ import pytest
 
 from mixlaw import api
 from mixlaw.errors import InputError
+from mixlaw.options import BootstrapOptions, FitOptions
 from mixlaw.runs.select import TableOptions
 
 TRUTH = {"E": 1.7, "A": 400.0, "alpha": 0.34, "B": 410.0, "beta": 0.28}
@@ -26,7 +27,7 @@ def _chinchilla_runs(seed: int) -> pd.DataFrame:
 
 
 def test_fitresult_predict_interval_is_a_tidy_frame_matching_api_predict() -> None:
-    res = api.fit(_chinchilla_runs(0), "chinchilla", bootstrap=30, random_state=0)
+    res = api.fit(_chinchilla_runs(0), "chinchilla", FitOptions(bootstrap=BootstrapOptions(resamples=30), seed=0))
     at = pd.DataFrame({"n_params": [2e6, 2e7], "tokens": [5e8, 2e9]})  # inside the fitted range
     frame = res.predict(at, interval=0.95)
     assert list(frame.columns) == ["n_params", "tokens", "predicted", "lo", "hi"] and len(frame) == 2
@@ -40,13 +41,13 @@ def test_fitresult_predict_interval_is_a_tidy_frame_matching_api_predict() -> No
     assert ((frame["lo"] <= truth) & (truth <= frame["hi"])).all()  # the law's curve, simulated truth
     wide = res.predict(at, interval=0.95, kind="prediction")
     assert (wide["hi"] - wide["lo"] > frame["hi"] - frame["lo"]).all()  # a new observation adds its noise
-    no_draws = api.fit(_chinchilla_runs(0), "chinchilla", random_state=0)
+    no_draws = api.fit(_chinchilla_runs(0), "chinchilla", FitOptions(seed=0))
     with pytest.raises(InputError, match="bootstrap=N"):
         no_draws.predict(at, interval=0.9)
 
 
 def test_api_errors_speak_keywords_not_flags() -> None:
-    res = api.fit(_chinchilla_runs(1), "chinchilla", bootstrap=5, random_state=0)
+    res = api.fit(_chinchilla_runs(1), "chinchilla", FitOptions(bootstrap=BootstrapOptions(resamples=5), seed=0))
     for call in (
         lambda: res.predict({"n_params": [1e7], "tokens": [1e9]}, interval=1.5),
         lambda: api.predict(res, at={"n_params": 1e7, "tokens": 1e9}, level=0.0),

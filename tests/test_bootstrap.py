@@ -16,6 +16,7 @@ from mixlaw.fit.solver.refits import USABLE, best_rows, root_status, usable
 from mixlaw.fit.solver.solve import SolveResult
 from mixlaw.fit.uncertainty.bootstrap import bootstrap_law, resample_targets, resample_weights
 from mixlaw.laws import get_law
+from mixlaw.options import BootstrapOptions, FitOptions, SolverOptions
 
 
 def _sol(status: list[str], f: list[float], merged_into: list[int]) -> SolveResult:
@@ -63,7 +64,9 @@ def test_unfinished_resamples_fail_the_same_way_in_fitter_and_fit_batch() -> Non
     df = _power_data(1)
     law = get_law("power_law")
     with pytest.warns(ConvergenceWarning):
-        res = fit_law(law, df, max_iter=1, bootstrap=12, random_state=0)
+        res = fit_law(
+            law, df, FitOptions(solver=SolverOptions(max_iter=1), bootstrap=BootstrapOptions(resamples=12), seed=0)
+        )
     # The point estimate falls back to the best unfinished start (and says so) ...
     assert res.status.value == "max_iter"
     # ... but a resample without a usable row is a failed resample.
@@ -80,7 +83,7 @@ def test_fitter_bootstrap_is_the_public_bootstrap() -> None:
     """A decision calling bootstrap_law with the fit's seeds gets exactly the Fitter's draws."""
     df = _power_data(2)
     law = get_law("power_law")
-    res = fit_law(law, df, bootstrap=25, random_state=7)
+    res = fit_law(law, df, FitOptions(bootstrap=BootstrapOptions(resamples=25), seed=7))
     rng = np.random.default_rng(7)  # the Fitter's generator: no random starts, so resampling is its first use
     data = FitData(law, df)
     seeds = law.to_internal(res.params)[None, :]
@@ -95,7 +98,7 @@ def test_every_scheme_gives_intervals_around_the_truth(scheme: str) -> None:
     df = _power_data(3, n=60)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        res = fit_law("power_law", df, bootstrap=40, bootstrap_scheme=scheme, random_state=0)
+        res = fit_law("power_law", df, FitOptions(bootstrap=BootstrapOptions(resamples=40, scheme=scheme), seed=0))
     assert res.n_failed_resamples <= 4
     lo, hi = res.ci()["alpha"]
     assert lo < res.params["alpha"] < hi and hi - lo < 0.2
@@ -122,7 +125,7 @@ def test_resampling_helpers() -> None:
     assert not drawn_from(r[:, :2], resid[2:5])
     assert np.allclose(r[:, 5], 0.7)
     with pytest.raises(InputError, match="bootstrap_scheme"):
-        fit_law("power_law", _power_data(4), bootstrap=2, bootstrap_scheme="points")  # type: ignore[arg-type]
+        fit_law("power_law", _power_data(4), FitOptions(bootstrap=BootstrapOptions(resamples=2, scheme="points")))  # type: ignore[arg-type]
 
 
 def test_residuals_are_pooled_where_every_run_is_one_row() -> None:
@@ -143,8 +146,8 @@ def test_auto_scheme_keeps_a_fixed_design_and_resamples_curves_by_run() -> None:
     curves = _power_data(5, n=24)  # 6 runs of 4 points
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        a = fit_law("power_law", single, bootstrap=30, random_state=0)
-        b = fit_law("power_law", curves, bootstrap=30, random_state=0)
+        a = fit_law("power_law", single, FitOptions(bootstrap=BootstrapOptions(resamples=30), seed=0))
+        b = fit_law("power_law", curves, FitOptions(bootstrap=BootstrapOptions(resamples=30), seed=0))
     assert a.settings["bootstrap_scheme"] == "residuals" and a.bootstrap_unit == "residuals (pooled)"
     assert b.settings["bootstrap_scheme"] == "runs" and b.bootstrap_unit == "run_id"
     lo, hi = a.ci()["alpha"]
@@ -168,7 +171,7 @@ def test_pooled_residual_bootstrap_covers_the_curve() -> None:
         df = pd.DataFrame(x).assign(loss=y, run_id=np.arange(16))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            res = fit_law(law, df, bootstrap=60, random_state=seed)
+            res = fit_law(law, df, FitOptions(bootstrap=BootstrapOptions(resamples=60), seed=seed))
         b = band(res, at, level=0.95, kind="confidence")
         assert b is not None and res.settings["bootstrap_scheme"] == "residuals"
         hit += int(b.lo[0] <= law.evaluate(at, truth)[0] <= b.hi[0])
@@ -182,8 +185,10 @@ def test_an_interval_from_a_selection_of_its_resamples_is_weak_not_ok() -> None:
     df = _power_data(1)
     law = get_law("power_law")
     with pytest.warns(ConvergenceWarning):
-        bad = fit_law(law, df, max_iter=1, bootstrap=12, random_state=0)  # every resample unfinished
-    good = fit_law(law, df, bootstrap=12, random_state=0)
+        bad = fit_law(
+            law, df, FitOptions(solver=SolverOptions(max_iter=1), bootstrap=BootstrapOptions(resamples=12), seed=0)
+        )  # every resample unfinished
+    good = fit_law(law, df, FitOptions(bootstrap=BootstrapOptions(resamples=12), seed=0))
     assert good.n_failed_resamples == 0 and good.interval_status == "ok"
     assert bad.interval_status.startswith("weak: 12 of 12 resamples unusable")
     again = FitResult.from_json(bad.to_json())  # saved and read back: the status comes with the counts
@@ -216,7 +221,7 @@ def test_wild_cluster_bootstrap_keeps_the_design_and_moves_a_run_together() -> N
     assert not np.allclose(v[:, 0], v[:, 3])  # runs draw independently
     # on curves from three runs, every resample keeps all three: none is unusable, the scheme is recorded
     df = _power_data(8, n=24).assign(run_id=lambda d: np.arange(len(d)) // 8)
-    res = fit_law("power_law", df, bootstrap=30, bootstrap_scheme="wild", random_state=0)
+    res = fit_law("power_law", df, FitOptions(bootstrap=BootstrapOptions(resamples=30, scheme="wild"), seed=0))
     assert res.n_failed_resamples == 0 and res.interval_status == "ok"
     assert res.settings["bootstrap_scheme"] == "wild" and res.bootstrap_unit == "run_id"
     lo, hi = res.ci()["alpha"]
@@ -244,11 +249,13 @@ def test_auto_falls_back_from_runs_to_wild_where_few_runs_cannot_identify_the_la
         parts.append(pd.DataFrame(x).assign(run_id=name, loss=d["loss"].to_numpy()))
     df = pd.concat(parts, ignore_index=True)
     law = get_law("multi_power", n_bins=16)
-    kw: dict = dict(bootstrap=12, random_state=0, calibrate=False, max_iter=500)
+    opts = FitOptions(
+        solver=SolverOptions(max_iter=500), bootstrap=BootstrapOptions(resamples=12, calibrate=False), seed=0
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # the runs resamples' convergence notes
-        auto = fit_law(law, df, **kw)
-        runs = fit_law(law, df, bootstrap_scheme="runs", **kw)
+        auto = fit_law(law, df, opts)
+        runs = fit_law(law, df, opts.replace(bootstrap=opts.bootstrap.replace(scheme="runs")))
     assert runs.settings["bootstrap_scheme"] == "runs" and runs.interval_status.startswith("weak")
     assert runs.settings["bootstrap_fallback"] is None
     assert auto.settings["bootstrap_scheme"] == "wild" and auto.interval_status == "ok"

@@ -19,6 +19,7 @@ from mixlaw.errors import InputError
 from mixlaw.fit import fit_law
 from mixlaw.fit.uncertainty.intervals import _band, band, inputs_of
 from mixlaw.laws import get_law
+from mixlaw.options import BootstrapOptions, FitOptions, StartOptions
 
 TRUE = {"C": 0.25, "A": 0.74, "k": [3.0], "B": -9.5}
 
@@ -36,8 +37,16 @@ def test_a_benchmark_law_keeps_its_ceiling_and_its_intervals_in_the_scale(seed: 
     assert law.output_range == (0.0, 1.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)  # a ceiling on its constraint is reported at a bound
-        res = fit_law(law, _table(seed, law), target="acc", bootstrap=30, random_state=seed,
-                      starts=[{"C": 0.3, "A": 0.5, "k": [2.0], "B": -6.0}])  # fmt: skip
+        res = fit_law(
+            law,
+            _table(seed, law),
+            FitOptions(
+                starts=StartOptions(given=[{"C": 0.3, "A": 0.5, "k": [2.0], "B": -6.0}]),
+                bootstrap=BootstrapOptions(resamples=30),
+                seed=seed,
+            ),
+            target="acc",
+        )
     p = res.params
     assert 0.25 <= float(p["C"]) and float(p["C"]) + float(p["A"]) <= 1.0 + 1e-12
     draws = res.bootstrap_params

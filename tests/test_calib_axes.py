@@ -23,6 +23,7 @@ from mixlaw.fit.evaluate.calibrate import Calibration
 from mixlaw.fit.result import FitResult
 from mixlaw.fit.uncertainty.intervals import band, inputs_of
 from mixlaw.laws import get_law
+from mixlaw.options import BootstrapOptions, FitOptions, StartOptions
 
 LAW = get_law("chinchilla")
 TRUE = {"E": 1.7, "A": 400.0, "alpha": 0.34, "B": 410.0, "beta": 0.28}
@@ -44,9 +45,14 @@ def _fit(seed: int, bend: float) -> tuple[FitResult, pd.DataFrame]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)  # convergence notes of single fits
         res = fit_law(
-            LAW, df[~df["held"]], bootstrap=20, bootstrap_scheme="parametric", random_state=seed, calibrate=True,
-            starts=START,
-        )  # fmt: skip
+            LAW,
+            df[~df["held"]],
+            FitOptions(
+                starts=StartOptions(given=START),
+                bootstrap=BootstrapOptions(resamples=20, scheme="parametric", calibrate=True),
+                seed=seed,
+            ),
+        )
     return res, df[df["held"]]
 
 

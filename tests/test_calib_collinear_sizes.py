@@ -26,6 +26,7 @@ from mixlaw.fit.evaluate.calib_growth import axis_excess
 from mixlaw.fit.evaluate.calibrate import Calibration
 from mixlaw.fit.problem.data import FitData
 from mixlaw.laws import get_law
+from mixlaw.options import BootstrapOptions, FitOptions
 
 
 def _fold_errors(kappa: float, axes: tuple[str, ...], rng: np.random.Generator) -> FoldErrors:
@@ -97,7 +98,11 @@ def test_three_sizes_do_not_inflate_the_interval_at_fitted_sizes() -> None:
     df = _grid(3)  # the seed whose two-size K-fold inflated the interval 3.65x
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)
-        res = fit_law(get_law("data_constrained"), df[~df["held"]], bootstrap=20, random_state=0, calibrate=True)
+        res = fit_law(
+            get_law("data_constrained"),
+            df[~df["held"]],
+            FitOptions(bootstrap=BootstrapOptions(resamples=20, calibrate=True), seed=0),
+        )
     cal = Calibration.from_dict(res.calibration or {})
     assert cal.inflation == 1.0 and cal.n_forward == 0  # no fold over sizes: two sizes determine no power law
     held = df[df["held"]]

@@ -20,6 +20,7 @@ from mixlaw.fit.evaluate.calibrate import Calibration
 from mixlaw.fit.result import FitResult
 from mixlaw.fit.uncertainty.intervals import band, inputs_of
 from mixlaw.laws import get_law
+from mixlaw.options import BootstrapOptions, FitOptions, StartOptions
 
 LAW = get_law("power_law", input="n_params")
 SEEDS = range(6)
@@ -39,9 +40,14 @@ def _fit(seed: int, bend: float) -> tuple[FitResult, pd.DataFrame]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)  # convergence notes of single fits
         res = fit_law(
-            LAW, df[~df["held"]], bootstrap=20, bootstrap_scheme="parametric", random_state=seed, calibrate=True,
-            starts=[{"A": 30.0, "E": 1.5, "alpha": 0.25}],
-        )  # fmt: skip
+            LAW,
+            df[~df["held"]],
+            FitOptions(
+                starts=StartOptions(given=[{"A": 30.0, "E": 1.5, "alpha": 0.25}]),
+                bootstrap=BootstrapOptions(resamples=20, scheme="parametric", calibrate=True),
+                seed=seed,
+            ),
+        )
     return res, df[df["held"]]
 
 

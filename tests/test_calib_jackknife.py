@@ -22,6 +22,7 @@ from mixlaw.fit.problem.data import FitData
 from mixlaw.fit.uncertainty.bootstrap import BootstrapDraws, bootstrap_law, refit_resamples, resample_weights
 from mixlaw.fit.uncertainty.resample_check import STATUS_UNIDENTIFIABLE
 from mixlaw.laws import get_law
+from mixlaw.options import FitOptions
 
 
 def _loo_errors(rng: np.random.Generator, k: int, m: int, tau: float, sigma: float) -> FoldErrors:
@@ -80,7 +81,7 @@ def test_a_design_that_cannot_identify_the_law_at_the_point_is_left_to_the_solve
     df = _sizes_table(3)
     law = get_law("chinchilla")
     data = FitData(law, df)
-    point = fit_law(law, df, random_state=0)
+    point = fit_law(law, df, FitOptions(seed=0))
     seeds = law.to_internal(point.params)[None, :]
     B = 40
     draws = bootstrap_law(law, data, seeds, n=B, rng=np.random.default_rng(5), params=point.params)
@@ -101,7 +102,7 @@ def test_resamples_whose_fit_degenerates_are_refitted_from_the_point_or_counted(
     y = law.evaluate(x, {"A": 40.0, "E": 2.0, "alpha": 0.3}) * np.exp(3e-3 * rng.standard_normal(40))
     df = pd.DataFrame(x).assign(loss=y, run_id=np.arange(40) // 4)
     data = FitData(law, df)
-    point = fit_law(law, df, random_state=0)
+    point = fit_law(law, df, FitOptions(seed=0))
     far = law.to_internal({"A": 3.0, "E": 0.3, "alpha": 1.5})[None, :]
     kw = dict(n=30, params=point.params, max_iter=25)
     W = resample_weights(data.groups, data.n, 30, np.random.default_rng(5))

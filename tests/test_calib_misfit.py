@@ -21,6 +21,7 @@ from mixlaw.fit.evaluate.calib_growth import misfit_share
 from mixlaw.fit.evaluate.calibrate import Calibration
 from mixlaw.fit.uncertainty.intervals import band, inputs_of
 from mixlaw.laws import get_law
+from mixlaw.options import BootstrapOptions, FitOptions, StartOptions
 
 LAW = get_law("chinchilla")
 TRUE = {"E": 1.7, "A": 400.0, "alpha": 0.34, "B": 410.0, "beta": 0.28}
@@ -50,8 +51,15 @@ def _fit(bend: float, seed: int = 0) -> tuple[Calibration, float, float]:
     df = pd.DataFrame({"n_params": n, "tokens": r * n, "loss": y, "run_id": np.arange(n.size), "held": r > 50})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)
-        res = fit_law(LAW, df[~df["held"]], bootstrap=20, bootstrap_scheme="parametric", random_state=seed,
-                      calibrate=True, starts=START)  # fmt: skip
+        res = fit_law(
+            LAW,
+            df[~df["held"]],
+            FitOptions(
+                starts=StartOptions(given=START),
+                bootstrap=BootstrapOptions(resamples=20, scheme="parametric", calibrate=True),
+                seed=seed,
+            ),
+        )
     held = df[df["held"]]
     x, obs = inputs_of(res, held), held["loss"].to_numpy()
     cal = band(res, x, level=0.95, kind="prediction", method="calibrated")

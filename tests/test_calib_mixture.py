@@ -18,6 +18,7 @@ from mixlaw.decide.mixture.intervals import extrapolates, prediction_interval, s
 from mixlaw.fit import fit_law
 from mixlaw.fit.uncertainty.intervals import inputs_of
 from mixlaw.laws import get_law
+from mixlaw.options import BootstrapOptions, FitOptions, StartOptions
 
 LAW = get_law("power_law", input="n_params")
 
@@ -40,9 +41,14 @@ def test_size_calibrated_mixture_intervals_cover_larger_sizes_the_bc_interval_mi
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", category=UserWarning)
             res = fit_law(
-                LAW, train, bootstrap=20, bootstrap_scheme="parametric", random_state=seed,
-                starts=[{"A": 30.0, "E": 1.5, "alpha": 0.25}],
-            )  # fmt: skip
+                LAW,
+                train,
+                FitOptions(
+                    starts=StartOptions(given=[{"A": 30.0, "E": 1.5, "alpha": 0.25}]),
+                    bootstrap=BootstrapOptions(resamples=20, scheme="parametric"),
+                    seed=seed,
+                ),
+            )
         lo, hi, _, reason = prediction_interval(res, inputs_of(res, test), 0.95, seed)
         assert reason is None
         lo2, hi2, line = size_calibrated(res, train, test, "loss", "n_params", lo, hi, seed)
@@ -65,7 +71,9 @@ def _folds(seed: int, bend: float) -> tuple[Any, np.ndarray]:
     train = df[~df["held"]]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)
-        res = fit_law(LAW, train, random_state=seed, starts=[{"A": 30.0, "E": 1.5, "alpha": 0.25}])
+        res = fit_law(
+            LAW, train, FitOptions(starts=StartOptions(given=[{"A": 30.0, "E": 1.5, "alpha": 0.25}]), seed=seed)
+        )
     data = FitData(LAW, train, target="loss", input_map=res.input_map, group_column="run_id")
     fe = fold_errors(
         LAW, data, np.asarray(LAW.to_internal(res.params))[None, :], size_input="n_params",

@@ -28,6 +28,7 @@ from mixlaw.fit.evaluate.calibrate import Calibration
 from mixlaw.fit.result import FitResult
 from mixlaw.fit.uncertainty.intervals import band, inputs_of
 from mixlaw.laws import get_law
+from mixlaw.options import BootstrapOptions, FitOptions, StartOptions
 
 LAW = get_law("power_law", input="tokens")
 TRUE = {"A": 50.0, "E": 2.0, "alpha": 0.3}
@@ -63,9 +64,14 @@ def _coverage(run_sd: float, bend: float, lengths: list[float], new_length: floa
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", category=UserWarning)  # convergence notes of single fits
             res = fit_law(
-                LAW, df[~df["held"]], bootstrap=10, bootstrap_scheme="parametric", random_state=seed, calibrate=True,
-                starts=START,
-            )  # fmt: skip
+                LAW,
+                df[~df["held"]],
+                FitOptions(
+                    starts=StartOptions(given=START),
+                    bootstrap=BootstrapOptions(resamples=10, scheme="parametric", calibrate=True),
+                    seed=seed,
+                ),
+            )
         held = df[df["held"]]
         x, obs = inputs_of(res, held), held["loss"].to_numpy()
         cals.append(Calibration.from_dict(res.calibration or {}))
@@ -142,7 +148,13 @@ def test_new_run_terms_travel_with_the_fit_json_and_old_fits_have_none() -> None
     df = _curves(0, 0.02, 0.05, [1e4, 3e4, 1e5], n_new=1, new_length=1e6)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)
-        res = fit_law(LAW, df[~df["held"]], bootstrap=10, random_state=0, calibrate=True, starts=START)
+        res = fit_law(
+            LAW,
+            df[~df["held"]],
+            FitOptions(
+                starts=StartOptions(given=START), bootstrap=BootstrapOptions(resamples=10, calibrate=True), seed=0
+            ),
+        )
     again = FitResult.from_dict(res.to_dict())
     held = df[df["held"]]
     a = band(res, inputs_of(res, held), kind="prediction", method="auto")

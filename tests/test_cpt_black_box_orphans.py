@@ -18,6 +18,7 @@ from mixlaw.decide.cmr.common import evaluate
 from mixlaw.errors import InputError
 from mixlaw.fit.problem.features import add_features
 from mixlaw.laws.cpt import base_assumption
+from mixlaw.options import FitOptions, StartOptions
 from mixlaw.schedules import add_schedule_features
 
 PT = "wsd:peak=2e-4,steps=4000,warmup=50,decay=800"
@@ -44,7 +45,13 @@ def _held_out_error(options: dict[str, str]) -> tuple[float, object, list[str]]:
     runs = _orphans()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        fit = api.fit(runs[runs["step"] <= 1000], "cpt", target="loss", law_options=options, n_polish=2)
+        fit = api.fit(
+            runs[runs["step"] <= 1000],
+            "cpt",
+            FitOptions(starts=StartOptions(n_polish=2)),
+            target="loss",
+            law_options=options,
+        )
     law = api.build_law("cpt", options)
     test = add_features(runs[runs["step"] > 1000], law)
     pred = evaluate(law, {c: test[c].to_numpy() for c in law.inputs}, fit.params)

@@ -17,6 +17,7 @@ from mixlaw.decide.cpt import CptFits, CptPlan, LawFit, optimize, predict_plan
 from mixlaw.errors import ExtrapolationWarning
 from mixlaw.fit import fit_law
 from mixlaw.laws import get_law
+from mixlaw.options import BootstrapOptions, FitOptions
 from mixlaw.schedules import Schedule, add_schedule_features
 
 DPT = {"L0": 3.057, "A": 0.490, "alpha": 0.497, "C1": 0.299, "C2": 0.298, "B": 0.366, "E": 28.0, "beta": 0.189}
@@ -147,7 +148,10 @@ def test_fitted_bundle_with_unequal_usable_resamples(tmp_path) -> None:
     table = _store_table(np.random.default_rng(0))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the engine warns that resamples failed: that is the point here
-        res = {s: fit_law("cpt", table, target=s, random_state=0, bootstrap=20) for s in ("loss_general", "loss_code")}
+        res = {
+            s: fit_law("cpt", table, FitOptions(bootstrap=BootstrapOptions(resamples=20), seed=0), target=s)
+            for s in ("loss_general", "loss_code")
+        }
     # The engine now rescues failed resamples (bootstrap.rescue), so both sets may keep all 20: then drop 5 of the
     # code set's, as resamples the engine could not use, to keep the reported situation (unequal usable counts).
     r = res["loss_code"]

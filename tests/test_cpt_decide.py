@@ -25,6 +25,7 @@ from mixlaw.decide.cpt import (
 from mixlaw.errors import ExtrapolationWarning, InputError
 from mixlaw.fit import fit_law
 from mixlaw.laws import get_law
+from mixlaw.options import BootstrapOptions, FitOptions
 from mixlaw.schedules import Schedule, add_schedule_features
 
 DPT = {"L0": 3.057, "A": 0.490, "alpha": 0.497, "C1": 0.299, "C2": 0.298, "B": 0.366, "E": 28.0, "beta": 0.189}
@@ -175,7 +176,7 @@ def test_fit_bundle_round_trip_from_engine(tmp_path) -> None:
     p = {"L0": 3.0, "A": 0.5, "alpha": 0.5, "C": 0.3}
     table["loss"] = get_law("lr_annealing").evaluate({"s1": table["s1"].to_numpy(), "s2": table["s2"].to_numpy()}, p)
     table["loss"] *= np.exp(3e-4 * rng.standard_normal(len(table)))
-    res = fit_law("lr_annealing", table, target="loss", bootstrap=8, random_state=0)
+    res = fit_law("lr_annealing", table, FitOptions(bootstrap=BootstrapOptions(resamples=8), seed=0), target="loss")
     bundle = CptFits.from_results({"loss": res}, pt_set="loss", max_lr=2e-4)
     path = tmp_path / "fit.json"
     bundle.save(path)
@@ -229,7 +230,12 @@ def test_schedule_aware_cmr_from_engine_fit_with_bootstrap() -> None:
     clean = law.evaluate({c: table[c].to_numpy() for c in law.inputs}, truth)
     table["loss_general"] = clean * np.exp(2e-4 * rng.standard_normal(clean.size))
     # resample rows (a run-level bootstrap over five runs often drops the only PT run)
-    res = fit_law(law, table, target="loss_general", bootstrap=6, random_state=0, group_column=None)
+    res = fit_law(
+        law,
+        table,
+        FitOptions(bootstrap=BootstrapOptions(resamples=6, group_column=None), seed=0),
+        target="loss_general",
+    )
     out = schedule_aware_cmr(res, cpt, 0.03, budget_tokens=3000 * 4e6, tokens_per_step=4e6, pt_schedule=pt)
     ref = schedule_aware_cmr(LawFit(law, truth), cpt, 0.03, budget_steps=3000, pt_schedule=pt)
     assert out.cmr is not None and ref.cmr is not None and abs(out.cmr - ref.cmr) < 0.1

@@ -12,6 +12,7 @@ from mixlaw.fit import fit_law
 from mixlaw.laws import get_law
 from mixlaw.laws.cpt_replay import replay_factor
 from mixlaw.laws.multi_power import PUBLISHED_MPL
+from mixlaw.options import FitOptions, ObjectiveOptions
 from mixlaw.schedules import Schedule, add_schedule_features
 from mixlaw.schedules.multi_power import mpl_columns, multi_power_exact, multi_power_features
 
@@ -135,7 +136,7 @@ def test_cpt_law_recovered_through_engine() -> None:
     rng = np.random.default_rng(7)
     truth = get_law("cpt").example_params
     table = _sim_runs(truth, rng)
-    res = fit_law("cpt", table, target="loss", random_state=0)
+    res = fit_law("cpt", table, FitOptions(seed=0), target="loss")
     law = get_law("cpt")
     pred = law.evaluate({c: table[c].to_numpy() for c in law.inputs}, res.params)
     clean = law.evaluate({c: table[c].to_numpy() for c in law.inputs}, truth)
@@ -158,7 +159,7 @@ def test_lr_annealing_recovered_and_predicts_wsd() -> None:
     clean = law.evaluate({"s1": table["s1"].to_numpy(), "s2": table["s2"].to_numpy()}, truth)
     table["loss"] = clean * np.exp(5e-4 * rng.standard_normal(clean.size))
     train = table[table["run_id"] != "wsd"].reset_index(drop=True)
-    res = fit_law("lr_annealing", train, target="loss", random_state=0)
+    res = fit_law("lr_annealing", train, FitOptions(seed=0), target="loss")
     for k, v in truth.items():
         assert res.params[k] == pytest.approx(v, rel=0.05), k
     wsd = table[table["run_id"] == "wsd"]
@@ -174,9 +175,9 @@ def test_ood_combination_recovers_coefficients() -> None:
     res = fit_law(
         "ood_combination",
         table,
+        FitOptions(objective=ObjectiveOptions(loss="l2")),
         target="loss_ood",
         input_map={"loss_pt": "loss_general", "loss_cpt": "loss_code"},
-        loss="l2",
     )
     assert res.params["ood_coef_cpt"] == pytest.approx(1.853, abs=2e-3)
     assert res.params["ood_coef_pt"] == pytest.approx(-0.546, abs=2e-3)
@@ -224,7 +225,7 @@ def test_fixed_shift_rate_fits_through_engine() -> None:
     rng = np.random.default_rng(11)
     truth = {**get_law("cpt").example_params, "E": 100.0}
     table = _sim_runs(truth, rng)
-    res = fit_law(get_law("cpt", fixed_E=100.0), table, target="loss", random_state=0)
+    res = fit_law(get_law("cpt", fixed_E=100.0), table, FitOptions(seed=0), target="loss")
     assert "E" not in res.params and res.law_options["fixed_E"] == 100.0
     assert res.params["B"] == pytest.approx(truth["B"], rel=0.3)
 

@@ -12,6 +12,7 @@ from mixlaw.cli.cpt import app
 from mixlaw.decide.cpt import CptFits, CptPlan, LawFit, predict_plan
 from mixlaw.fit import fit_law
 from mixlaw.laws import get_law
+from mixlaw.options import FitOptions
 from mixlaw.runs.schema import Mixture, RunMeta
 from mixlaw.runs.store import RunStore
 from mixlaw.schedules import Schedule, add_schedule_features
@@ -65,7 +66,7 @@ def test_store_to_cpt_prediction(tmp_path) -> None:
     table = add_schedule_features(table)
     assert table.loc[table["run_id"] == "cpt-cos", "s1_pt"].min() > 0
     fits = CptFits.from_results(
-        {s: fit_law("cpt", table, target=s, random_state=0) for s in ("loss_general", "loss_code")},
+        {s: fit_law("cpt", table, FitOptions(seed=0), target=s) for s in ("loss_general", "loss_code")},
         pt_set="loss_general",
         cpt_set="loss_code",
         max_lr=2e-4,

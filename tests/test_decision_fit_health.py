@@ -27,6 +27,7 @@ from mixlaw.decide.contract import (
 from mixlaw.decide.registry import DECISIONS, register_decision
 from mixlaw.fit import fit_law
 from mixlaw.laws import get_law
+from mixlaw.options import BootstrapOptions, FitOptions
 from mixlaw.report.decision_page import decision_section, decision_text
 
 LAW = get_law("data_constrained")
@@ -56,7 +57,7 @@ def _register() -> type[Decision]:
         def estimate(self, table: pd.DataFrame, options: Opts, ctx: DecisionContext) -> Estimate:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", category=UserWarning)  # the weak fit warns: the result says it
-                res = fit_law(LAW, table, random_state=0, calibrate=False)
+                res = fit_law(LAW, table, FitOptions(bootstrap=BootstrapOptions(calibrate=False), seed=0))
             n, u = 1e9, 2e10
             loss = float(res.predict({"n_params": [n], "tokens": [options.epochs * u], "unique_tokens": [u]})[0])
             return Estimate({"loss": loss}, fits=(FitHealth.of("loss", res),), units={"loss": "nats"})

@@ -18,6 +18,7 @@ from mixlaw.decide.builtin.cpt import fit_health as cpt_health
 from mixlaw.decide.contract import DecisionResult, FitHealth, Status
 from mixlaw.design.simulate_cmr import simulate_cmr_runs
 from mixlaw.laws import get_law
+from mixlaw.options import FitOptions
 
 UNIT = 2e8
 P460 = {"alpha4": 0.22524761, "s4": 0.26944345, "beta3": -0.48139982}  # laws.md §6.6
@@ -93,7 +94,7 @@ def _lr_bundle(tmp_path: object, kinds: tuple[str, ...]) -> str:
     table["loss"] *= np.exp(3e-4 * rng.standard_normal(len(table)))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the unidentifiable fit warns: the decision must say it
-        res = fit_law("lr_annealing", table, target="loss", random_state=0)
+        res = fit_law("lr_annealing", table, FitOptions(seed=0), target="loss")
     path = f"{tmp_path}/fit_{'_'.join(kinds)}.json"
     CptFits.from_results({"loss": res}, pt_set="loss", max_lr=2e-4).save(path)
     return path

@@ -57,7 +57,8 @@ def _spy(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     fit_law, refit = fit_mod.fit_law, boot_mod._refit
 
     def fit_spy(*a: Any, **kw: Any) -> Any:
-        seen.append(("fit_law", kw.get("max_iter")))
+        opts = kw.get("options", a[2] if len(a) > 2 else None)  # the FitOptions of the fit
+        seen.append(("fit_law", None if opts is None else opts.solver.max_iter))
         return fit_law(*a, **kw)
 
     def refit_spy(*a: Any, **kw: Any) -> Any:

@@ -14,6 +14,7 @@ from mixlaw.cli import app
 from mixlaw.fit import fit_law
 from mixlaw.laws import get_law
 from mixlaw.laws.dml_implicit import from_network
+from mixlaw.options import FitOptions, StartOptions
 
 DOMS = ("web", "code", "math", "books")
 
@@ -60,7 +61,7 @@ def test_three_components_on_four_domains_are_recovered_from_starts_away_from_th
     df = pd.DataFrame(x).assign(loss=y, run_id=[f"r{i}" for i in range(200)])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)
-        res = fit_law(law, df, random_state=0, use_guess=False)
+        res = fit_law(law, df, FitOptions(starts=StartOptions(use_guess=False), seed=0))
     U = np.stack(
         [law.to_internal(law.unflatten(r)) for r in res.starts[[f"start_{p}" for p in law.flat_names]].to_numpy()]
     )

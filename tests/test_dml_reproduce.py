@@ -38,6 +38,7 @@ import pytest
 from mixlaw.fit import fit_law, objective_at
 from mixlaw.laws import get_law
 from mixlaw.laws.dml import from_paper
+from mixlaw.options import FitOptions, ObjectiveOptions
 
 FIVE = ("academic", "prose", "dialogue", "symbolic", "internet")
 GROUPS = {  # mix_5_domains.ipynb, DOMAINS_2_SUBDOMAINS
@@ -112,7 +113,7 @@ def _fit_domains(table: pd.DataFrame) -> dict[str, object]:
         rows = table[["run_id", *[f"w_{x}" for x in FIVE]]].assign(loss=table[f"loss_{k}"])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", category=UserWarning)  # flat-valley notes: the problem is ill-posed
-            out[k] = fit_law(law, rows, random_state=0, delta=DELTA)
+            out[k] = fit_law(law, rows, FitOptions(objective=ObjectiveOptions(delta=DELTA), seed=0))
     return out
 
 
@@ -266,7 +267,7 @@ def test_redpajama_fitting_error_at_30k_steps(redpajama: pd.DataFrame, external:
     law = get_law("dml", domains=",".join(RPJ), fit_space="raw")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)
-        res = fit_law(law, rows, random_state=0, delta=DELTA)
+        res = fit_law(law, rows, FitOptions(objective=ObjectiveOptions(delta=DELTA), seed=0))
     mae = float(np.mean(np.abs(res.predict(rows) - rows["loss"].to_numpy())))
     assert 0.004 < mae < 0.012, mae  # an order of magnitude above the MLP ensemble's in-sample 0.0008
 
@@ -393,7 +394,7 @@ def test_two_domain_notebook_k_b_pairs_as_loose_targets(external: Path) -> None:
                 got.append((k, b))
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", category=UserWarning)  # 5 points, 3 parameters
-                    res = fit_law(law, rows, random_state=0, delta=0.02)
+                    res = fit_law(law, rows, FitOptions(objective=ObjectiveOptions(delta=0.02), seed=0))
                 recipe = {"c": c, "k": float(np.exp(b)), "t": [k]}
                 ours = objective_at(law, rows, res.params, delta=0.02)
                 assert ours <= objective_at(law, rows, recipe, delta=0.02) * (1 + 1e-6) + 1e-12, (model, dom, step)

@@ -14,6 +14,7 @@ from mixlaw.cli import app
 from mixlaw.errors import InputError
 from mixlaw.fit.problem.features import add_features, missing_derived
 from mixlaw.laws import get_law
+from mixlaw.options import FitOptions
 from mixlaw.runs.schema import Mixture, RunMeta
 from mixlaw.runs.store import RunStore
 from mixlaw.schedules import Schedule, add_schedule_features
@@ -152,6 +153,6 @@ def test_the_engine_itself_builds_declared_features(tmp_path: Path) -> None:
 
     table = load_table(_store(tmp_path, "lr_annealing"))
     assert "s1" not in table.columns
-    res = fit_law("lr_annealing", table, target="loss", random_state=0)
+    res = fit_law("lr_annealing", table, FitOptions(seed=0), target="loss")
     truth = get_law("lr_annealing").example_params
     assert res.params["alpha"] == pytest.approx(truth["alpha"], rel=0.05)

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from mixlaw.fit import fit_batch
+from mixlaw.fit.solver.settings import SolveSettings
 from mixlaw.laws import get_law
 
 
@@ -80,8 +81,8 @@ def test_the_noise_scaled_stall_test_stops_early_without_losing_a_measurable_dec
         U0 = np.repeat(internal_starts(law, [{"E": 0.1, "A": 5.0, "alpha": 0.05}]), B, axis=0)  # far from the truth
         W = torch.ones(B, data.n, dtype=torch.float64)
         pid = np.arange(B)
-        full = solve(res, U0, pid, W, max_iter=10_000, stall_tol=0.0)
-        quick = solve(res, U0, pid, W, max_iter=10_000, stall_tol=0.0, stall_units=1e-2)
+        full = solve(res, U0, pid, W, SolveSettings(max_iter=10_000, stall_tol=0.0))
+        quick = solve(res, U0, pid, W, SolveSettings(max_iter=10_000, stall_tol=0.0, stall_units=1e-2))
         assert (full.status == "converged").all() and np.isin(quick.status, ("converged", "stalled")).all()
         unit = full.f / data.n  # one noise unit per row: its mean loss per point
         assert (quick.f - full.f <= 0.1 * unit).all()  # what an early stop leaves is far inside the noise

@@ -15,6 +15,7 @@ from mixlaw.fit import fit_law
 from mixlaw.fit.many import fit_targets
 from mixlaw.fit.solver.halt import HALT_CHECKS, HALT_EVERY, Halter
 from mixlaw.laws import get_law
+from mixlaw.options import FitOptions
 
 DOMS = ("a", "b", "c")
 
@@ -26,9 +27,9 @@ def test_batched_targets_match_single_fits(camel_k1_table: Callable[..., pd.Data
     law = get_law("camel", domains=DOMS, k=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        many, caught = fit_targets(law, {"loss0": df, "loss1": df}, random_state=3)
+        many, caught = fit_targets(law, {"loss0": df, "loss1": df}, FitOptions(seed=3))
         for t in ("loss0", "loss1"):
-            one = fit_law(law, df, target=t, random_state=3)
+            one = fit_law(law, df, FitOptions(seed=3), target=t)
             assert many[t].target == t and set(caught) == {"loss0", "loss1"}
             assert many[t].objective == pytest.approx(one.objective, rel=1e-9)
             np.testing.assert_allclose(many[t].predict(df), one.predict(df), rtol=1e-6)
@@ -85,8 +86,8 @@ def test_halted_camel_fit_reaches_the_same_verdict() -> None:
     law = get_law("camel", domains=doms, k=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        full = fit_law(law, d, target="loss_docs", random_state=0)
-        halted = fit_law(law, d, target="loss_docs", random_state=0, halt=at_exponential_limit(law))
+        full = fit_law(law, d, FitOptions(seed=0), target="loss_docs")
+        halted = fit_law(law, d, FitOptions(seed=0), target="loss_docs", halt=at_exponential_limit(law))
     hf, hh = camel_health(law, full.params, d), camel_health(law, halted.params, d)
     assert halted.settings["halted"] is True
     assert hf.status is hh.status is FitStatus.DEGENERATE
@@ -109,7 +110,7 @@ def test_refit_all_matches_refit_draws(camel_k1_table: Callable[..., pd.DataFram
     counts = np.stack([np.bincount(rng.integers(0, n_mix, n_mix), minlength=n_mix) for _ in range(6)])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fits, _ = fit_targets(law, {"loss0": df, "loss1": df}, random_state=0)
+        fits, _ = fit_targets(law, {"loss0": df, "loss1": df}, FitOptions(seed=0))
         both = refit_all(fits, {"loss0": df, "loss1": df}, counts)
         for t in ("loss0", "loss1"):
             alone, info = refit_draws(fits[t], df, counts)

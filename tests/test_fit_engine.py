@@ -15,6 +15,7 @@ from mixlaw.errors import ConvergenceWarning, FitError, InputError, NotFittedErr
 from mixlaw.fit import FitResult, Fitter, fit_law, objective_at
 from mixlaw.fit.evaluate.validate import validate_law
 from mixlaw.laws import get_law, law_names
+from mixlaw.options import BootstrapOptions, FitOptions, SolverOptions, StartOptions
 
 
 def _simulate(name: str, seed: int, n: int = 160, noise: float = 1e-4) -> tuple[pd.DataFrame, dict[str, float]]:
@@ -41,7 +42,9 @@ def test_every_law_recovers_its_example_params(name: str) -> None:
     law = get_law(name)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)  # boundary/convergence notes are not the point here
-        res = fit_law(law, df, random_state=0, use_guess=False)  # the design only: guess() is data-informed
+        res = fit_law(
+            law, df, FitOptions(starts=StartOptions(use_guess=False), seed=0)
+        )  # the design only: guess() is data-informed
     # The fit started from the law's own design only, away from the truth: every start is more than 10 % off
     # (relative, in internal units, in at least one coordinate), so recovering the truth is the optimiser's work.
     assert res.settings["n_grid"] == res.n_starts == len(law.start_design()) < 100_000
@@ -63,8 +66,8 @@ def test_every_law_recovers_its_example_params(name: str) -> None:
 @pytest.mark.parametrize("name", ["chinchilla", "power_law", "data_constrained"])
 def test_fit_is_invariant_to_row_order(name: str) -> None:
     df, _ = _simulate(name, seed=3, noise=3e-3)
-    a = fit_law(name, df, random_state=1)
-    b = fit_law(name, df.sample(frac=1.0, random_state=7).reset_index(drop=True), random_state=1)
+    a = fit_law(name, df, FitOptions(seed=1))
+    b = fit_law(name, df.sample(frac=1.0, random_state=7).reset_index(drop=True), FitOptions(seed=1))
     for p in a.params:
         assert a.params[p] == pytest.approx(b.params[p], rel=1e-6, abs=1e-9)
     assert a.objective == pytest.approx(b.objective, rel=1e-9)
@@ -72,17 +75,17 @@ def test_fit_is_invariant_to_row_order(name: str) -> None:
 
 def test_same_random_state_gives_identical_result() -> None:
     df, _ = _simulate("chinchilla", seed=5, noise=5e-3)
-    kw = dict(random_state=42, n_random_starts=50, bootstrap=30)
-    a = fit_law("chinchilla", df, **kw)
-    b = fit_law("chinchilla", df, **kw)
+    opts = FitOptions(starts=StartOptions(n_random=50), bootstrap=BootstrapOptions(resamples=30), seed=42)
+    a = fit_law("chinchilla", df, opts)
+    b = fit_law("chinchilla", df, opts)
     assert a == b
-    c = fit_law("chinchilla", df, **{**kw, "random_state": 43})
+    c = fit_law("chinchilla", df, opts.replace(seed=43))
     assert c.bootstrap_params is not None and not c.bootstrap_params.equals(a.bootstrap_params)
 
 
 def test_json_round_trip_is_exact(tmp_path) -> None:
     df, _ = _simulate("power_law", seed=2, noise=1e-3)
-    res = fit_law("power_law", df, bootstrap=20, random_state=0)
+    res = fit_law("power_law", df, FitOptions(bootstrap=BootstrapOptions(resamples=20), seed=0))
     back = FitResult.from_json(res.to_json())
     assert back == res
     assert back.ci() == res.ci()
@@ -92,14 +95,14 @@ def test_json_round_trip_is_exact(tmp_path) -> None:
 def test_non_converging_fit_warns_with_law_and_parameter_named() -> None:
     df, _ = _simulate("chinchilla", seed=4, noise=1e-2)
     with pytest.warns(ConvergenceWarning, match=r"law 'chinchilla'.*parameter '(A|B|E|alpha|beta)'"):
-        res = fit_law("chinchilla", df, max_iter=2, random_state=0)
+        res = fit_law("chinchilla", df, FitOptions(solver=SolverOptions(max_iter=2), seed=0))
     assert res.status.value == "max_iter"
     assert "max_iter" in res.report() or "did not converge" in res.report()
 
 
 def test_every_start_is_recorded() -> None:
     df, _ = _simulate("chinchilla", seed=8, noise=1e-3)
-    res = fit_law("chinchilla", df, n_random_starts=25, random_state=0, n_polish=10)
+    res = fit_law("chinchilla", df, FitOptions(starts=StartOptions(n_random=25, n_polish=10), seed=0))
     assert res.n_starts == 4500 + 25
     assert set(res.starts["status"]) <= {"screened", "converged", "stalled", "merged", "max_iter", "failed"}
     assert (res.starts["status"] != "screened").sum() == 10
@@ -164,7 +167,7 @@ def test_epoch_replication_reproduces_published_fit(epoch: pd.DataFrame) -> None
 
 def test_epoch_bootstrap_intervals_near_published(epoch: pd.DataFrame) -> None:
     # The replication resamples the 240 points (a pairs bootstrap): its scheme, not the default for a fixed design.
-    res = fit_law("chinchilla", epoch, bootstrap=300, random_state=42, bootstrap_scheme="runs")
+    res = fit_law("chinchilla", epoch, FitOptions(bootstrap=BootstrapOptions(resamples=300, scheme="runs"), seed=42))
     ci = res.ci()
     assert res.n_failed_resamples <= 3
     # Published 95 % CIs (4,000 resamples): alpha 0.317-0.373, beta 0.331-0.415, E 1.769-1.871.

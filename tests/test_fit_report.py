@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from mixlaw import api
 from mixlaw.cli import app
+from mixlaw.options import FitOptions, StartOptions
 from mixlaw.report.fit_report import natural_axis, param_table, plot_fit, starts_summary
 
 runner = CliRunner()
@@ -89,7 +90,7 @@ def test_epoch_natural_axis_is_tokens_with_one_curve_per_size_group(external) ->
         drop_highest=5,
         target="loss",
     )
-    res = api.fit(table, "chinchilla", random_state=0, n_polish=4)
+    res = api.fit(table, "chinchilla", FitOptions(starts=StartOptions(n_polish=4), seed=0))
     axis = natural_axis(res, table)
     assert (axis.x, axis.mode, axis.group, axis.log_x) == ("tokens", "grid", "n_params", True)
     fig, ax = plt.subplots()

@@ -30,6 +30,7 @@ from typer.testing import CliRunner
 
 from mixlaw.cli import app
 from mixlaw.cli._group import VERBS, load_verb
+from mixlaw.options import FitOptions, StartOptions
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _fuzz import FAST, LONG, flush_report, outcome, scaled  # noqa: E402
@@ -87,7 +88,7 @@ def _make_files(root: Path) -> dict[str, Path]:
     files = {"table.csv": root / "table.csv", "table.jsonl": root / "table.jsonl"}
     table.to_csv(files["table.csv"], index=False)
     table.to_json(files["table.jsonl"], orient="records", lines=True)
-    power = fit_law("power_law", table.assign(tokens=D), n_polish=2)
+    power = fit_law("power_law", table.assign(tokens=D), FitOptions(starts=StartOptions(n_polish=2)))
     files["power.json"] = root / "power.json"
     files["power.json"].write_text(power.to_json())
     files["const.csv"] = root / "const.csv"

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from mixlaw.api import load_fit
 from mixlaw.decide.cpt import load_plan
 from mixlaw.fit import fit_law
+from mixlaw.options import BootstrapOptions, FitOptions, StartOptions
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _fuzz import FAST, LONG, flush_report, outcome, scaled  # noqa: E402
@@ -41,7 +42,13 @@ def _fit_record() -> dict[str, Any]:
     N, D = 10 ** rng.uniform(7, 9, 20), 10 ** rng.uniform(9, 11, 20)
     y = (1.7 + 400 / N**0.34 + 1500 / D**0.3) * np.exp(0.01 * rng.standard_normal(20))
     df = pd.DataFrame({"n_params": N, "tokens": D, "loss": y})
-    return json.loads(fit_law("chinchilla", df, bootstrap=4, random_state=0, n_polish=2).to_json())
+    return json.loads(
+        fit_law(
+            "chinchilla",
+            df,
+            FitOptions(starts=StartOptions(n_polish=2), bootstrap=BootstrapOptions(resamples=4), seed=0),
+        ).to_json()
+    )
 
 
 FIT = _fit_record()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import warnings
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -18,6 +17,7 @@ from mixlaw.fit import fit_law
 from mixlaw.fit.result import FitResult, FitStatus
 from mixlaw.fit.uncertainty.identify import assess
 from mixlaw.laws import get_law
+from mixlaw.options import FitOptions, StartOptions
 
 TRUTH = {"A": 400.0, "B": 1500.0, "E": 1.8, "alpha": 0.34, "beta": 0.3}
 
@@ -31,18 +31,20 @@ def _grid(n_sizes: int, n_tokens: int, seed: int, *, noise: float = 0.002) -> pd
     return pd.DataFrame({"run_id": [f"r{i}" for i in range(N.size)], "n_params": N, "tokens": D, "loss": y})
 
 
-def _fit_recording(df: pd.DataFrame, **kw: Any) -> tuple[FitResult, list[warnings.WarningMessage]]:
+def _fit_recording(
+    df: pd.DataFrame, options: FitOptions, input_map: dict[str, str] | None = None
+) -> tuple[FitResult, list[warnings.WarningMessage]]:
     """Fit and keep the warnings (an unidentifiable fit may also sit at a bound: both are said)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        res = fit_law("chinchilla", df, **kw)
+        res = fit_law("chinchilla", df, options, input_map=input_map)
     return res, list(caught)
 
 
 @pytest.mark.parametrize("n_rows", [1, 2])
 def test_fewer_rows_than_parameters_is_unidentifiable(n_rows: int) -> None:
     df = _grid(4, 4, seed=1).iloc[:n_rows]
-    res, caught = _fit_recording(df, n_polish=4)
+    res, caught = _fit_recording(df, FitOptions(starts=StartOptions(n_polish=4)))
     ident = [w for w in caught if issubclass(w.category, IdentifiabilityWarning)]
     assert len(ident) == 1 and "for 5 parameters" in str(ident[0].message)
     assert res.status is FitStatus.UNIDENTIFIABLE
@@ -65,7 +67,9 @@ def test_constant_n_params_names_the_column_and_the_parameters() -> None:
             {"n_params": df["n_params"].to_numpy(), "tokens": df["tokens"].to_numpy()}, TRUTH
         )
     )
-    res, caught = _fit_recording(df.rename(columns={"n_params": "N"}), input_map={"n_params": "N"}, n_polish=4)
+    res, caught = _fit_recording(
+        df.rename(columns={"n_params": "N"}), FitOptions(starts=StartOptions(n_polish=4)), input_map={"n_params": "N"}
+    )
     assert any(issubclass(w.category, IdentifiabilityWarning) for w in caught)
     assert res.status is FitStatus.UNIDENTIFIABLE
     assert "'N' is constant" in res.message  # the table's column name, not only the law's input

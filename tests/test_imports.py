@@ -268,3 +268,57 @@ def test_no_context_variables_and_no_long_engine_signatures() -> None:
                     if len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) >= 20:
                         long.append(f"{p.relative_to(SRC)}:{n.name}")
     assert (SRC / "mixlaw" / "decide" / "cmr" / "main.py").exists() and long == [], long
+
+
+def _engine_signatures(root: Path) -> tuple[list[str], list[str]]:
+    """``(long, forwarding)`` under ``root``: every function or method with 20 or more parameters (typer verbs of
+    ``cli/``, decorated with ``@verb``, declare one parameter per flag and are exempt), and every public function of
+    ``mixlaw.fit`` / ``mixlaw.api`` that passes its own ``**`` parameter on to another call."""
+    import ast
+
+    long, forwarding = [], []
+    for p in sorted((root / "mixlaw").rglob("*.py")):
+        rel = str(p.relative_to(root))
+        public_pkg = rel.startswith(("mixlaw/fit/", "mixlaw/api/")) and not any(
+            part.startswith("_") and part != "__init__.py" for part in p.relative_to(root).parts
+        )
+        for n in ast.walk(ast.parse(p.read_text())):
+            if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            a = n.args
+            verb = rel.startswith("mixlaw/cli/") and any(ast.unparse(d) == "verb" for d in n.decorator_list)
+            if len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) >= 20 and not verb:
+                long.append(f"{rel}:{n.name}")
+            if public_pkg and a.kwarg is not None and not n.name.startswith("_"):
+                name = a.kwarg.arg
+                passed = any(
+                    isinstance(c, ast.Call)
+                    and any(k.arg is None and isinstance(k.value, ast.Name) and k.value.id == name for k in c.keywords)
+                    for c in ast.walk(n)
+                )
+                if passed:
+                    forwarding.append(f"{rel}:{n.name}")
+    return long, forwarding
+
+
+def test_no_long_signatures_and_no_keyword_pass_through_in_the_engine() -> None:
+    """Options travel as frozen groups (``FitOptions``, ``SolveSettings``, ...): no function anywhere in ``src/``
+    takes 20 or more parameters (the 24-parameter ``Fitter`` and the 22-parameter ``solve`` did), and the public
+    functions of the engine and the facade take their options by name or as a group, never as ``**settings``
+    passed on (``fit_law``, ``fit_targets``, ``validate_law``, ``rescue``, ``calibrate``, ``api.fit``,
+    ``api.validate``, ``api.fit_report``, ``api.ingest``, ``api.run_sweep`` did)."""
+    long, forwarding = _engine_signatures(SRC)
+    assert long == [], long
+    assert forwarding == [], forwarding
+
+
+def test_the_signature_check_finds_what_it_forbids(tmp_path: Path) -> None:
+    """The check above fails on the shapes it forbids (a long signature, a ``**settings`` pass-through), so it
+    cannot pass by finding nothing."""
+    pkg = tmp_path / "mixlaw" / "fit"
+    pkg.mkdir(parents=True)
+    many = ", ".join(f"a{i}" for i in range(20))
+    (pkg / "bad.py").write_text(f"def wide({many}):\n    pass\n\n\ndef fit_law(law, **settings):\n"
+                                "    return Fitter(law, **settings)\n")  # fmt: skip
+    long, forwarding = _engine_signatures(tmp_path)
+    assert long == ["mixlaw/fit/bad.py:wide"] and forwarding == ["mixlaw/fit/bad.py:fit_law"]

@@ -11,6 +11,7 @@ import pytest
 
 from mixlaw.fit import fit_law
 from mixlaw.laws import get_law
+from mixlaw.options import FitOptions
 
 P = {"E": 1.8, "A": 0.6, "alpha": 0.35, "B": 0.9, "beta": 0.3, "q": [0.5, 0.3, 0.2], "R": 8.0, "rho": 0.3}
 
@@ -93,7 +94,7 @@ def test_recovered_from_a_repetition_grid_and_extrapolates_in_epochs() -> None:
     assert len(fit_rows) > 60 and len(held) > 20
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)
-        res = fit_law(law, fit_rows, random_state=0)
+        res = fit_law(law, fit_rows, FitOptions(seed=0))
     truth = law.evaluate({c: held[c].to_numpy() for c in law.inputs}, P)
     rel = np.abs(res.predict(held) / truth - 1)
     assert rel.mean() < 5e-3 and rel.max() < 2e-2

@@ -19,10 +19,12 @@ from mixlaw.fit import FitData, FitResult, fit_batch, fit_law
 from mixlaw.fit.problem.data import make_residuals
 from mixlaw.fit.solver.refine import AUTO_MAX_ITER, repolish
 from mixlaw.fit.solver.refits import refit
+from mixlaw.fit.solver.settings import SolveSettings
 from mixlaw.fit.solver.solve import solve
 from mixlaw.fit.uncertainty.bootstrap import bootstrap_law, resample_weights
 from mixlaw.fit.uncertainty.intervals import quantiles, residual_sd
 from mixlaw.laws import get_law
+from mixlaw.options import BootstrapOptions, FitOptions, SolverOptions
 
 runner = CliRunner()
 
@@ -50,11 +52,11 @@ def _power(seed: int, n: int = 40, sigma: float = 3e-3) -> pd.DataFrame:
 
 def test_default_iteration_limit_is_adaptive_and_explicit_cap_is_hard() -> None:
     df = _power(1)
-    res = fit_law("power_law", df, random_state=0)
+    res = fit_law("power_law", df, FitOptions(seed=0))
     assert res.settings["max_iter"] is None and res.settings["max_iter_cap"] == AUTO_MAX_ITER
     assert res.status.value in ("converged", "stalled")
     with pytest.warns(ConvergenceWarning):
-        capped = fit_law("power_law", df, random_state=0, max_iter=3)
+        capped = fit_law("power_law", df, FitOptions(solver=SolverOptions(max_iter=3), seed=0))
     assert capped.settings["max_iter_cap"] == 3 and capped.status.value == "max_iter"
     assert capped.objective >= res.objective
 
@@ -68,12 +70,12 @@ def test_repolish_finishes_a_start_stopped_at_the_cap() -> None:
     u0 = law.to_internal({"A": 5.0, "E": 0.5, "alpha": 0.9})[None, :]  # far from the truth
     pid = np.zeros(1, dtype=np.int64)
     kw = dict(loss="huber", delta=1e-3, ftol=1e-11, xtol=1e-9)
-    short = solve(residuals, u0, pid, W, max_iter=4, **kw)  # type: ignore[arg-type]
+    short = solve(residuals, u0, pid, W, SolveSettings(max_iter=4, **kw))  # type: ignore[arg-type]
     assert list(short.status) == ["max_iter"]
-    again = repolish(short, residuals, pid, W, max_iter=AUTO_MAX_ITER, **kw)  # type: ignore[arg-type]
+    again = repolish(short, residuals, pid, W, SolveSettings(max_iter=AUTO_MAX_ITER, **kw))  # type: ignore[arg-type]
     assert again.status[0] in ("converged", "stalled") and again.f[0] < short.f[0]
     assert again.n_iter[0] > short.n_iter[0]
-    full = solve(residuals, u0, pid, W, max_iter=AUTO_MAX_ITER, **kw)  # type: ignore[arg-type]
+    full = solve(residuals, u0, pid, W, SolveSettings(max_iter=AUTO_MAX_ITER, **kw))  # type: ignore[arg-type]
     assert again.f[0] == pytest.approx(full.f[0], rel=1e-6)
 
 
@@ -82,7 +84,7 @@ def test_failed_resamples_are_refitted_before_they_count() -> None:
     df = _power(3)
     law = get_law("power_law")
     data = FitData(law, df)
-    point = fit_law(law, df, random_state=0)
+    point = fit_law(law, df, FitOptions(seed=0))
     far = law.to_internal({"A": 3.0, "E": 0.3, "alpha": 1.5})[None, :]
     draws = bootstrap_law(law, data, far, n=30, rng=np.random.default_rng(5), params=point.params, max_iter=25)
     W = resample_weights(data.groups, data.n, 30, np.random.default_rng(5))
@@ -94,7 +96,7 @@ def test_failed_resamples_are_refitted_before_they_count() -> None:
 
 
 def test_unusable_count_is_shown_beside_every_interval() -> None:
-    res = fit_law("power_law", _power(4), bootstrap=20, random_state=0)
+    res = fit_law("power_law", _power(4), FitOptions(bootstrap=BootstrapOptions(resamples=20), seed=0))
     lines = [ln for ln in res.report().splitlines() if "95% CI" in ln]
     assert len(lines) == 3 and all(f"({res.n_failed_resamples}/20 resamples unusable)" in ln for ln in lines)
     d = json.loads(res.to_json())
@@ -150,7 +152,7 @@ def test_predict_table_rows_carry_lo_hi(saved_fit: tuple[Path, Path]) -> None:
 
 
 def test_predict_without_bootstrap_says_so(tmp_path: Path) -> None:
-    res = fit_law("power_law", _power(5), random_state=0)
+    res = fit_law("power_law", _power(5), FitOptions(seed=0))
     path = tmp_path / "f.json"
     path.write_text(res.to_json())
     out = _predict(path, "--at", "tokens=1e9")
@@ -164,9 +166,11 @@ def test_sizes_and_parametric_schemes_are_recorded_and_resample_what_they_say() 
     df = _grid(1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        sizes = fit_law("chinchilla", df, bootstrap=30, bootstrap_scheme="sizes", random_state=0)
-        runs = fit_law("chinchilla", df, bootstrap=30, bootstrap_scheme="runs", random_state=0)
-        para = fit_law("power_law", _power(6), bootstrap=30, bootstrap_scheme="parametric", random_state=0)
+        sizes = fit_law("chinchilla", df, FitOptions(bootstrap=BootstrapOptions(resamples=30, scheme="sizes"), seed=0))
+        runs = fit_law("chinchilla", df, FitOptions(bootstrap=BootstrapOptions(resamples=30, scheme="runs"), seed=0))
+        para = fit_law(
+            "power_law", _power(6), FitOptions(bootstrap=BootstrapOptions(resamples=30, scheme="parametric"), seed=0)
+        )
     assert sizes.settings["bootstrap_scheme"] == "sizes" and sizes.bootstrap_unit == "n_params"
     assert para.bootstrap_unit == "gaussian noise" and para.n_failed_resamples <= 3
     assert sizes.bootstrap_params is not None and runs.bootstrap_params is not None
@@ -182,7 +186,7 @@ def test_sizes_and_parametric_schemes_are_recorded_and_resample_what_they_say() 
         assert (W[:, clusters == c] == W[:, clusters == c][:, :1]).all()
     assert (W.sum(axis=1) == 25).all()
     with pytest.raises(InputError, match="size column"):
-        fit_law("power_law", _power(7), bootstrap=5, bootstrap_scheme="sizes")
+        fit_law("power_law", _power(7), FitOptions(bootstrap=BootstrapOptions(resamples=5, scheme="sizes")))
 
 
 def test_validate_holdout_largest_and_loss(tmp_path: Path) -> None:
@@ -207,8 +211,15 @@ def test_validate_marks_folds_whose_intervals_rest_on_few_resamples() -> None:
     table = _grid(4)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # every fit is cut off after one iteration on purpose
-        bad = validate_law("chinchilla", table, holdout="n_params > 5e8", bootstrap=10, max_iter=1, random_state=0)
-    good = validate_law("chinchilla", table, holdout="n_params > 5e8", bootstrap=10, random_state=0)
+        bad = validate_law(
+            "chinchilla",
+            table,
+            FitOptions(solver=SolverOptions(max_iter=1), bootstrap=BootstrapOptions(resamples=10), seed=0),
+            holdout="n_params > 5e8",
+        )
+    good = validate_law(
+        "chinchilla", table, FitOptions(bootstrap=BootstrapOptions(resamples=10), seed=0), holdout="n_params > 5e8"
+    )
     assert bad.folds["interval_status"].str.startswith("weak").all() and "WEAK in 1 of 1 folds" in bad.interval_note()
     assert (good.folds["interval_status"] == "ok").all() and "WEAK" not in good.interval_note()
     assert good.resample == "residuals"  # the auto scheme on one-row runs, as it ran

@@ -13,6 +13,7 @@ from mixlaw.fit.evaluate.calibrate import RELIABLE_RATIO, Calibration, calibrate
 from mixlaw.fit.problem.data import FitData
 from mixlaw.fit.uncertainty.intervals import quantiles
 from mixlaw.laws import get_law
+from mixlaw.options import BootstrapOptions, FitOptions
 
 
 def _curves(bend: float, seed: int) -> pd.DataFrame:
@@ -75,7 +76,11 @@ def test_a_confidence_interval_that_extrapolates_says_what_it_leaves_out() -> No
     df = _curves(0.04, 2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)  # boundary and extrapolation notes of the bent law
-        res = fit_law("power_law", df, bootstrap=40, random_state=0, calibrate=True, size_column="tokens")
+        res = fit_law(
+            "power_law",
+            df,
+            FitOptions(bootstrap=BootstrapOptions(resamples=40, calibrate=True, size_column="tokens"), seed=0),
+        )
     assert res.calibration is not None
     far = predict_point(res, {"tokens": 1e12})
     assert "confidence interval is the parameter spread only" in far["confidence_note"]

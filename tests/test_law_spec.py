@@ -27,6 +27,7 @@ from mixlaw.fit import FitResult, fit_law
 from mixlaw.fit.evaluate.validate import validate_law
 from mixlaw.laws import LAWS, Law, Option, ParamSpec, Symmetry, get_law, law_names, load_law_file
 from mixlaw.laws import _registry as registry
+from mixlaw.options import BootstrapOptions, FitOptions, StartOptions
 
 Tensor = torch.Tensor
 
@@ -217,13 +218,13 @@ def test_guess_gives_data_informed_starts() -> None:
     rng = np.random.default_rng(2)
     x = rng.uniform(0.0, 6.0, 50)
     df = pd.DataFrame({"x": x, "loss": 2.0 + 1.5 * np.exp(-0.7 * x) + 1e-3 * rng.standard_normal(50)})
-    res = fit_law(law, df, use_grid=False)  # the guess is the only start
+    res = fit_law(law, df, FitOptions(starts=StartOptions(use_grid=False)))  # the guess is the only start
     assert Saturating.calls == [50] and res.settings["n_guess"] == 1 and res.n_starts == 1
     assert res.status.value == "converged"
     for p, v in {"E": 2.0, "A": 1.5, "k": 0.7}.items():
         assert res.params[p] == pytest.approx(v, rel=0.02), p
     with pytest.raises(InputError, match="expected at least one start"):
-        fit_law(law, df, use_grid=False, use_guess=False)
+        fit_law(law, df, FitOptions(starts=StartOptions(use_grid=False, use_guess=False)))
 
     class BadGuess(Saturating):
         name = "test_bad_guess"
@@ -253,7 +254,7 @@ def test_simplex_law_is_recovered_from_its_own_design(registered: None) -> None:
     law = get_law("test_intrinsic_mixture", domains="web,code,math")
     truth = {"A": 0.8, "E": 2.0, "alpha": 0.5, "t": [0.1, 0.7, 0.2]}
     df = _simulate(law, truth, n=120, seed=3, noise=5e-4)
-    res = fit_law(law, df, random_state=0)
+    res = fit_law(law, df, FitOptions(seed=0))
     # The starts are the law's Sobol design; none is near the truth.
     starts = res.starts[[f"start_{n}" for n in law.flat_names]].to_numpy()
     U = np.stack([law.to_internal(law.unflatten(r)) for r in starts])
@@ -270,7 +271,7 @@ def test_vector_params_in_json_report_and_bootstrap_are_natural(registered: None
     law = get_law("test_intrinsic_mixture", domains="web,code,math")
     truth = {"A": 0.8, "E": 2.0, "alpha": 0.5, "t": [0.1, 0.7, 0.2]}
     df = _simulate(law, truth, n=120, seed=4, noise=1e-3)
-    res = fit_law(law, df, random_state=1, bootstrap=40)
+    res = fit_law(law, df, FitOptions(bootstrap=BootstrapOptions(resamples=40), seed=1))
     d = json.loads(res.to_json())
     assert isinstance(d["params"]["t"], list) and len(d["params"]["t"]) == 3
     assert set(d["ci"]) == {"A", "E", "alpha", "t[0]", "t[1]", "t[2]"}
@@ -296,7 +297,9 @@ def test_symmetric_vector_law_reports_fits_and_draws_canonically(registered: Non
     tokens = np.exp(rng.uniform(np.log(1e6), np.log(1e11), 60))
     y = law.evaluate({"tokens": tokens}, truth) * np.exp(1e-3 * rng.standard_normal(60))
     df = pd.DataFrame({"tokens": tokens, "loss": y, "run_id": np.arange(60) // 3})
-    res = fit_law(law, df, random_state=0, bootstrap=20, n_random_starts=16)
+    res = fit_law(
+        law, df, FitOptions(starts=StartOptions(n_random=16), bootstrap=BootstrapOptions(resamples=20), seed=0)
+    )
     assert res.params["b"][0] <= res.params["b"][1]
     np.testing.assert_allclose(res.params["b"], truth["b"], rtol=0.1)
     boot = res.bootstrap_params
@@ -353,7 +356,7 @@ def test_law_file_gets_fit_bootstrap_predict_and_validate(law_file: Any) -> None
     x = np.exp(rng.uniform(0.0, 8.0, 40))
     df = pd.DataFrame({"x": x, "loss": 2.0 - 0.15 * np.log(x) + 0.01 * rng.standard_normal(40),
                        "run_id": np.arange(40) // 4, "size": np.repeat(np.arange(10), 4)})  # fmt: skip
-    res = fit_law("test_user_log", df, bootstrap=30, random_state=0)
+    res = fit_law("test_user_log", df, FitOptions(bootstrap=BootstrapOptions(resamples=30), seed=0))
     assert res.params["a"] == pytest.approx(2.0, abs=0.02) and res.params["b"] == pytest.approx(-0.15, abs=0.01)
     lo, hi = res.ci()["b"]
     assert lo < -0.15 < hi
@@ -421,7 +424,7 @@ def test_configured_laws_and_fits_pickle_by_name_and_options(registered: None) -
     assert type(back) is IntrinsicMixture and back.inputs == law.inputs and dict(back.options) == dict(law.options)
     assert copy.deepcopy(get_law("cpt", fixed_E=100.0)).param_names == get_law("cpt", fixed_E=100.0).param_names
     df = _simulate(law, {"A": 0.8, "E": 2.0, "alpha": 0.5, "t": [0.1, 0.7, 0.2]}, n=40, seed=0, noise=1e-3)
-    res = fit_law(law, df, random_state=0, n_polish=4)
+    res = fit_law(law, df, FitOptions(starts=StartOptions(n_polish=4), seed=0))
     assert pickle.loads(pickle.dumps(res)) == res
 
 

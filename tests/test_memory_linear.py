@@ -18,8 +18,10 @@ from mixlaw.fit.problem.data import make_residuals
 from mixlaw.fit.problem.starts import SCREEN_CELLS, screen_chunks
 from mixlaw.fit.solver import solve as solve_mod
 from mixlaw.fit.solver.pools import threads
+from mixlaw.fit.solver.settings import SolveSettings
 from mixlaw.fit.uncertainty.identify import _spectrum
 from mixlaw.laws import get_law
+from mixlaw.options import FitOptions, StartOptions
 
 TRUTH = {"A": 400.0, "B": 1500.0, "E": 1.8, "alpha": 0.34, "beta": 0.3}
 
@@ -86,9 +88,9 @@ def test_chunked_iterations_give_the_same_solve(monkeypatch: pytest.MonkeyPatch)
     U0 = law.random_starts(6, np.random.default_rng(5))  # away from the truth
     W = torch.ones(1, len(df), dtype=torch.float64)
     pid = np.zeros(len(U0), dtype=np.int64)
-    first, whole = (solve_mod.solve(res, U0, pid, W, max_iter=m) for m in (1, 150))
+    first, whole = (solve_mod.solve(res, U0, pid, W, SolveSettings(max_iter=m)) for m in (1, 150))
     monkeypatch.setattr(solve_mod, "ITER_CELLS", 1)
-    first_c, chunked = (solve_mod.solve(res, U0, pid, W, max_iter=m) for m in (1, 150))
+    first_c, chunked = (solve_mod.solve(res, U0, pid, W, SolveSettings(max_iter=m)) for m in (1, 150))
     np.testing.assert_allclose(first_c.x, first.x, rtol=1e-13, atol=1e-13)
     assert not np.array_equal(first.x, U0)  # the iteration moved
     b, bc = int(np.argmin(whole.f)), int(np.argmin(chunked.f))
@@ -104,7 +106,7 @@ def test_fit_with_chunked_screen_and_iterations_recovers_the_law(monkeypatch: py
     df = _table(400, seed=12)
     monkeypatch.setattr(starts_mod, "SCREEN_CELLS", 400 * 7)  # 7 starts a chunk
     monkeypatch.setattr(solve_mod, "ITER_CELLS", 400 * 22 * 3)  # 3 rows a chunk
-    res = fit_law("chinchilla", df, n_polish=8, random_state=0)
+    res = fit_law("chinchilla", df, FitOptions(starts=StartOptions(n_polish=8), seed=0))
     assert res.converged
     assert res.params["alpha"] == pytest.approx(TRUTH["alpha"], rel=0.1)
     assert res.params["beta"] == pytest.approx(TRUTH["beta"], rel=0.1)

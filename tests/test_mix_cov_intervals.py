@@ -23,6 +23,7 @@ from mixlaw.decide.mixture.intervals import bc_ends, prediction_interval
 from mixlaw.fit import fit_law
 from mixlaw.fit.uncertainty.intervals import band, inputs_of
 from mixlaw.laws import get_law
+from mixlaw.options import BootstrapOptions, FitOptions, SolverOptions
 
 NOISE = 0.01
 DOMS = ("web", "code", "math", "books")
@@ -55,7 +56,10 @@ def test_shifted_resamples_give_an_interval_around_the_point_not_beside_it() -> 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)
         res = fit_law(
-            get_law("dml", domains=DOMS), df.iloc[:16], target="loss", random_state=0, bootstrap=12, max_iter=300
+            get_law("dml", domains=DOMS),
+            df.iloc[:16],
+            FitOptions(solver=SolverOptions(max_iter=300), bootstrap=BootstrapOptions(resamples=12), seed=0),
+            target="loss",
         )
     # Resampled fits shifted against the point (as mixture_joint's were): c moved up by 8 residual sds.
     shifted = res.bootstrap_params.assign(c=res.bootstrap_params["c"] + 8 * res.residual_sd * float(res.params["c"]))

@@ -18,6 +18,7 @@ from mixlaw.errors import InputError
 from mixlaw.fit import fit_law
 from mixlaw.laws import get_law
 from mixlaw.laws.dml import from_paper
+from mixlaw.options import FitOptions
 
 # laws.md §7.5: the published 5-domain explicit fit (log c, log k, t_1..t_5) of the 'academic' validation domain.
 ACADEMIC = (0.9750, -2.1391, [-10.0864, 2.7140, 2.7106, 2.6083, 1.5866])
@@ -122,7 +123,7 @@ def test_data_mixing_laws_cpt_critical_pile_proportion(external: Path) -> None:
     law = get_law("dml", domains="pile,python", fit_space="raw")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)  # 4 points, 3 parameters: flat-valley notes
-        res = fit_law(law, table, random_state=0)
+        res = fit_law(law, table, FitOptions(seed=0))
     k_paper, b = res.params["t"][0], float(np.log(res.params["k"]))
     assert k_paper == pytest.approx(-3.74, abs=0.5) and b == pytest.approx(-1.6938, abs=0.02)
     x = np.linspace(0.0, 1.0, 100_001)

@@ -16,6 +16,7 @@ from mixlaw.fit import fit_law
 from mixlaw.laws import get_law
 from mixlaw.laws.mixture_joint import to_paper
 from mixlaw.laws.repetition_aware import effective_tokens
+from mixlaw.options import FitOptions, StartOptions
 
 DOMS = ("a", "b", "c")
 
@@ -47,7 +48,7 @@ def test_bimix_own_form_is_recovered_from_starts_away_from_the_truth() -> None:
     df = _simulate(law, truth, 120, seed=4)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)
-        res = fit_law(law, df, random_state=0, use_guess=False)
+        res = fit_law(law, df, FitOptions(starts=StartOptions(use_guess=False), seed=0))
     design = law.start_design()
     u = law.to_internal(truth)
     assert (np.abs(design - u) / (0.1 + np.abs(u))).max(axis=1).min() > 0.1
@@ -139,7 +140,7 @@ def test_guess_alone_starts_a_fit_that_reaches_the_truth(name: str) -> None:
     assert guesses and all(set(g) == set(law.param_names) for g in guesses)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)
-        res = fit_law(law, df, random_state=0, use_grid=False)
+        res = fit_law(law, df, FitOptions(starts=StartOptions(use_grid=False), seed=0))
     assert res.n_starts == len(guesses)
     truth = law.evaluate({k: df[k].to_numpy() for k in law.inputs}, law.example_params)
     assert np.max(np.abs(res.predict(df) / truth - 1)) < 2e-3

@@ -20,6 +20,7 @@ from mixlaw.decide.mixture.regret_calib import (
     widen_candidate,
 )
 from mixlaw.decide.mixture.verdict import VerdictStatus, verdict_of
+from mixlaw.options import FitOptions
 
 DOMS = ["a", "b", "c"]
 
@@ -138,9 +139,9 @@ def test_nested_refit_from_the_point_reaches_the_fit_on_the_inner_rows() -> None
     truth = 1.7 + 400 * n**-0.34 + 410 * d**-0.28
     t = pd.DataFrame({"n_params": n, "tokens": d, "loss": truth * np.exp(rng.normal(0, 0.002, n.size))})
     law = get_law("chinchilla")
-    full = fit_law(law, t, target="loss", random_state=0)
+    full = fit_law(law, t, FitOptions(seed=0), target="loss")
     warm = nested_refit(full, t, "n_params", 1e9, None)
-    cold = fit_law(law, t[t["n_params"] < 1e9], target="loss", random_state=0)
+    cold = fit_law(law, t[t["n_params"] < 1e9], FitOptions(seed=0), target="loss")
     top = t[t["n_params"] == 1e9]
     assert warm is not None and warm.params != full.params
     assert warm.predict(top) == pytest.approx(cold.predict(top), rel=2e-3)

@@ -13,6 +13,7 @@ import pytest
 from mixlaw.decide.mixture.compare import compare
 from mixlaw.fit import fit_law
 from mixlaw.laws import get_law
+from mixlaw.options import FitOptions
 from mixlaw.report.mix_heldout import heldout_from_fits
 
 DOMS = ("a", "b", "c")
@@ -26,7 +27,7 @@ def _out(df: pd.DataFrame) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for t in ("loss0", "loss1"):
-            fits[t] = {"params": fit_law(law, df, target=t, random_state=1).params}
+            fits[t] = {"params": fit_law(law, df, FitOptions(seed=1), target=t).params}
     return {"law": "camel", "law_options": {"domains": list(DOMS), "k": 1}, "targets": ["loss0", "loss1"],
             "fits": fits, "camel_k": {t: {"k": 1} for t in fits}}  # fmt: skip
 

@@ -21,6 +21,7 @@ from mixlaw.fit.solver.solve import _residuals_and_jacobian
 from mixlaw.fit.solver.steps import repair_jacobian
 from mixlaw.fit.uncertainty.bootstrap import bootstrap_law
 from mixlaw.laws import get_law
+from mixlaw.options import FitOptions, SolverOptions, StartOptions
 
 DOMS = ("web", "code", "math")
 LOG_K0 = -716.0  # exp(LOG_K0) is subnormal: d log K / dK = 1/K overflows
@@ -107,7 +108,7 @@ def test_optimize_refits_every_resample_in_one_batch_as_the_duplicated_rows_woul
     df = df.assign(_mixture=mixture_groups(df, list(DOMS)))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = fit_law(law, df, target="loss", random_state=0, max_iter=None)
+        res = fit_law(law, df, FitOptions(solver=SolverOptions(max_iter=None), seed=0), target="loss")
     rng = np.random.default_rng(7)
     counts = np.stack([np.bincount(rng.integers(0, 10, 10), minlength=10) for _ in range(3)] + [np.zeros(10, int)])
     draws, info = refit_draws(res, df, counts)
@@ -116,7 +117,14 @@ def test_optimize_refits_every_resample_in_one_batch_as_the_duplicated_rows_woul
         dup = df.iloc[np.repeat(np.arange(len(df)), counts[b, df["_mixture"].to_numpy()])].reset_index(drop=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            one = fit_law(law, dup.assign(run_id=np.arange(len(dup))), target="loss", starts=[res.params],
-                          use_grid=False, use_guess=False, n_polish=1, max_iter=None)  # fmt: skip
+            one = fit_law(
+                law,
+                dup.assign(run_id=np.arange(len(dup))),
+                FitOptions(
+                    starts=StartOptions(given=[res.params], use_grid=False, use_guess=False, n_polish=1),
+                    solver=SolverOptions(max_iter=None),
+                ),
+                target="loss",
+            )
         f_batch = objective_at(law, dup, draws[b].params, target="loss")  # type: ignore[union-attr]
         assert f_batch == pytest.approx(one.objective, rel=1e-3), b  # the same problem, solved to the same point

@@ -21,6 +21,7 @@ from mixlaw.fit import fit_law
 from mixlaw.fit.problem.data import FitData
 from mixlaw.fit.uncertainty.intervals import inputs_of
 from mixlaw.laws import get_law
+from mixlaw.options import BootstrapOptions, FitOptions, StartOptions
 
 POWER = get_law("power_law", input="n_params")
 TRUTH = {"A": 40.0, "E": 2.0, "alpha": 0.3}
@@ -41,8 +42,15 @@ def _widening(seed: int, bend: float) -> tuple[object, pd.DataFrame, np.ndarray,
     train, test = df[df["n_params"] <= 1e9], df[df["n_params"] > 1e9]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)
-        res = fit_law(POWER, train, bootstrap=20, bootstrap_scheme="parametric", random_state=seed,
-                      starts=[{"A": 30.0, "E": 1.5, "alpha": 0.25}])  # fmt: skip
+        res = fit_law(
+            POWER,
+            train,
+            FitOptions(
+                starts=StartOptions(given=[{"A": 30.0, "E": 1.5, "alpha": 0.25}]),
+                bootstrap=BootstrapOptions(resamples=20, scheme="parametric"),
+                seed=seed,
+            ),
+        )
     lo, hi, _, reason = prediction_interval(res, inputs_of(res, test), 0.95, seed)
     assert reason is None
     return size_widening(res, train, test, "loss", "n_params", lo, hi, seed), test, lo, hi
@@ -60,7 +68,9 @@ def test_three_fitted_sizes_get_a_size_term_from_the_two_size_cut_and_far_rows_a
         train = df[df["n_params"] <= 1e9]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", category=UserWarning)
-            res = fit_law(POWER, train, random_state=seed, starts=[{"A": 30.0, "E": 1.5, "alpha": 0.25}])
+            res = fit_law(
+                POWER, train, FitOptions(starts=StartOptions(given=[{"A": 30.0, "E": 1.5, "alpha": 0.25}]), seed=seed)
+            )
         data = FitData(POWER, train, target="loss", input_map=res.input_map, group_column="run_id")
         fe = fold_errors(POWER, data, np.asarray(POWER.to_internal(res.params))[None, :], size_input="n_params",
                          clusters=pd.factorize(train["n_params"])[0], rng=np.random.default_rng(0), loss=res.loss,
@@ -100,7 +110,7 @@ def test_a_cut_whose_runs_share_one_token_count_is_left_out() -> None:
     df = pd.DataFrame({"n_params": n, "tokens": d, "loss": y, "run_id": [f"r{i}" for i in range(n.size)]})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)
-        res = fit_law(law, df, random_state=0, starts=[{**p, "E": 1.5, "alpha": 0.3}])
+        res = fit_law(law, df, FitOptions(starts=StartOptions(given=[{**p, "E": 1.5, "alpha": 0.3}]), seed=0))
     data = FitData(law, df, target="loss", input_map=res.input_map, group_column="run_id")
     f = size_folds(law, data, res.params, "n_params", loss=res.loss, delta=res.delta, max_iter=None)
     assert f is not None

@@ -20,6 +20,7 @@ from scipy.optimize import least_squares
 from mixlaw.fit import fit_law
 from mixlaw.laws import get_law
 from mixlaw.laws.multi_power import PUBLISHED_MPL
+from mixlaw.options import FitOptions
 from mixlaw.schedules import Schedule
 from mixlaw.schedules.multi_power import multi_power_features
 
@@ -81,7 +82,7 @@ def _sse(fit: pd.DataFrame, p: Mapping[str, float]) -> float:
 @needs_mpl
 def test_gamma_is_pinned_by_24k_schedules_and_does_not_decide_the_72k_miss() -> None:
     fit, held = _table("100", FITTED), _table("100", ("cosine_72000",))
-    r = fit_law("multi_power", fit, random_state=0)
+    r = fit_law("multi_power", fit, FitOptions(seed=0))
     free = {k: float(v) for k, v in r.params.items()}
     assert (r.identifiability or {}).get("status") == "ok"
     s2 = _sse(fit, free) / (len(fit) - 7)
@@ -97,7 +98,7 @@ def test_gamma_is_pinned_by_24k_schedules_and_does_not_decide_the_72k_miss() -> 
 @needs_mpl
 def test_the_papers_loss_drop_shape_still_misses_the_72k_cosine_at_400m() -> None:
     fit, held = _table("400", FITTED), _table("400", ("cosine_72000",))
-    r = fit_law("multi_power", fit, random_state=0)
+    r = fit_law("multi_power", fit, FitOptions(seed=0))
     free = {k: float(v) for k, v in r.params.items()}
     pub = PUBLISHED_MPL["400M"]
     shape = _refit_holding(fit, {n: pub[n] for n in ("C", "beta", "gamma")}, free)

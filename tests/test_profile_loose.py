@@ -21,6 +21,7 @@ from mixlaw.fit import fit_law
 from mixlaw.fit.result import FitResult, FitStatus
 from mixlaw.fit.uncertainty.intervals import _band, band, inputs_of
 from mixlaw.laws import get_law
+from mixlaw.options import BootstrapOptions, FitOptions
 
 LAW = get_law("data_constrained")
 
@@ -37,7 +38,9 @@ def _table(seed: int) -> pd.DataFrame:
 def _fit(df: pd.DataFrame, seed: int, calibrate: bool = True, bootstrap: int = 20) -> FitResult:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)  # the unidentifiable / weak fits warn: checked below
-        return fit_law(LAW, df, bootstrap=bootstrap, random_state=seed, calibrate=calibrate)
+        return fit_law(
+            LAW, df, FitOptions(bootstrap=BootstrapOptions(resamples=bootstrap, calibrate=calibrate), seed=seed)
+        )
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -84,7 +87,7 @@ def test_validate_folds_carry_the_verdict_of_their_fit() -> None:
     df = _table(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)
-        val = validate_law("data_constrained", df[df["epochs"] <= 4], holdout="epochs > 1", random_state=0)
+        val = validate_law("data_constrained", df[df["epochs"] <= 4], FitOptions(seed=0), holdout="epochs > 1")
     fold = val.folds.iloc[0]  # fitted on one epoch: R_D* undetermined, running off both ways
     assert fold["identified"] == "unidentifiable" and fold["rank"] == "6/7" and "R_D_star" in fold["weakest"]
     assert fold["running_off"] == "R_D_star" and fold["at_bounds"] == ""

@@ -12,6 +12,7 @@ import torch
 import mixlaw
 from mixlaw._provenance import provenance
 from mixlaw.fit import FitResult, fit_law
+from mixlaw.options import FitOptions
 
 SHA = re.compile(r"^[0-9a-f]{40}(\+dirty)?$")
 
@@ -27,7 +28,7 @@ def test_fit_json_records_version_and_sha_and_reads_back() -> None:
     tokens = np.geomspace(1e6, 1e9, 12)
     loss = (1.5 + 30 * tokens**-0.25) * np.exp(1e-3 * rng.standard_normal(tokens.size))
     table = pd.DataFrame({"run_id": [f"r{i}" for i in range(tokens.size)], "tokens": tokens, "loss": loss})
-    res = fit_law("power_law", table, random_state=0)
+    res = fit_law("power_law", table, FitOptions(seed=0))
     d = res.to_dict()
     _check(d["provenance"])
     back = FitResult.from_json(res.to_json())  # the reader tolerates the record

@@ -16,6 +16,7 @@ from mixlaw.cli import app
 from mixlaw.errors import InputError
 from mixlaw.fit import fit_law
 from mixlaw.laws import get_law
+from mixlaw.options import FitOptions, StartOptions
 
 
 # --------------------------------------------------------------------------- bounds under transform="identity"
@@ -30,7 +31,7 @@ def test_identity_bounds_are_enforced_on_a_rising_curve() -> None:
     assert spec.kind == "identity" and spec.lower == 0.0
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        res = fit_law("power_law", df, n_random_starts=16, random_state=0)
+        res = fit_law("power_law", df, FitOptions(starts=StartOptions(n_random=16), seed=0))
     alpha = res.params["alpha"]
     assert spec.lower <= alpha <= spec.upper
     # The best fit of a rising curve under alpha >= 0 is a constant, reached two ways with the same objective:
@@ -59,7 +60,7 @@ def test_parameters_at_bounds_are_named_in_one_warning_per_fit() -> None:
     y = (1.7 + 400 / n**0.34 + 410 / d**0.28) * np.exp(0.01 * rng.standard_normal(n.size))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = fit_law("chinchilla", pd.DataFrame({"n_params": n, "tokens": d, "loss": y}), random_state=0)
+        res = fit_law("chinchilla", pd.DataFrame({"n_params": n, "tokens": d, "loss": y}), FitOptions(seed=0))
     law = res.law
     for at in (["A"], ["A", "B", "E"]):
         moved = dataclasses.replace(res, params={**res.params, **{k: 0.0 for k in at}})

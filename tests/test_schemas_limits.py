@@ -24,6 +24,7 @@ from mixlaw.cli import app
 from mixlaw.decide.cpt import load_plan
 from mixlaw.errors import InputError
 from mixlaw.fit import fit_law
+from mixlaw.options import BootstrapOptions, FitOptions, StartOptions
 from mixlaw.safeio import atomic_write_text, check_output_path, loads_json
 
 runner = CliRunner()
@@ -38,7 +39,11 @@ def _table(n: int = 30, seed: int = 0) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def fit_record() -> dict[str, Any]:
-    res = fit_law("chinchilla", _table(), bootstrap=8, random_state=0, n_polish=4)
+    res = fit_law(
+        "chinchilla",
+        _table(),
+        FitOptions(starts=StartOptions(n_polish=4), bootstrap=BootstrapOptions(resamples=8), seed=0),
+    )
     return json.loads(res.to_json())
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from mixlaw.fit.solver.settings import SolveSettings
 from mixlaw.fit.solver.solve import solve
 
 
@@ -36,7 +37,7 @@ def _residuals(U: torch.Tensor, pid: torch.Tensor) -> torch.Tensor:
 def test_a_row_that_descended_into_overflowing_derivatives_stops_stalled_not_failed() -> None:
     W = torch.ones(1, 2, dtype=torch.float64)
     U0 = np.array([[10.0], [12.0], [6.0]])  # two start above 8 and step below it; one starts below it
-    sol = solve(_residuals, U0, np.zeros(3, dtype=np.int64), W, loss="l2", merge_tol=None, max_iter=100)
+    sol = solve(_residuals, U0, np.zeros(3, dtype=np.int64), W, SolveSettings(loss="l2", merge_tol=None, max_iter=100))
     f0 = 0.5 * ((U0[:, 0] - 5.0) ** 2 + 0.25 * (U0[:, 0] - 3.0) ** 2)
     # The first two step below 8 (10 -> 6 at the step cap of 4; 12 -> 8 -> 4.6, the optimum), then their
     # derivatives overflow: well inside the first 30 iterations, where the rule of before failed them.

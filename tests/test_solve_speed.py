@@ -17,6 +17,7 @@ import torch
 import mixlaw.fit.solver.solve as solve_mod
 from mixlaw.fit.problem.data import FitData, make_residuals
 from mixlaw.fit.solver.refits import internal_starts
+from mixlaw.fit.solver.settings import SolveSettings
 from mixlaw.fit.solver.solve import _residuals_and_jacobian, solve
 from mixlaw.fit.solver.steps import split_jacobian
 from mixlaw.fit.uncertainty.bootstrap import resample_weights
@@ -78,8 +79,8 @@ def test_lazy_ladder_is_monotone_and_matches_the_full_ladder_on_resamples() -> N
     pid = np.arange(B)
     kw = dict(max_iter=3000, merge_tol=None, stall_units=1e-2)
     trace: list[dict[str, np.ndarray]] = []
-    lazy = solve(res, U0, pid, W, ladder="lazy", trace=trace, **kw)  # type: ignore[arg-type]
-    full = solve(res, U0, pid, W, ladder="full", **kw)  # type: ignore[arg-type]
+    lazy = solve(res, U0, pid, W, SolveSettings(ladder="lazy", **kw), trace=trace)  # type: ignore[arg-type]
+    full = solve(res, U0, pid, W, SolveSettings(ladder="full", **kw))  # type: ignore[arg-type]
     f_prev = np.full(B, np.inf)
     for t in trace:  # monotone up to the rounding of recomputing f at the accepted point (1e-14 measured)
         assert (t["f"] <= f_prev[t["rows"]] * (1 + 1e-12)).all()

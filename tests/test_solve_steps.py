@@ -15,6 +15,7 @@ import torch
 from mixlaw.fit.problem.data import FitData, make_residuals
 from mixlaw.fit.solver.refine import AUTO_MAX_ITER, POINT_STALL_UNITS, point_stall_units_for
 from mixlaw.fit.solver.refits import internal_starts
+from mixlaw.fit.solver.settings import SolveSettings
 from mixlaw.fit.solver.solve import solve
 from mixlaw.laws import get_law
 
@@ -39,8 +40,8 @@ def test_new_rule_reaches_the_old_objective_in_fewer_iterations_on_a_flat_valley
     W = torch.ones(1, n, dtype=torch.float64)
     pid = np.zeros(len(U0), dtype=np.int64)
     kw = dict(max_iter=5000, stall_tol=0.0, merge_tol=None)
-    old = solve(res, U0, pid, W, _rule="old", **kw)  # type: ignore[arg-type]
-    new = solve(res, U0, pid, W, _rule="new", **kw)  # type: ignore[arg-type]
+    old = solve(res, U0, pid, W, SolveSettings(rule="old", **kw))  # type: ignore[arg-type]
+    new = solve(res, U0, pid, W, SolveSettings(rule="new", **kw))  # type: ignore[arg-type]
     assert (new.status == "converged").all()
     assert (new.f <= old.f * (1 + 1e-9)).all()
     # measured: 12, 71, 61 iterations against 62 (stalled), 299, 8
@@ -51,13 +52,13 @@ def test_objective_is_monotone_per_row_and_rows_do_not_influence_each_other() ->
     res, U0, n = _valley(seed=7)
     W = torch.ones(1, n, dtype=torch.float64)
     trace: list[dict[str, np.ndarray]] = []
-    both = solve(res, U0, np.zeros(len(U0), dtype=np.int64), W, merge_tol=None, trace=trace)
+    both = solve(res, U0, np.zeros(len(U0), dtype=np.int64), W, SolveSettings(merge_tol=None), trace=trace)
     f_prev = np.full(len(U0), np.inf)
     for t in trace:
         assert (t["f"] <= f_prev[t["rows"]]).all()
         f_prev[t["rows"]] = t["f"]
     for k in range(len(U0)):  # each row alone takes the same path as in the batch
-        alone = solve(res, U0[k : k + 1], np.zeros(1, dtype=np.int64), W, merge_tol=None)
+        alone = solve(res, U0[k : k + 1], np.zeros(1, dtype=np.int64), W, SolveSettings(merge_tol=None))
         assert alone.n_iter[0] == both.n_iter[k]
         np.testing.assert_allclose(alone.x[0], both.x[k], rtol=1e-10, atol=1e-12)
 
@@ -74,9 +75,9 @@ def test_geodesic_acceleration_follows_a_curved_valley_faster() -> None:
     W = torch.ones(1, 2, dtype=torch.float64)
     pid = np.zeros(16, dtype=np.int64)
     kw = dict(loss="l2", max_iter=2000, merge_tol=None, ftol=1e-15, xtol=1e-12)
-    geo = solve(_rosenbrock, U0, pid, W, _rule="new", **kw)  # type: ignore[arg-type]
-    flat = solve(_rosenbrock, U0, pid, W, _rule="ladder", **kw)  # type: ignore[arg-type]
-    old = solve(_rosenbrock, U0, pid, W, _rule="old", **kw)  # type: ignore[arg-type]
+    geo = solve(_rosenbrock, U0, pid, W, SolveSettings(rule="new", **kw))  # type: ignore[arg-type]
+    flat = solve(_rosenbrock, U0, pid, W, SolveSettings(rule="ladder", **kw))  # type: ignore[arg-type]
+    old = solve(_rosenbrock, U0, pid, W, SolveSettings(rule="old", **kw))  # type: ignore[arg-type]
     for sol in (geo, flat, old):
         np.testing.assert_allclose(sol.x, 1.0, atol=1e-5)
     # measured 314 against 422 without the acceleration (the old rule: 309; two well-scaled parameters, no dead
@@ -98,8 +99,8 @@ def test_a_row_running_off_to_infinity_stops_stalled_by_the_noise_scaled_test() 
     W = torch.ones(1, 10, dtype=torch.float64)
     pid = np.zeros(1, dtype=np.int64)
     kw = dict(loss="l2", max_iter=1500, stall_tol=1e-9)
-    plain = solve(_runaway, U0, pid, W, **kw)  # type: ignore[arg-type]
-    quick = solve(_runaway, U0, pid, W, stall_units=POINT_STALL_UNITS, **kw)  # type: ignore[arg-type]
+    plain = solve(_runaway, U0, pid, W, SolveSettings(**kw))  # type: ignore[arg-type]
+    quick = solve(_runaway, U0, pid, W, SolveSettings(stall_units=POINT_STALL_UNITS, **kw))  # type: ignore[arg-type]
     assert plain.status[0] == "max_iter"  # the relative test alone lets it run (to ~1e5 iterations)
     assert quick.status[0] == "stalled" and quick.n_iter[0] < 1000
     unit = plain.f[0] / 10
@@ -112,9 +113,9 @@ def test_both_rules_solve_a_batch_of_problems_with_their_own_weights(rule: str) 
     rng = np.random.default_rng(5)
     W = torch.from_numpy(rng.multinomial(n, np.full(n, 1 / n), size=4).astype(np.float64))
     pid = np.repeat(np.arange(4), len(U0))
-    sol = solve(res, np.tile(U0, (4, 1)), pid, W, _rule=rule)  # type: ignore[arg-type]
+    sol = solve(res, np.tile(U0, (4, 1)), pid, W, SolveSettings(rule=rule))  # type: ignore[arg-type]
     assert np.isfinite(sol.f).all()
     for p in range(4):
         best = sol.f[pid == p].min()
-        alone = solve(res, U0, np.zeros(len(U0), dtype=np.int64), W[p : p + 1], _rule=rule)  # type: ignore[arg-type]
+        alone = solve(res, U0, np.zeros(len(U0), dtype=np.int64), W[p : p + 1], SolveSettings(rule=rule))  # type: ignore[arg-type]
         assert best == pytest.approx(alone.f.min(), rel=1e-8)

@@ -42,8 +42,12 @@ if TYPE_CHECKING:
     from mixlaw.laws import law_names as law_names
     from mixlaw.laws import load_law_file as load_law_file
     from mixlaw.laws import register as register
+    from mixlaw.options import BootstrapOptions as BootstrapOptions
+    from mixlaw.options import FitOptions as FitOptions
     from mixlaw.options import IntervalOptions as IntervalOptions
+    from mixlaw.options import ObjectiveOptions as ObjectiveOptions
     from mixlaw.options import SolverOptions as SolverOptions
+    from mixlaw.options import StartOptions as StartOptions
     from mixlaw.runs.select import TableOptions as TableOptions
     from mixlaw.schedules import Schedule as Schedule
 
@@ -69,7 +73,11 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "Estimate": ("mixlaw.decide.contract", "Estimate"),
     "Status": ("mixlaw.decide.contract", "Status"),
     "register_decision": ("mixlaw.decide.registry", "register_decision"),
+    "BootstrapOptions": ("mixlaw.options", "BootstrapOptions"),
+    "FitOptions": ("mixlaw.options", "FitOptions"),
     "IntervalOptions": ("mixlaw.options", "IntervalOptions"),
+    "ObjectiveOptions": ("mixlaw.options", "ObjectiveOptions"),
+    "StartOptions": ("mixlaw.options", "StartOptions"),
     "SolverOptions": ("mixlaw.options", "SolverOptions"),
     "TableOptions": ("mixlaw.runs.select", "TableOptions"),
 }

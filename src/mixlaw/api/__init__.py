@@ -15,15 +15,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mixlaw.api.probe import plan_sweep, prepare_corpora, run_sweep, sweep_status
 from mixlaw.errors import InputError, attach_lines, source_lines
 from mixlaw.expr import derive_column, filter_rows
 from mixlaw.fit import FitResult, fit_law
 from mixlaw.fit.evaluate.validate import ValidationResult, validate_law
 from mixlaw.fit.problem.features import add_features
 from mixlaw.laws import LAWS, Law, get_law, law_names, load_law_file
+from mixlaw.limits import MemoryLimit
+from mixlaw.options import BootstrapOptions, FitOptions, ObjectiveOptions, SolverOptions, StartOptions
 from mixlaw.runs.select import TableOptions
 
 __all__ = [
+    "BootstrapOptions",
+    "FitOptions",
+    "ObjectiveOptions",
+    "SolverOptions",
+    "StartOptions",
     "load_table",
     "fit",
     "predict",
@@ -234,14 +242,19 @@ def _drop_highest(df: pd.DataFrame, k: int, target: str | None, name: str) -> pd
 def fit(
     table: pd.DataFrame,
     law: str,
+    options: FitOptions | None = None,
     *,
     target: str = "loss",
     law_options: Mapping[str, Any] | None = None,
     input_map: Mapping[str, str] | None = None,
     source: str = "table",
-    **settings: Any,
+    progress: Any = None,
+    memory_limit: MemoryLimit | None = None,
+    n_threads: int | None = 1,
 ) -> FitResult:
-    """Fit ``law`` to ``table`` (see :func:`mixlaw.fit.fit_law`).
+    """Fit ``law`` to ``table`` with :class:`~mixlaw.options.FitOptions` (see :func:`mixlaw.fit.fit_law`; ``None``:
+    every default). A user's fit carries its calibrated-interval model when it bootstraps: an unset
+    ``options.bootstrap.calibrate`` is ``resamples > 0`` here.
 
     Derived inputs the law declares (:meth:`mixlaw.laws.Law.derived_inputs`: LR areas ``s1``, ``s2``, their PT/CPT
     split, the multi-power history) are computed from each run's stored schedule when the table lacks them; rows
@@ -250,8 +263,10 @@ def fit(
     """
     law_obj = build_law(law, law_options)
     table = add_features(table, law_obj, input_map=input_map)
-    settings.setdefault("calibrate", None)  # a user's fit carries its calibrated-interval model when bootstrapped
-    return fit_law(law_obj, table, target=target, input_map=input_map, source=source, **settings)
+    opts, bs = (FitOptions() if options is None else options), (options or FitOptions()).bootstrap
+    opts = opts if bs.calibrate is not None else opts.replace(bootstrap=bs.replace(calibrate=bs.resamples > 0))
+    return fit_law(law_obj, table, opts, target=target, input_map=input_map, source=source, progress=progress,
+                   memory_limit=memory_limit, n_threads=n_threads)  # fmt: skip
 
 
 def fit_summary(result: FitResult) -> dict[str, Any]:
@@ -296,12 +311,32 @@ def predict(
 
 
 def validate(
-    table: pd.DataFrame, law: str, *, law_options: Mapping[str, Any] | None = None, **kwargs: Any
+    table: pd.DataFrame,
+    law: str,
+    options: FitOptions | None = None,
+    *,
+    scheme: str = "leave-largest-out",
+    target: str = "loss",
+    input_map: Mapping[str, str] | None = None,
+    size_column: str = "n_params",
+    order_column: str = "tokens",
+    group_column: str | None = None,
+    quantile: float = 0.75,
+    law_options: Mapping[str, Any] | None = None,
+    holdout: str | None = None,
+    largest: int | None = None,
+    level: float = 0.95,
+    interval: str = "prediction",
+    coverage: bool = False,
+    method: str = "auto",
 ) -> ValidationResult:
-    """Held-out extrapolation check (see :func:`mixlaw.fit.evaluate.validate.validate_law`) on the featured table."""
-    law_obj = build_law(law, law_options)
-    table = add_features(table, law_obj, input_map=kwargs.get("input_map"))
-    return validate_law(law, table, law_options=law_options, **kwargs)
+    """Held-out extrapolation check on the featured table: :func:`mixlaw.fit.evaluate.validate.validate_law`, whose
+    arguments these are (``options``: the fold fits' :class:`~mixlaw.options.FitOptions`)."""
+    table = add_features(table, build_law(law, law_options), input_map=input_map)
+    return validate_law(law, table, options, scheme=scheme, target=target, input_map=input_map,  # type: ignore[arg-type]
+                        size_column=size_column, order_column=order_column, group_column=group_column,
+                        quantile=quantile, law_options=law_options, holdout=holdout, largest=largest, level=level,
+                        interval=interval, coverage=coverage, method=method)  # fmt: skip
 
 
 def list_laws() -> list[dict[str, Any]]:
@@ -336,26 +371,24 @@ def ingest(
     allow_nan: bool = False,
     allow_missing: bool = False,
     replace: bool = False,
-    **read_options: Any,
+    fmt: str | None = None,
+    run_id: str | None = None,
+    run_id_from_row: bool = False,
+    evalset_column: str | None = None,
+    drop: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """Validate a run log and add it to a RunStore, all or nothing (``mixlaw ingest``).
-
-    ``read_options`` go to :func:`mixlaw.runs.io.read_table` (``fmt``, ``run_id``, ``run_id_from_row``,
-    ``evalset_column``, ``drop``); ``column_map`` is ``{canonical: foreign}`` or the CLI's ``["canonical=foreign"]``.
-    Returns the store's summary plus ``file``, ``store`` and ``loss_columns``.
-    """
+    """Validate a run log and add it to a RunStore, all or nothing (``mixlaw ingest``); ``fmt``, ``run_id``,
+    ``run_id_from_row``, ``evalset_column`` and ``drop`` are :func:`mixlaw.runs.io.read_table`'s. ``column_map`` is
+    ``{canonical: foreign}`` or the CLI's ``["canonical=foreign"]``. Returns the store's summary plus ``file``,
+    ``store`` and ``loss_columns``."""
     from mixlaw.runs.io import parse_column_map, read_table
     from mixlaw.runs.store import RunStore
 
     file = Path(file)
-    table = read_table(
-        file,
-        column_map=dict(column_map) if isinstance(column_map, Mapping) else parse_column_map(column_map),
-        set_values=dict(set_values or {}),
-        allow_nan=allow_nan,
-        allow_missing=True if allow_missing else None,
-        **read_options,
-    )
+    cmap = dict(column_map) if isinstance(column_map, Mapping) else parse_column_map(column_map)
+    table = read_table(file, column_map=cmap, set_values=dict(set_values or {}), allow_nan=allow_nan,
+                       allow_missing=True if allow_missing else None, fmt=fmt, run_id=run_id,
+                       run_id_from_row=run_id_from_row, evalset_column=evalset_column, drop=drop)  # fmt: skip
     schedules = read_lr_table(lr_table, table) if lr_table is not None else None
     with RunStore(store) as st:
         summary = st.ingest_table(
@@ -386,38 +419,6 @@ def export_runs(store: str | Path, path: str | Path, where: str | None = None) -
     return out, (len(pd.read_csv(out)) if out.suffix.lower() == ".csv" else None)
 
 
-# ---------------------------------------------------------------------- probe (mixlaw probe / mixlaw corpora)
-def prepare_corpora(out: str | Path, **options: Any) -> dict[str, Any]:
-    """Build the probe corpora and their manifest (:func:`mixlaw.probe.corpora.prepare`; ``mixlaw corpora prepare``)."""
-    from mixlaw.probe.corpora import prepare
-
-    return prepare(Path(out), **options)
-
-
-def plan_sweep(
-    spec: str | Path, *, data_dir: str | Path | None = None, work_dir: str | Path | None = None
-) -> list[Any]:
-    """The runs a sweep spec (TOML) expands to, in dependency order (``mixlaw probe plan``)."""
-    from mixlaw.probe.sweep import load_spec, plan
-
-    return plan(load_spec(Path(spec), data_dir=data_dir, work_dir=work_dir))
-
-
-def sweep_status(jobs: Sequence[Any], store: str | Path) -> list[dict[str, Any]]:
-    """Status of every planned run in a store: pending / running / finished / failed (``mixlaw probe status``)."""
-    from mixlaw.probe.sweep import sweep_status as status
-
-    # A store that does not exist yet holds no run: every run is pending, and a status query creates no file.
-    return status(list(jobs), store if Path(store).exists() else ":memory:")
-
-
-def run_sweep(jobs: Sequence[Any], store: str | Path, **options: Any) -> dict[str, str]:
-    """Run (or resume) planned runs into a store (:func:`mixlaw.probe.sweep.run_sweep`; ``mixlaw probe run``)."""
-    from mixlaw.probe.sweep import run_sweep as run
-
-    return run(list(jobs), store, **options)
-
-
 def _fitted_rows(table: pd.DataFrame, result: FitResult) -> pd.DataFrame:
     """The rows :func:`fit` fitted: ``table`` with the law's derived inputs, through the one feature path."""
     return add_features(table, result.law, input_map=result.input_map).reset_index(drop=True)
@@ -429,13 +430,13 @@ def fit_report(
     path: str | Path,
     *,
     validate: str | None = None,
-    **validate_options: Any,
 ) -> dict[str, Any]:
     """Write the HTML report of a fit (:func:`mixlaw.report.fit_report.write_fit_report`) for ``mixlaw fit --report``.
 
     ``table`` is the table given to :func:`fit`; schedule features are added the same way. With ``validate`` (a
-    scheme of :func:`validate`) the law is refitted on each fold with the fit's target, options and seed and the
-    held-out errors are added to the report. Returns ``{"report": path, "validation": {...} | None}``.
+    scheme of :func:`validate`) the law is refitted on each fold with the fit's target, law options, seed and
+    bootstrap (size and scheme) and the held-out errors are added to the report. Returns ``{"report": path,
+    "validation": {...} | None}``.
     """
     from mixlaw.report.fit_report import write_fit_report
 
@@ -443,11 +444,12 @@ def fit_report(
     validation = None
     if validate is not None:
         has_tokens = "tokens" in rows and pd.to_numeric(rows["tokens"], errors="coerce").notna().any()
-        if validate == "rollout" and not has_tokens and "step" in rows:
-            validate_options.setdefault("order_column", "step")  # curves without a token count roll out in steps
+        # curves without a token count roll out in steps
+        order_column = "step" if validate == "rollout" and not has_tokens and "step" in rows else "tokens"
+        boot = BootstrapOptions()
         if result.n_bootstrap:  # every held-out prediction gets an interval from a bootstrap like the fit's
-            validate_options.setdefault("bootstrap", result.n_bootstrap)
-            validate_options.setdefault("bootstrap_scheme", result.settings.get("bootstrap_scheme") or "runs")
+            boot = BootstrapOptions(resamples=result.n_bootstrap,
+                                    scheme=result.settings.get("bootstrap_scheme") or "runs")  # fmt: skip
         validation = validate_law(
             result.law_name,
             rows,
@@ -455,8 +457,8 @@ def fit_report(
             target=result.target,
             input_map=result.input_map or None,
             law_options=result.law_options,
-            random_state=result.settings.get("random_state"),
-            **validate_options,
+            order_column=order_column,
+            options=FitOptions(bootstrap=boot, seed=result.settings.get("random_state")),
         )
     out = write_fit_report(result, rows, path, validation=validation)
     summary = None

@@ -24,6 +24,7 @@ from mixlaw.cli._common import (
     progress_bar,
     verb,
 )
+from mixlaw.cli._fit import fit_options
 from mixlaw.cli._laws import check_law_name
 from mixlaw.cli._table import (
     AllowMissingOpt,
@@ -192,21 +193,20 @@ def fit_cmd(
     from mixlaw import api
 
     api.load_law_files(law_file)
-    settings: dict[str, Any] = dict(n_random_starts=n_starts, n_polish=n_polish, strategy=strategy, bootstrap=bootstrap)
-    settings.update(bootstrap_scheme=resample, max_iter=max_iter)
-    settings["memory_limit"] = memory_limit  # the bootstrap's bound, checked before the point fit
+    options = fit_options(
+        loss=loss, delta=delta, n_starts=n_starts, n_polish=n_polish, strategy=strategy, bootstrap=bootstrap,
+        resample=resample, max_iter=max_iter, random_state=random_state,
+    )  # fmt: skip
     with progress_bar(not as_json and sys.stderr.isatty(), lines="fit") as progress:
         res = api.fit(
             df,
             law,
+            options,
             target=loss_column,
             law_options=api.parse_options(law_option),
             source=str(table or store),
-            **settings,
-            random_state=random_state,
-            loss=loss,
-            delta=delta,
             progress=progress,
+            memory_limit=memory_limit,  # the bootstrap's bound, checked before the point fit
         )
     _schedule_note(df, res.law)
     if out_path is not None:
@@ -382,9 +382,12 @@ def validate_cmd(
     from mixlaw import api
 
     api.load_law_files(law_file)
+    options = fit_options(loss=loss, bootstrap=(200 if coverage else 0) if bootstrap is None else bootstrap,
+                          resample=resample, max_iter=max_iter, random_state=random_state)  # fmt: skip
     res = api.validate(
         df,
         law,
+        options,
         scheme=scheme,
         target=loss_column,
         size_column=size_column,
@@ -392,13 +395,8 @@ def validate_cmd(
         group_column=group_column,
         quantile=quantile,
         law_options=api.parse_options(law_option),
-        random_state=random_state,
         holdout=holdout,
         largest=largest,
-        loss=loss,
-        max_iter=max_iter,
-        bootstrap=(200 if coverage else 0) if bootstrap is None else bootstrap,
-        bootstrap_scheme=resample,
         level=level,
         interval=interval,
         coverage=coverage,

@@ -16,9 +16,15 @@ from mixlaw.fit.result import FitResult, FitStatus
 from mixlaw.fit.solver.batch import BatchFit, fit_batch
 from mixlaw.fit.solver.refits import USABLE, BootstrapDraws, refit
 from mixlaw.fit.uncertainty.bootstrap import bootstrap_law
+from mixlaw.options import BootstrapOptions, FitOptions, ObjectiveOptions, SolverOptions, StartOptions
 
 __all__ = [
     "USABLE",
+    "BootstrapOptions",
+    "FitOptions",
+    "ObjectiveOptions",
+    "SolverOptions",
+    "StartOptions",
     "BatchFit",
     "BootstrapDraws",
     "bootstrap_law",

@@ -9,8 +9,8 @@ The pieces live beside this module — :mod:`~mixlaw.fit.problem.data` (validate
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Generator, Mapping
+from typing import Any, Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -26,19 +26,24 @@ from mixlaw.fit.solver.batch import BatchFit, fit_batch
 from mixlaw.fit.solver.multi import PolishRequest
 from mixlaw.fit.solver.pools import threads
 from mixlaw.fit.solver.refine import iteration_cap, point_stall_units_for, repolish, stall_tol_for
-from mixlaw.fit.solver.refits import root_status, usable
+from mixlaw.fit.solver.refits import Loss, root_status, usable
+from mixlaw.fit.solver.settings import SolveSettings
 from mixlaw.fit.solver.solve import STATUS_CONVERGED, STATUS_STALLED, SolveResult, objective_values
-from mixlaw.fit.uncertainty.bootstrap import SCHEME_CHOICES, Scheme, bootstrap_law, resolve_scheme
+from mixlaw.fit.uncertainty.bootstrap import Scheme, bootstrap_law, resolve_scheme
 from mixlaw.fit.uncertainty.identify import assess_fit
 from mixlaw.fit.uncertainty.intervals import residual_sd
 from mixlaw.laws import Law, get_law
 from mixlaw.limits import MemoryLimit
+from mixlaw.options import FitOptions
+
+#: The options of a fit given none.
+DEFAULT_FIT = FitOptions()
 
 Strategy = Literal["screen", "full"]
 Progress = Callable[[str, int, int], None]
 """``progress(stage, done, total)`` — called by long fits (the CLI draws a progress bar with it)."""
 
-__all__ = ["BatchFit", "Fitter", "fit_batch", "fit_law", "objective_at", "prepare_data", "FitData"]
+__all__ = ["BatchFit", "FitOptions", "Fitter", "fit_batch", "fit_law", "objective_at", "prepare_data", "FitData"]
 
 
 class Fitter:
@@ -48,66 +53,29 @@ class Fitter:
     ----------
     law
         Law name or instance.
-    loss
-        ``"huber"`` (default; Huber on residuals in the law's ``fit_space`` with **sum** reduction) or ``"l2"``.
-    delta
-        Huber threshold; default ``law.default_delta`` (1e-3 on log losses, as Chinchilla and its replication).
-    starts
-        Extra starts in natural units: an ``(S, F)`` array in ``law.flat_names`` order (the parameter names for a
-        scalar law) or a list of dicts. They are added to the law's design (``use_grid=True``) or replace it.
-    use_grid
-        Include the law's start design (:meth:`~mixlaw.laws.Law.start_design`).
-    use_guess
-        Include the law's data-informed starts (:meth:`~mixlaw.laws.Law.guess`).
-    n_random_starts
-        Seeded random starts added to the design (drawn around the design's range in internal space).
-    strategy
-        ``"screen"`` (default): the objective is evaluated at every start in one batched call and the
-        ``n_polish`` best distinct starts are optimised to convergence (grid search with local polish, as in
-        ``scipy.optimize.brute``); ``"full"``: every start is optimised.
-    n_polish
-        Starts optimised under ``"screen"``.
-    bootstrap
-        Number of bootstrap resamples (0 = none), see :mod:`mixlaw.fit.uncertainty.bootstrap`.
-    bootstrap_scheme
-        ``"auto"`` (default: ``"runs"`` where runs are curves, ``"residuals"`` where every run is one row — a
-        fixed design; the scheme that ran is ``result.settings["bootstrap_scheme"]``), ``"runs"`` (every run's
-        points enter or leave together; rows when ``group_column`` is absent), ``"rows"``, ``"residuals"``
-        (residuals resampled within runs, pooled where runs are single rows), ``"parametric"`` (Gaussian noise
-        of the fitted residual size added to the fitted curve), ``"sizes"`` (cluster bootstrap over the values of
-        ``size_column``: the scheme for extrapolation in model size) or ``"wild"`` (each run's residual vector
-        times one random weight: the design kept, for curves from few runs). See
-        :mod:`mixlaw.fit.uncertainty.bootstrap`.
-    size_column
-        The column whose distinct values are the clusters of the ``"sizes"`` scheme (default ``n_params``; the
-        column the law's ``n_params`` input is mapped to when the table has no such column).
-    bootstrap_starts
-        Starts per resample: the point estimate, then the next-best distinct local optima of the main fit.
+    options
+        :class:`mixlaw.options.FitOptions`: the objective (loss, Huber δ), the starts (the law's design, its
+        data-informed guesses, random and given starts; ``"screen"``: the ``n_polish`` best distinct starts are
+        optimised), the solver (iteration cap, tolerances; ``max_iter=None`` is the adaptive limit of
+        :mod:`mixlaw.fit.solver.refine`: a start runs while its objective still falls measurably, and a best start
+        stopped at a cap is re-polished), the bootstrap (:mod:`mixlaw.fit.uncertainty.bootstrap`; the scheme that
+        ran is ``result.settings["bootstrap_scheme"]``) and the seed. ``None``: every default. An unset
+        ``bootstrap.calibrate`` is ``False`` here (internal fits of decisions do not pay for the calibration model;
+        :func:`mixlaw.api.fit`, and so ``mixlaw fit``, asks for it whenever it bootstraps).
     n_threads
         Threads of torch and of every BLAS / OpenMP pool during the fit (:func:`mixlaw.fit.solver.pools.threads`;
         restored afterwards). The batched problems are small and memory-bound, and
         the machines this runs on are often shared: one thread is the fastest and most predictable default.
-    max_iter
-        Iteration cap per start. ``None`` (default): adaptive — every start runs while its objective still falls
-        measurably, up to :data:`mixlaw.fit.solver.refine.AUTO_MAX_ITER`; an integer is a hard cap. A best start that
-        stops at the cap is re-polished from where it stopped before it is reported (:mod:`mixlaw.fit.solver.refine`).
-    ftol, xtol
-        Solver tolerances, see :func:`mixlaw.fit.solver.solve.solve`.
-    calibrate
-        Fit the out-of-sample error model of calibrated prediction intervals (:mod:`mixlaw.fit.evaluate.calibrate`:
-        grouped K-fold and forward-chaining refits along the size axis, one batched solve). ``False`` (default):
-        not fitted (internal fits of decisions do not pay for it); ``None``: whenever ``bootstrap > 0`` (what
-        :func:`mixlaw.api.fit`, and so ``mixlaw fit``, asks for).
-    halt
-        ``halt(U) -> settled`` on internal points: the point fit stops a problem once every start still running is
-        settled and holds the lowest objective (:mod:`mixlaw.fit.solver.halt`; a fit run to learn what kind of optimum
-        it reaches, e.g. a CAMEL fit at the exponential limit); ``settings["halted"]`` says whether it did.
+    progress
+        ``progress(stage, done, total)``, called by long fits (the CLI draws a progress bar with it).
     memory_limit
         The memory the bootstrap may plan to use (:class:`mixlaw.limits.MemoryLimit`, default 4 GiB): a larger
         request (:func:`mixlaw.limits.bootstrap_bytes`: resamples × rows × parameters) stops before the point fit
         with one line naming ``--max-memory``.
-    random_state
-        Seed of the random starts and of the resampling. The same seed gives an identical result.
+    halt
+        ``halt(U) -> settled`` on internal points: the point fit stops a problem once every start still running is
+        settled and holds the lowest objective (:mod:`mixlaw.fit.solver.halt`; a fit run to learn what kind of optimum
+        it reaches, e.g. a CAMEL fit at the exponential limit); ``settings["halted"]`` says whether it did.
 
     Which solver rows count is the usable-row rule of :mod:`mixlaw.fit.uncertainty.bootstrap`: the point estimate is the
     lowest-objective ``converged``/``stalled`` start (falling back, with a warning, to the best ``max_iter`` one).
@@ -116,51 +84,19 @@ class Fitter:
     def __init__(
         self,
         law: Law | str,
+        options: FitOptions | None = None,
         *,
-        loss: Literal["huber", "l2"] = "huber",
-        delta: float | None = None,
-        starts: np.ndarray | Sequence[Mapping[str, Any]] | None = None,
-        use_grid: bool = True,
-        use_guess: bool = True,
-        n_random_starts: int = 0,
-        strategy: Strategy = "screen",
-        n_polish: int = 32,
-        bootstrap: int = 0,
-        bootstrap_scheme: Scheme = "auto",
-        bootstrap_starts: int = 1,
-        group_column: str | None = "run_id",
-        size_column: str = "n_params",
-        max_iter: int | None = None,
-        ftol: float = 1e-11,
-        xtol: float = 1e-9,
-        random_state: int | None = None,
         n_threads: int | None = 1,
         progress: Progress | None = None,
-        calibrate: bool | None = False,
         memory_limit: MemoryLimit | None = None,
         halt: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> None:
+        if options is not None and not isinstance(options, FitOptions):
+            raise InputError(f"expected options to be a FitOptions, got {options!r}", column="options")
         self.law = law
-        self.loss = loss
-        self.delta = delta
-        self.starts = starts
-        self.use_grid = use_grid
-        self.use_guess = use_guess
-        self.n_random_starts = n_random_starts
-        self.strategy = strategy
-        self.n_polish = n_polish
-        self.bootstrap = bootstrap
-        self.bootstrap_scheme = bootstrap_scheme
-        self.bootstrap_starts = bootstrap_starts
-        self.group_column = group_column
-        self.size_column = size_column
-        self.max_iter = max_iter
-        self.ftol = ftol
-        self.xtol = xtol
-        self.random_state = random_state
+        self.options = DEFAULT_FIT if options is None else options
         self.n_threads = n_threads
         self.progress = progress
-        self.calibrate = calibrate
         self.memory_limit = memory_limit
         self.halt = halt
 
@@ -214,11 +150,13 @@ class Fitter:
         solve's result and sets ``result_`` (:func:`mixlaw.fit.many.fit_many` serves several fits' requests in one
         solve)."""
         law = get_law(self.law)
-        self._check_settings()
-        data = FitData(law, table, target=target, input_map=input_map, group_column=self.group_column, source=source)
-        limits.bootstrap(int(self.bootstrap), data.n, law.n_internal, self.memory_limit)  # before the point fit
-        delta = float(self.delta if self.delta is not None else law.default_delta)
-        rng = np.random.default_rng(self.random_state)
+        o = self.options
+        obj, st, sv, bs = o.objective, o.starts, o.solver, o.bootstrap
+        loss = cast(Loss, obj.loss)
+        data = FitData(law, table, target=target, input_map=input_map, group_column=bs.group_column, source=source)
+        limits.bootstrap(bs.resamples, data.n, law.n_internal, self.memory_limit)  # before the point fit
+        delta = float(obj.delta if obj.delta is not None else law.default_delta)
+        rng = np.random.default_rng(o.seed)
         residuals = make_residuals(law, data.x, data.y_t)
         W = torch.ones(1, data.n, dtype=torch.float64)
 
@@ -226,16 +164,16 @@ class Fitter:
             law,
             data,
             rng,
-            use_grid=self.use_grid,
-            use_guess=self.use_guess,
-            starts=self.starts,
-            n_random=int(self.n_random_starts),
+            use_grid=st.use_grid,
+            use_guess=st.use_guess,
+            starts=st.given,
+            n_random=st.n_random,
         )
         U_all = start_set.U
         S = U_all.shape[0]
         f_init = np.concatenate(
             [
-                objective_values(residuals, chunk, np.zeros(len(chunk), dtype=np.int64), W, loss=self.loss, delta=delta)
+                objective_values(residuals, chunk, np.zeros(len(chunk), dtype=np.int64), W, loss=loss, delta=delta)
                 for chunk in screen_parts(U_all, data.n)  # a large screen trims the heap between its chunks
             ]
         )
@@ -244,16 +182,14 @@ class Fitter:
                 f"law '{law.name}': the objective is not finite at any of the {S} starts — check the data "
                 f"ranges and the law's inputs ({', '.join(law.inputs)})"
             )
-        polish = choose_polish(U_all, f_init, self.n_polish, self.strategy == "full")
-        cap = iteration_cap(self.max_iter)
+        polish = choose_polish(U_all, f_init, st.n_polish, st.strategy == "full")
+        cap = iteration_cap(sv.max_iter)
         pid0 = np.zeros(polish.size, dtype=np.int64)
-        sol = yield PolishRequest(law, data.x, data.y_t, U_all[polish], W, dict(
-            loss=self.loss, delta=delta, max_iter=cap, ftol=self.ftol, xtol=self.xtol, stall_tol=stall_tol_for(cap),
-            stall_units=point_stall_units_for(cap), spare_best=True, callback=self._callback("fit", polish.size),
-            halt=self.halt,
-        ))  # fmt: skip
-        kw: dict[str, Any] = dict(loss=self.loss, delta=delta, max_iter=cap, ftol=self.ftol, xtol=self.xtol)
-        sol = repolish(sol, residuals, pid0, W, **kw)  # a best start stopped at the cap goes on from where it was
+        point = SolveSettings(loss=loss, delta=delta, max_iter=cap, ftol=sv.ftol, xtol=sv.xtol,
+                              stall_tol=stall_tol_for(cap), stall_units=point_stall_units_for(cap), spare_best=True)
+        sol = yield PolishRequest(law, data.x, data.y_t, U_all[polish], W, point,
+                                  callback=self._callback("fit", polish.size), halt=self.halt)  # fmt: skip
+        sol = repolish(sol, residuals, pid0, W, point)  # a best start stopped at the cap goes on from where it was
         status = np.array(["screened"] * S, dtype=object)
         f_final, U_final, n_iter = f_init.copy(), project_internal(law, U_all), np.zeros(S, dtype=np.int64)
         status[polish], f_final[polish], n_iter[polish] = sol.status, sol.f, sol.n_iter
@@ -273,60 +209,60 @@ class Fitter:
             str(root[best_local]), FitStatus.MAX_ITER
         )
         params = law.natural(U_final[best])
-        message = status_message(law, fit_status, residuals, U_final[best], W, self.loss, delta, cap)
+        message = status_message(law, fit_status, residuals, U_final[best], W, loss, delta, cap)
         ident = assess_fit(law, data, U_final[best], params, fit_status.value)  # what the data do not pin down
         if ident["status"] == "unidentifiable":
             fit_status, message = FitStatus.UNIDENTIFIABLE, ident["reason"]
 
         boot = None
         progress = self.progress
-        scheme = resolve_scheme(self.bootstrap_scheme, data)
-        if self.bootstrap:
-            seeds = distinct(U_final[polish[order_local]], self.bootstrap_starts)
+        scheme = resolve_scheme(cast(Scheme, bs.scheme), data)
+        if bs.resamples:
+            seeds = distinct(U_final[polish[order_local]], bs.refit_starts)
             boot = bootstrap_law(
                 law,
                 data,
                 seeds,
-                n=int(self.bootstrap),
+                n=bs.resamples,
                 rng=rng,
-                scheme=self.bootstrap_scheme,  # "auto" may fall back from runs to wild (bootstrap_law)
+                scheme=cast(Scheme, bs.scheme),  # "auto" may fall back from runs to wild (bootstrap_law)
                 params=params,
-                loss=self.loss,
+                loss=loss,
                 delta=delta,
                 max_iter=cap,
-                ftol=self.ftol,
-                xtol=self.xtol,
+                ftol=sv.ftol,
+                xtol=sv.xtol,
                 progress=None if progress is None else lambda done, total: progress("bootstrap", done, total),
                 clusters=self._clusters(table, data) if scheme == "sizes" else None,
-                cluster_unit=self.size_column,
+                cluster_unit=bs.size_column,
             )
 
         calib = None
-        if self.calibrate or (self.calibrate is None and self.bootstrap):
+        if bs.calibrate:  # None (unset) is False here (the class docstring)
             from mixlaw.fit.evaluate.calibrate import calibrate
 
-            seeds = distinct(U_final[polish[order_local]], max(1, self.bootstrap_starts))
-            size_input = next((k for k, v in data.input_map.items() if v == self.size_column), "n_params")
+            seeds = distinct(U_final[polish[order_local]], max(1, bs.refit_starts))
+            size_input = next((k for k, v in data.input_map.items() if v == bs.size_column), "n_params")
             clusters = self._clusters(table, data, required=False)
             calib = calibrate(
                 law, data, params, seeds, size_input=size_input, clusters=clusters,
                 rng=np.random.default_rng(rng.integers(2**32)),
-                loss=self.loss, delta=delta, max_iter=cap, ftol=self.ftol, xtol=self.xtol,
+                loss=loss, delta=delta, max_iter=cap, ftol=sv.ftol, xtol=sv.xtol,
             )  # fmt: skip
 
         settings = {
-            "strategy": self.strategy,
+            "strategy": st.strategy,
             "n_grid": start_set.n_grid,
             "n_guess": start_set.n_guess,
-            "n_random_starts": self.n_random_starts,
+            "n_random_starts": st.n_random,
             "n_user_starts": start_set.n_user,
             "n_polish": int(polish.size),
-            "max_iter": self.max_iter,
+            "max_iter": sv.max_iter,
             "max_iter_cap": cap,
-            "ftol": self.ftol,
-            "xtol": self.xtol,
-            "random_state": self.random_state,
-            "bootstrap_starts": self.bootstrap_starts,
+            "ftol": sv.ftol,
+            "xtol": sv.xtol,
+            "random_state": o.seed,
+            "bootstrap_starts": bs.refit_starts,
             "bootstrap_scheme": None if boot is None else boot.scheme,
             "bootstrap_fallback": None if boot is None or not boot.fallback else boot.fallback,
             **({"halted": bool(sol.halted[best_local])} if self.halt is not None and sol.halted is not None else {}),
@@ -342,15 +278,15 @@ class Fitter:
             n_points=data.n,
             target=target,
             input_map=data.input_map,
-            loss=self.loss,
+            loss=loss,
             delta=delta,
             fit_space=law.fit_space,
-            fingerprint=fingerprint(law, data, self.loss, delta),
+            fingerprint=fingerprint(law, data, loss, delta),
             input_ranges=data.ranges(),
             settings=settings,
             metrics=metrics(data.y, predict_numpy(law, data, params), law.fit_space),
             bootstrap_params=None if boot is None else boot.params,
-            n_bootstrap=int(self.bootstrap),
+            n_bootstrap=bs.resamples,
             n_failed_resamples=0 if boot is None else boot.n_failed,
             bootstrap_unit=None if boot is None else boot.unit,
             residual_sd=residual_sd(law, data, params),
@@ -366,33 +302,19 @@ class Fitter:
     ) -> np.ndarray | None:
         """Factorised ``size_column`` (the clusters of the ``sizes`` bootstrap and of the calibration folds)."""
         df = table if isinstance(table, pd.DataFrame) else pd.DataFrame(dict(table))
-        col = self.size_column
+        size_column = self.options.bootstrap.size_column
+        col = size_column
         if col not in df.columns and col in data.input_map:
             col = data.input_map[col]
         if col not in df.columns and not required:
             return None
         if col not in df.columns:
             raise InputError(
-                f"expected a size column '{self.size_column}' for bootstrap scheme 'sizes', got columns "
+                f"expected a size column '{size_column}' for bootstrap scheme 'sizes', got columns "
                 f"{list(df.columns)[:12]}",
-                column=self.size_column,
+                column=size_column,
             )
         return np.asarray(pd.factorize(df[col])[0], dtype=np.int64)
-
-    def _check_settings(self) -> None:
-        if self.loss not in ("huber", "l2"):
-            raise InputError(f"expected loss 'huber' or 'l2', got {self.loss!r}")
-        if self.strategy not in ("screen", "full"):
-            raise InputError(f"expected strategy 'screen' or 'full', got {self.strategy!r}")
-        if self.bootstrap_scheme not in SCHEME_CHOICES:
-            raise InputError(f"expected bootstrap_scheme {', '.join(SCHEME_CHOICES)}, got {self.bootstrap_scheme!r}")
-        for name in ("n_random_starts", "bootstrap"):
-            if int(getattr(self, name)) < 0:
-                raise InputError(f"expected a non-negative {name}, got {getattr(self, name)}")
-        if self.n_polish < 1 or self.bootstrap_starts < 1:
-            raise InputError("expected n_polish and bootstrap_starts of at least 1")
-        if self.delta is not None and not self.delta > 0:
-            raise InputError(f"expected a positive Huber delta, got {self.delta}")
 
     def _callback(self, stage: str, total: int) -> Callable[[int, int], None] | None:
         if self.progress is None:
@@ -442,19 +364,24 @@ class Fitter:
 def fit_law(
     law: Law | str,
     table: pd.DataFrame | Mapping[str, Any],
+    options: FitOptions | None = None,
     *,
     target: str = "loss",
     input_map: Mapping[str, str] | None = None,
     source: str = "table",
-    **settings: Any,
+    n_threads: int | None = 1,
+    progress: Progress | None = None,
+    memory_limit: MemoryLimit | None = None,
+    halt: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> FitResult:
     """Fit a registered law to a table and return the :class:`FitResult`.
 
-    ``settings`` are :class:`Fitter` arguments (``loss``, ``delta``, ``starts``, ``n_random_starts``,
-    ``strategy``, ``n_polish``, ``bootstrap``, ``bootstrap_scheme``, ``group_column``, ``random_state``, ...).
+    ``options`` is a :class:`mixlaw.options.FitOptions` (``None``: every default), e.g.
+    ``fit_law("chinchilla", t, FitOptions(bootstrap=BootstrapOptions(resamples=200), seed=0))``; the runtime
+    hooks ``n_threads``, ``progress``, ``memory_limit`` and ``halt`` are those of :class:`Fitter`.
     """
-    law_obj = get_law(law)
-    return Fitter(law_obj, **settings).fit(table, target=target, input_map=input_map, source=source).result
+    fitter = Fitter(get_law(law), options, n_threads=n_threads, progress=progress, memory_limit=memory_limit, halt=halt)
+    return fitter.fit(table, target=target, input_map=input_map, source=source).result
 
 
 def objective_at(

@@ -10,9 +10,10 @@ is the solver's fixed cost per iteration. Warnings are recorded per target, not 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from mixlaw.fit.fitter import Fitter
@@ -20,6 +21,7 @@ from mixlaw.fit.result import FitResult
 from mixlaw.fit.solver.multi import solve_requests
 from mixlaw.fit.solver.pools import threads
 from mixlaw.laws import Law
+from mixlaw.options import FitOptions
 
 __all__ = ["fit_targets"]
 
@@ -27,14 +29,17 @@ __all__ = ["fit_targets"]
 def fit_targets(
     law: Law | str,
     tables: Mapping[str, pd.DataFrame],
+    options: FitOptions | None = None,
     *,
     input_map: Mapping[str, str] | None = None,
     source: str = "table",
-    **settings: Any,
+    n_threads: int | None = 1,
+    halt: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> tuple[dict[str, FitResult], dict[str, list[warnings.WarningMessage]]]:
     """Fit ``law`` to ``tables[t]`` with target column ``t`` for every ``t``; the results and each fit's recorded
-    warnings, both keyed by target. ``settings``: :class:`~mixlaw.fit.Fitter` arguments, the same for every fit."""
-    fitters = {t: Fitter(law, **settings) for t in tables}
+    warnings, both keyed by target. ``options``, ``n_threads`` and ``halt``: as :class:`~mixlaw.fit.Fitter` takes
+    them, the same for every fit."""
+    fitters = {t: Fitter(law, options, n_threads=n_threads, halt=halt) for t in tables}
     caught: dict[str, list[warnings.WarningMessage]] = {t: [] for t in tables}
 
     def step(t: str, fn: Any) -> Any:
@@ -47,7 +52,6 @@ def fit_targets(
             finally:
                 caught[t].extend(w)
 
-    n_threads = settings.get("n_threads", 1)
     with threads(n_threads):
         gens = {
             t: f._fit_steps(tables[t], target=t, input_map=input_map, source=source) for t, f in fitters.items()

@@ -37,7 +37,7 @@ from mixlaw.decide.cmr.common import evaluate, law_of, r2_mse
 from mixlaw.errors import BoundaryWarning, ConvergenceWarning, FitError, InputError
 from mixlaw.fit.solver.profiled import fit_profiled, is_separable
 from mixlaw.laws import Law
-from mixlaw.options import DEFAULT_SOLVER, SolverOptions
+from mixlaw.options import DEFAULT_SOLVER, FitOptions, ObjectiveOptions, SolverOptions, StartOptions
 
 __all__ = [
     "RatioCurves",
@@ -215,16 +215,18 @@ def engine_fit(
     its iteration cap (default: the engine's adaptive limit, :class:`~mixlaw.options.SolverOptions`)."""
     from mixlaw.fit import FitStatus, fit_law
 
-    kw: dict[str, Any] = {"loss": loss, "use_grid": starts is None, "max_iter": solver.cap(None)}
-    if starts is not None:
-        kw["starts"] = list(starts)
+    opts = FitOptions(
+        objective=ObjectiveOptions(loss=loss),
+        starts=StartOptions(given=None if starts is None else list(starts), use_grid=starts is None),
+        solver=solver,
+    )
     if sink is None:
-        res = fit_law(law, table, target=target, **kw)
+        res = fit_law(law, table, opts, target=target)
     else:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConvergenceWarning)
             warnings.simplefilter("always", BoundaryWarning)
-            res = fit_law(law, table, target=target, **kw)
+            res = fit_law(law, table, opts, target=target)
         for w in caught:
             if issubclass(w.category, (ConvergenceWarning, BoundaryWarning)):
                 sink.append(str(w.message))

@@ -12,7 +12,7 @@ import pandas as pd
 
 from mixlaw.decide.cmr.common import BOOT_LOST_MAX
 from mixlaw.errors import BoundaryWarning, ConvergenceWarning, InputError
-from mixlaw.options import DEFAULT_SOLVER, SolverOptions
+from mixlaw.options import DEFAULT_SOLVER, BootstrapOptions, FitOptions, SolverOptions
 from mixlaw.schedules import Schedule
 
 if TYPE_CHECKING:
@@ -313,10 +313,12 @@ def schedule_cmr_by_size(
                 fit = fit_law(
                     law,
                     rows,
+                    FitOptions(
+                        solver=solver,
+                        bootstrap=BootstrapOptions(resamples=bootstrap),
+                        seed=None if random_state is None else random_state + k,
+                    ),
                     target=cols.general,
-                    bootstrap=bootstrap,
-                    random_state=None if random_state is None else random_state + k,
-                    max_iter=solver.cap(None),
                 )
         except FitError as exc:
             entry.status = f"fit failed: {exc}"

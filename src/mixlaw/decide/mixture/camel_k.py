@@ -246,17 +246,16 @@ def fit_camel(
     """Fit CAMEL with ``k`` components to ``rows`` (boundary notes recorded, not re-emitted) and its health."""
     from mixlaw.fit import fit_law
     from mixlaw.laws import get_law
+    from mixlaw.options import FitOptions, SolverOptions
 
     opts: dict[str, Any] = {"domains": tuple(domains), "k": int(k), "size": size_column}
     if size_unit is not None:
         opts["size_unit"] = float(size_unit)
     law = get_law("camel", **opts)
-    settings: dict[str, Any] = {"random_state": random_state}
-    if max_iter is not None:
-        settings["max_iter"] = max_iter
+    options = FitOptions(solver=SolverOptions(max_iter=max_iter), seed=random_state)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # boundary and identifiability notes: the health below says what they mean
-        res = fit_law(law, rows, target=target, **settings)
+        res = fit_law(law, rows, options, target=target)
     return res, camel_health(law, res.params, rows)
 
 

@@ -41,7 +41,7 @@ import pandas as pd
 from mixlaw.decide.mixture.checks import check_mixture, holdout_folds, metrics, target_rows
 from mixlaw.decide.mixture.intervals import extrapolates, size_widening
 from mixlaw.errors import InputError
-from mixlaw.options import DEFAULT_SOLVER, SolverOptions
+from mixlaw.options import DEFAULT_SOLVER, FitOptions, SolverOptions
 
 __all__ = ["BASELINES", "build_model", "compare", "interval_notes", "mixture_law_names", "parse_models"]
 
@@ -114,7 +114,9 @@ def _fit(law: Any, rows: pd.DataFrame, target: str, random_state: int, bootstrap
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        res = fit_law(law, rows, target=target, random_state=random_state, max_iter=solver.cap(None))
+        res = fit_law(
+            law, rows, FitOptions(solver=solver, seed=random_state), target=target
+        )
         if bootstrap and rows["run_id"].nunique() >= 3:
             res = _resample(res, rows, target, int(bootstrap), random_state, solver)
     for w in caught:  # re-emit once, naming the model (boundary notes are expected on small fits)

@@ -26,7 +26,7 @@ import pandas as pd
 
 from mixlaw.decide.mixture.intervals import REACH_SLACK, SizeStatus
 from mixlaw.errors import InputError
-from mixlaw.options import DEFAULT_SOLVER, SolverOptions
+from mixlaw.options import DEFAULT_SOLVER, FitOptions, SolverOptions
 
 __all__ = ["AUTO_CANDIDATES", "LawChoice", "LawChoiceStatus", "LawScore", "choose_law"]
 
@@ -119,7 +119,9 @@ def _fit_quiet(law: Any, rows: pd.DataFrame, target: str, random_state: int, sol
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # health is read from the result below
-        return fit_law(law, rows, target=target, random_state=random_state, max_iter=solver.cap(None))
+        return fit_law(
+            law, rows, FitOptions(solver=solver, seed=random_state), target=target
+        )
 
 
 def _problems(res: Any, target: str, rows: pd.DataFrame) -> list[str]:

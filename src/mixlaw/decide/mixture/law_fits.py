@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from mixlaw.errors import InputError
-from mixlaw.options import SolverOptions
+from mixlaw.options import FitOptions, SolverOptions
 
 __all__ = [
     "build_benchmark",
@@ -48,7 +48,13 @@ def fit_recorded(
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        res = fit_law(law, rows, target=target, random_state=random_state, max_iter=solver.cap(None), halt=halt)
+        res = fit_law(
+            law,
+            rows,
+            FitOptions(solver=solver, seed=random_state),
+            target=target,
+            halt=halt,
+        )
     return res, list(caught)
 
 
@@ -70,7 +76,9 @@ def fit_all_recorded(
     where the targets share their inputs (:func:`mixlaw.fit.many.fit_targets`; each fit as it is alone)."""
     from mixlaw.fit.many import fit_targets
 
-    res, caught = fit_targets(law, rows, random_state=random_state, max_iter=solver.cap(None), halt=halt)
+    res, caught = fit_targets(
+        law, rows, FitOptions(solver=solver, seed=random_state), halt=halt
+    )
     return {t: (res[t], caught[t]) for t in rows}
 
 

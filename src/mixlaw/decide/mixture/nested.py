@@ -34,7 +34,7 @@ import pandas as pd
 
 from mixlaw.decide.mixture.checks import check_mixture, metrics, mixture_groups, target_rows
 from mixlaw.errors import InputError
-from mixlaw.options import DEFAULT_SOLVER, SolverOptions
+from mixlaw.options import DEFAULT_SOLVER, FitOptions, SolverOptions, StartOptions
 
 __all__ = ["nested", "tied_size_law"]
 
@@ -50,7 +50,12 @@ def _fit_predict(
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # boundary notes on 4-10 point curves are expected; statuses are returned
-        res = fit_law(law, rows, target=target, random_state=seed, max_iter=solver.cap(None), n_polish=2)
+        res = fit_law(
+            law,
+            rows,
+            FitOptions(starts=StartOptions(n_polish=2), solver=solver, seed=seed),
+            target=target,
+        )
     x = pd.DataFrame({k: [float(v)] for k, v in at.items()})
     return float(res.predict(x)[0]), res
 
@@ -104,8 +109,16 @@ def _fit_one(
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = fit_law(law, rows, target=target, random_state=seed, starts=[start], use_grid=False, n_polish=1,
-                      max_iter=solver.cap(None))  # fmt: skip
+        res = fit_law(
+            law,
+            rows,
+            FitOptions(
+                starts=StartOptions(given=[start], use_grid=False, n_polish=1),
+                solver=solver,
+                seed=seed,
+            ),
+            target=target,
+        )
     done = res.starts["status"].isin(["converged", "stalled"]).any()
     return float(res.predict(pd.DataFrame({k: [float(v)] for k, v in at.items()}))[0]), bool(done)
 

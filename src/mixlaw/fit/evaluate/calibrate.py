@@ -74,7 +74,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -301,11 +301,16 @@ def fold_errors(
     size_input: str = "n_params",
     clusters: np.ndarray | None = None,
     rng: np.random.Generator,
-    **solver: Any,
+    loss: Literal["huber", "l2"] = "huber",
+    delta: float | None = None,
+    max_iter: int | None = 300,
+    ftol: float = 1e-11,
+    xtol: float = 1e-9,
 ) -> FoldErrors | None:
     """Refit the law on the grouped K-fold and forward-cut masks (module docstring) and predict what each left out.
 
-    ``None`` when no fold can be formed or none is usable."""
+    ``None`` when no fold can be formed or none is usable. The solver keywords are
+    :func:`mixlaw.fit.solver.refits.refit`'s; an explicit ``max_iter`` is raised to :data:`FOLD_MIN_ITER`."""
     from mixlaw.fit.evaluate.calib_runs import run_distance
     from mixlaw.fit.solver.refits import refit, rescue
     from mixlaw.fit.uncertainty.fitted import draw_predictions
@@ -319,8 +324,9 @@ def fold_errors(
         return None
     W = np.stack(masks).astype(np.float64)
     S = np.asarray(seeds, dtype=np.float64)
-    if solver.get("max_iter") is not None:  # a few fold fits: let them finish (a flat valley needs thousands)
-        solver = {**solver, "max_iter": max(int(solver["max_iter"]), FOLD_MIN_ITER)}
+    if max_iter is not None:  # a few fold fits: let them finish (a flat valley needs thousands)
+        max_iter = max(int(max_iter), FOLD_MIN_ITER)
+    solver: dict[str, Any] = dict(loss=loss, delta=delta, max_iter=max_iter, ftol=ftol, xtol=xtol)
     state = refit(law, data.x, data.y, W, S, **solver)
     fold_params, ok = state[0], state[1]
     if not ok.all():  # a fold fit crawling along a flat valley gets a fresh budget from the point estimate
@@ -419,18 +425,23 @@ def calibrate(
     clusters: np.ndarray | None = None,
     rng: np.random.Generator,
     folds: FoldErrors | None = None,
-    **solver: Any,
+    loss: Literal["huber", "l2"] = "huber",
+    delta: float | None = None,
+    max_iter: int | None = 300,
+    ftol: float = 1e-11,
+    xtol: float = 1e-9,
 ) -> Calibration | None:
     """Fit the out-of-sample error model of a fit (module docstring); ``None`` when no fold can be formed.
 
     ``seeds`` are internal starts (the point estimate first); ``clusters`` one integer label per row (the
-    factorised size column: the groups of the K-fold; runs without it); ``solver`` is passed to
-    :func:`mixlaw.fit.solver.refits.refit` (``loss``, ``delta``, ``max_iter``, ``ftol``, ``xtol``).
+    factorised size column: the groups of the K-fold; runs without it); ``loss``, ``delta``, ``max_iter``, ``ftol``
+    and ``xtol`` are passed to :func:`fold_errors` for the refits.
     ``folds``: the fold errors of :func:`fold_errors` when the caller already has them (not refitted).
     """
     from mixlaw.fit.uncertainty.fitted import residual_sd
 
-    fe = folds or fold_errors(law, data, seeds, size_input=size_input, clusters=clusters, rng=rng, **solver)
+    fe = folds or fold_errors(law, data, seeds, size_input=size_input, clusters=clusters, rng=rng, loss=loss,
+                              delta=delta, max_iter=max_iter, ftol=ftol, xtol=xtol)  # fmt: skip
     if fe is None:
         return None
     axis = fe.axis

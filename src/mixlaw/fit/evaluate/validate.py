@@ -28,6 +28,7 @@ from mixlaw.errors import FitError, InputError
 from mixlaw.fit.fitter import fit_law
 from mixlaw.fit.result import FitResult
 from mixlaw.laws import get_law
+from mixlaw.options import BootstrapOptions, FitOptions
 
 Scheme = Literal["leave-largest-out", "rollout", "leave-group-out"]
 
@@ -190,6 +191,7 @@ def _folds(
 def validate_law(
     law: str,
     table: pd.DataFrame,
+    options: FitOptions | None = None,
     *,
     scheme: Scheme = "leave-largest-out",
     target: str = "loss",
@@ -205,7 +207,6 @@ def validate_law(
     interval: str = "prediction",
     coverage: bool = False,
     method: str = "auto",
-    **fit_settings: Any,
 ) -> ValidationResult:
     """Fit on the kept rows of every fold and predict the held-out rows.
 
@@ -227,15 +228,17 @@ def validate_law(
         Hold out the rows matching this filter, or the rows of the ``largest`` largest sizes, instead of the
         scheme's own choice (one fold).
     level, interval, coverage
-        With ``bootstrap`` in ``fit_settings``: the ``level`` interval (``prediction`` or ``confidence``) of every
+        With ``options.bootstrap.resamples > 0``: the ``level`` interval (``prediction`` or ``confidence``) of every
         held-out point (columns ``lo``, ``hi``); ``coverage`` also measures the 50/80/95 % intervals.
     method
         Prediction-interval method (:func:`mixlaw.fit.uncertainty.intervals.band`): ``auto`` (the
         extrapolation-calibrated
-        interval: with ``bootstrap`` the fold fits carry their calibration), ``calibrated`` or ``bootstrap``;
+        interval: with resamples the fold fits carry their calibration), ``calibrated`` or ``bootstrap``;
         recorded per point (column ``method``) and in ``coverage``.
-    fit_settings
-        Passed to :func:`mixlaw.fit.fit_law` (``n_polish``, ``random_state``, ``bootstrap``, ``loss``, ...).
+    options
+        The :class:`mixlaw.options.FitOptions` of every fold's fit (:func:`mixlaw.fit.fit_law`). An unset
+        ``bootstrap.calibrate`` becomes ``True`` where ``method`` needs the calibration; the ``"sizes"`` scheme
+        clusters by ``size_column`` unless the options name another column.
     """
     from mixlaw.fit.evaluate.coverage import LEVELS, coverage_summary, point_intervals
     from mixlaw.fit.evaluate.extrapolation import extrapolation_of, texts
@@ -243,11 +246,14 @@ def validate_law(
     law_obj = get_law(law, **dict(law_options or {}))
     table = table.reset_index(drop=True)
     points, folds, fits = [], [], []
-    if fit_settings.get("bootstrap_scheme") == "sizes":
-        fit_settings.setdefault("size_column", size_column)  # the sizes bootstrap clusters by the same column
-    if method == "calibrated" or (method == "auto" and fit_settings.get("bootstrap")):
-        fit_settings.setdefault("calibrate", True)  # the held-out rows extrapolate: the default interval is calibrated
-    if coverage and not fit_settings.get("bootstrap"):
+    fit = FitOptions() if options is None else options
+    bs = fit.bootstrap
+    if bs.scheme == "sizes" and bs.size_column == BootstrapOptions().size_column:
+        bs = bs.replace(size_column=size_column)  # the sizes bootstrap clusters by the same column
+    if bs.calibrate is None and (method == "calibrated" or (method == "auto" and bs.resamples)):
+        bs = bs.replace(calibrate=True)  # the held-out rows extrapolate: the default interval is calibrated
+    fit = fit.replace(bootstrap=bs)
+    if coverage and not bs.resamples:
         raise InputError("expected --bootstrap N (N > 0) with --coverage: intervals come from bootstrap draws")
     for label, held in _folds(table, scheme, size_column, order_column, group_column, quantile, holdout, largest):
         n_held, n_fit = int(held.sum()), int((~held).sum())
@@ -255,7 +261,7 @@ def validate_law(
             raise InputError(f"fold {label}: expected rows both to fit and to hold out, got {n_fit} and {n_held}")
         fit_rows = table[~held]
         try:
-            res: FitResult = fit_law(law_obj, fit_rows, target=target, input_map=input_map, **fit_settings)
+            res: FitResult = fit_law(law_obj, fit_rows, fit, target=target, input_map=input_map)
         except FitError as exc:
             folds.append(
                 {
@@ -307,8 +313,7 @@ def validate_law(
     label = scheme if holdout is None and largest is None else ("holdout" if holdout is not None else "largest")
     cov = coverage_summary(pts, interval) if coverage else None
     ran = {str(f.settings["bootstrap_scheme"]) for f in fits if f.settings.get("bootstrap_scheme")}  # "auto" resolved
-    asked = fit_settings.get("bootstrap_scheme") or "auto"
-    resample = ("+".join(sorted(ran)) if ran else asked) if fit_settings.get("bootstrap") else None
+    resample = ("+".join(sorted(ran)) if ran else bs.scheme) if bs.resamples else None
     return ValidationResult(
         scheme=label, law=law_obj.name, target=target, points=pts, folds=pd.DataFrame(folds), coverage=cov,
         level=level, interval=interval, resample=resample, fits=tuple(fits),

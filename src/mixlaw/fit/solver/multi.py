@@ -12,14 +12,15 @@ all targets instead of once per target (:func:`mixlaw.fit.many.fit_many`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
 from mixlaw.fit.problem.data import make_residuals
+from mixlaw.fit.solver.settings import SolveSettings
 from mixlaw.fit.solver.solve import SolveResult, solve
 
 __all__ = ["PolishRequest", "solve_requests"]
@@ -28,22 +29,23 @@ __all__ = ["PolishRequest", "solve_requests"]
 @dataclass(frozen=True)
 class PolishRequest:
     """One point fit's polish: ``U`` ``(S, P)`` internal starts of ``law`` on inputs ``x`` against targets ``y``
-    (transformed to the fit space), point weights ``W`` ``(1, n)`` and the keyword arguments of :func:`solve`."""
+    (transformed to the fit space), point weights ``W`` ``(1, n)``, the :class:`SolveSettings` of the solve and its
+    hooks (a progress ``callback``, the ``halt`` rule)."""
 
     law: Any
     x: Mapping[str, torch.Tensor]
     y: torch.Tensor
     U: np.ndarray
     W: torch.Tensor
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    settings: SolveSettings = SolveSettings()
+    callback: Callable[[int, int], None] | None = None
+    halt: Callable[[np.ndarray], np.ndarray] | None = None
 
     def run(self) -> SolveResult:
         """This request alone."""
         pid = np.zeros(len(self.U), dtype=np.int64)
-        return solve(make_residuals(self.law, self.x, self.y), self.U, pid, self.W, **self.kwargs)
-
-
-_OWN = ("callback", "halt")  # per request; the batched solve has no progress callback and the first request's halt
+        return solve(make_residuals(self.law, self.x, self.y), self.U, pid, self.W, self.settings,
+                     callback=self.callback, halt=self.halt)  # fmt: skip
 
 
 def _same_inputs(a: PolishRequest, b: PolishRequest) -> bool:
@@ -51,9 +53,7 @@ def _same_inputs(a: PolishRequest, b: PolishRequest) -> bool:
         return False
     if a.y.shape != b.y.shape or a.W.shape != b.W.shape:
         return False
-    if (a.kwargs.get("halt") is None) is not (b.kwargs.get("halt") is None):
-        return False
-    if {k: v for k, v in a.kwargs.items() if k not in _OWN} != {k: v for k, v in b.kwargs.items() if k not in _OWN}:
+    if (a.halt is None) is not (b.halt is None) or a.settings != b.settings:  # the callback is per request
         return False
     return all(torch.equal(a.x[k], b.x[k]) for k in a.x)
 
@@ -68,9 +68,8 @@ def solve_requests(requests: Sequence[PolishRequest]) -> list[SolveResult]:
     sizes = [len(r.U) for r in requests]
     pid = np.repeat(np.arange(len(requests)), sizes)
     Y = torch.stack([r.y.reshape(-1) for r in requests])
-    kw = {k: v for k, v in first.kwargs.items() if k != "callback"}
     sol = solve(make_residuals(first.law, first.x, Y), np.concatenate([r.U for r in requests]), pid,
-                torch.cat([r.W for r in requests]), **kw)  # fmt: skip
+                torch.cat([r.W for r in requests]), first.settings, halt=first.halt)  # fmt: skip
     out = []
     lo = 0
     for n in sizes:

@@ -28,6 +28,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 
+from mixlaw.fit.solver.settings import SolveSettings
 from mixlaw.fit.solver.solve import STATUS_MAX_ITER, STATUS_STALLED, ResidualFn, SolveResult, solve
 
 __all__ = [
@@ -107,16 +108,15 @@ def repolish(
     residuals: ResidualFn,
     pid: np.ndarray,
     W: torch.Tensor,
+    settings: SolveSettings,
     *,
-    loss: str,
-    delta: float,
-    max_iter: int,
-    ftol: float,
-    xtol: float,
     limit: int = 8,
 ) -> SolveResult:
     """Solve again, from where they stopped, the (at most ``limit`` lowest-objective) rows that stopped at
     ``max_iter`` and each problem's best row if it *stalled*.
+
+    ``settings`` are the solve's (its loss, Huber threshold, cap and tolerances are kept; the re-polish runs with
+    the point fit's stall tests, no merging and the other defaults of :class:`SolveSettings`).
 
     Only rows that could matter are re-polished: per problem, the capped rows whose objective is below that
     problem's best finished (converged/stalled) row, and that best row when it stalled. The re-polished rows replace
@@ -142,21 +142,12 @@ def repolish(
     if rows.size == 0:
         return sol
     capped = rows
-    again = solve(
-        residuals,
-        sol.x[capped],
-        pid[capped],
-        W,
-        loss="l2" if loss == "l2" else "huber",
-        delta=delta,
-        max_iter=max_iter,
-        ftol=ftol,
-        xtol=xtol,
-        merge_tol=None,
-        stall_tol=stall_tol_for(max_iter),
-        stall_units=point_stall_units_for(max_iter),
-        spare_best=True,
-    )
+    max_iter = settings.max_iter
+    again = solve(residuals, sol.x[capped], pid[capped], W, SolveSettings(
+        loss="l2" if settings.loss == "l2" else "huber", delta=settings.delta, max_iter=max_iter,
+        ftol=settings.ftol, xtol=settings.xtol, merge_tol=None, stall_tol=stall_tol_for(max_iter),
+        stall_units=point_stall_units_for(max_iter), spare_best=True,
+    ))  # fmt: skip
     x, f, g, n_iter, status = sol.x.copy(), sol.f.copy(), sol.grad_norm.copy(), sol.n_iter.copy(), st.copy()
     keep = again.f <= sol.f[capped]  # a row whose re-polish failed keeps what it had
     capped = capped[keep]

@@ -22,6 +22,7 @@ import torch
 from mixlaw.errors import InputError
 from mixlaw.fit.problem.data import FitData, make_residuals, project_internal
 from mixlaw.fit.solver.refine import iteration_cap, stall_tol_for, stall_units_for
+from mixlaw.fit.solver.settings import SolveSettings
 from mixlaw.fit.solver.solve import (
     STATUS_CONVERGED,
     STATUS_FAILED,
@@ -188,6 +189,10 @@ def _refit(
     objective = np.full(B, np.inf)
     ends = S[:, 0, :].copy()
     cap = iteration_cap(max_iter)
+    settings = SolveSettings(
+        loss=loss, delta=d, max_iter=cap, ftol=ftol, xtol=xtol, stall_tol=stall_tol_for(cap),
+        stall_units=stall_units_for(cap) if stall_units is None else stall_units, ladder=RESAMPLE_LADDER,
+    )  # fmt: skip
     chunk = max(1, CHUNK_CELLS // max(1, n * k))
     for lo in range(0, B, chunk):
         hi = min(B, lo + chunk)
@@ -195,20 +200,7 @@ def _refit(
         Yc = torch.tensor(Y[lo:hi] if Y.ndim == 2 else Y)
         residuals = make_residuals(law, x, Yc)
         pid = np.repeat(np.arange(nb), k)
-        sol = solve(
-            residuals,
-            np.ascontiguousarray(S[lo:hi]).reshape(nb * k, -1),
-            pid,
-            W_all[lo:hi],
-            loss=loss,
-            delta=d,
-            max_iter=cap,
-            ftol=ftol,
-            xtol=xtol,
-            stall_tol=stall_tol_for(cap),
-            stall_units=stall_units_for(cap) if stall_units is None else stall_units,
-            ladder=RESAMPLE_LADDER,
-        )
+        sol = solve(residuals, np.ascontiguousarray(S[lo:hi]).reshape(nb * k, -1), pid, W_all[lo:hi], settings)
         best, good = best_rows(sol, pid, nb)
         st = root_status(sol)
         for i in range(nb):
@@ -234,7 +226,13 @@ def rescue(
     centres: np.ndarray,
     ends: np.ndarray,
     state: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    **kw: Any,
+    *,
+    loss: Loss = "huber",
+    delta: float | None = None,
+    max_iter: int | None = 300,
+    ftol: float = 1e-11,
+    xtol: float = 1e-9,
+    stall_units: float | None = None,
 ) -> int:
     """Refit every problem of :func:`refit` that has no estimate, from two starts: ``centres[b]`` (the point estimate
     of a bootstrap, a problem's first start in :func:`~mixlaw.fit.fit_batch`) and ``ends[b]`` (where its best row
@@ -242,7 +240,8 @@ def rescue(
 
     No problem is dropped silently: ``state`` (``params, ok, status, objective`` as :func:`refit` returns them) is
     updated in place for the recovered ones; the status of those still unusable is their rescue's final status, and
-    they stay counted as failed. Returns the number recovered.
+    they stay counted as failed. Returns the number recovered. The solver arguments are :func:`refit`'s
+    (``stall_units`` as in its private twin ``_refit``).
     """
     out, ok, status, objective = state
     fail = np.flatnonzero(~ok)
@@ -251,7 +250,8 @@ def rescue(
     again = np.stack([np.asarray(centres)[fail], np.asarray(ends)[fail]], axis=1)
     Yf = targets[fail] if np.ndim(targets) == 2 else targets
     Wf = None if weights is None else weights[fail]
-    o2, ok2, st2, obj2, _ = _refit(law, x, Yf, Wf, again, **kw)
+    o2, ok2, st2, obj2, _ = _refit(law, x, Yf, Wf, again, loss=loss, delta=delta, max_iter=max_iter, ftol=ftol,
+                                   xtol=xtol, stall_units=stall_units)  # fmt: skip
     out[fail[ok2]], ok[fail[ok2]], objective[fail[ok2]] = o2[ok2], True, obj2[ok2]
     status[fail] = st2
     return int(ok2.sum())

@@ -49,6 +49,7 @@ import torch
 
 from mixlaw.fit.solver.halt import Halter
 from mixlaw.fit.solver.pools import trim_heap
+from mixlaw.fit.solver.settings import DEFAULT_SETTINGS, SolveSettings
 from mixlaw.fit.solver.steps import (
     LADDER,
     LADDER_FIRST,
@@ -63,7 +64,7 @@ from mixlaw.fit.solver.steps import (
     split_jacobian,
 )
 
-__all__ = ["LADDER", "ResidualFn", "SolveResult", "objective_values", "rho", "solve"]
+__all__ = ["LADDER", "ResidualFn", "SolveResult", "SolveSettings", "objective_values", "rho", "solve"]
 
 STATUS_CONVERGED = "converged"
 STATUS_MAX_ITER = "max_iter"
@@ -152,25 +153,12 @@ def solve(
     U0: np.ndarray,
     pid: np.ndarray,
     W: torch.Tensor,
+    settings: SolveSettings = DEFAULT_SETTINGS,
     *,
-    loss: Literal["huber", "l2"] = "huber",
-    delta: float = 1e-3,
-    max_iter: int = 300,
-    ftol: float = 1e-11,
-    xtol: float = 1e-9,
-    merge_tol: float | None = 1e-8,
-    mu0: float = 1e-4,
-    max_step: float = 4.0,
-    stall_window: int = 30,
-    stall_tol: float = 1e-9,
-    stall_units: float | None = None,
-    spare_best: bool = False,
     callback: Callable[[int, int], None] | None = None,
     history: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None,
     trace: list[dict[str, np.ndarray]] | None = None,
-    ladder: Literal["full", "lazy"] = "full",
     halt: Callable[[np.ndarray], np.ndarray] | None = None,
-    _rule: Literal["new", "old", "ladder"] | None = None,
 ) -> SolveResult:
     """Minimise ``K`` independent robust least-squares problems at once.
 
@@ -184,51 +172,23 @@ def solve(
         ``(K,)`` problem id of every row: an index into ``W``.
     W
         ``(n_problems, n)`` non-negative point weights per problem.
-    loss, delta
-        ``"huber"`` with threshold ``delta`` (in residual units), or ``"l2"``.
-    max_iter
-        Iteration cap per row.
-    ftol, xtol
-        A row converges when an accepted step changes ``f`` by at most ``ftol·f`` and moves every internal
-        parameter by at most ``xtol·(1 + |u|)``, or when its damping saturates (no representable descent left).
-    merge_tol
-        Max-abs distance in internal space under which two active rows of the same problem merge; ``None`` off.
-    max_step
-        Cap on the max-abs change of the internal parameters in one step (a trust region in parameter space:
-        it keeps a step from jumping to where ``exp`` overflows).
-    stall_window, stall_tol
-        A row whose objective fell by less than ``stall_tol`` (relative) over ``stall_window`` iterations stops
-        with status ``stalled``: a flat valley, where further iterations buy nothing measurable in the objective.
-    stall_units
-        When given, a row also stalls when its objective fell by less than ``stall_units`` *noise units* over the
-        last :data:`UNITS_WINDOWS` windows (60 iterations by default), the unit being the row's mean loss per data
-        point, ``f / Σ_i W_i`` (one unit of the Huber loss per point: the scale on which the data can tell two
-        parameter sets apart). This is the test of the adaptive iteration limit (:mod:`mixlaw.fit.solver.refine`): a row
-        crawling along a valley by less than that is stopped, since what it still gains is negligible against the
-        noise of the objective. Two windows, not one (why: :mod:`mixlaw.fit.solver.refine`).
-    spare_best
-        With ``stall_units``: the row with the lowest objective of its problem (the estimate, for a point fit) is
-        exempt from the noise-scaled test and runs on to convergence, the relative test or the cap; only the other
-        starts, which cannot become the estimate at the pace they still gain, are stopped early.
-    mu0
-        Initial Levenberg–Marquardt damping, relative to the diagonal of ``Jᵀ Ω J``.
+    settings
+        The loss, the tolerances and the rules of the solve (:class:`~mixlaw.fit.solver.settings.SolveSettings`:
+        iteration cap, ``ftol``/``xtol``, merging, damping, the stall tests, the damping ladder).
     callback
         ``callback(iteration, n_active)`` after each iteration (for progress bars).
     history, trace
         Lists for diagnosis, appended per iteration: ``(rows, f, grad_norm)`` (the active rows, their objective
         after, max-abs gradient before); a dict ``rows, f, accept, mu, winner, step, x``.
-    ladder
-        ``"full"``: every iteration tries every rung of :data:`LADDER`. ``"lazy"`` (the resample refits, which
-        start at the point estimate, near their own optimum): the rungs :data:`~mixlaw.fit.solver.steps.LADDER_FIRST`
-        first, with their accelerations and the old rule's steps, and the rungs
-        :data:`~mixlaw.fit.solver.steps.LADDER_REST` only for the rows none of those improved (see
-        :func:`_lazy_candidates`).
     halt
         ``halt(x) -> settled`` on the internal points of active rows: a problem whose active rows are all settled
         (and hold its lowest objective) for a while stops as ``stalled``, marked in ``halted``
         (:mod:`mixlaw.fit.solver.halt`); ``None`` (default): off.
     """
-    _rule = _rule or _RULE
+    loss, delta, max_iter, ftol, xtol = settings.loss, settings.delta, settings.max_iter, settings.ftol, settings.xtol
+    merge_tol, mu0, max_step, ladder = settings.merge_tol, settings.mu0, settings.max_step, settings.ladder
+    stall_window, stall_tol, stall_units = settings.stall_window, settings.stall_tol, settings.stall_units
+    spare_best, _rule = settings.spare_best, settings.rule or _RULE
     # A private, writable copy: torch warns about (and must never write through) a read-only view such as the
     # broadcast of one shared start list over every problem.
     U = torch.from_numpy(np.array(U0, dtype=np.float64, copy=True))

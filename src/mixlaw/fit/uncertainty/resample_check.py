@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from mixlaw.fit.solver.refits import BootstrapDraws, point_centre, refit
+from mixlaw.fit.solver.refits import BootstrapDraws, Loss, point_centre, refit
 
 if TYPE_CHECKING:
     from mixlaw.fit.problem.data import FitData
@@ -61,14 +61,19 @@ def screen_unidentified(
     params: Mapping[str, Any] | None,
     targets: np.ndarray | None = None,
     seeds: np.ndarray | None = None,
-    **solver: Any,
+    *,
+    loss: Loss = "huber",
+    delta: float | None = None,
+    max_iter: int | None = 300,
+    ftol: float = 1e-11,
+    xtol: float = 1e-9,
 ) -> BootstrapDraws:
     """``draws`` with the usable resamples that cannot identify the law (module docstring) refitted, or made
     unusable.
 
     ``weights`` are the ``(B, n)`` multiplicities the resamples were drawn with (``None``: every row kept, nothing
     to check); ``params`` the point estimate (``None``: not checked). A flagged resample is first refitted from the
-    point estimate (``targets``, ``seeds`` and ``solver`` as :func:`mixlaw.fit.solver.refits.refit` takes them; no
+    point estimate (``targets``, ``seeds``, solver keywords as :func:`~mixlaw.fit.solver.refits.refit` takes them; no
     refit without ``seeds``): a usable, identifiable refit with an objective no higher than the flagged fit's
     replaces it (the flagged fit was a degenerate local optimum, e.g. a power law at ``α = 0`` where only ``E + A``
     is determined) and counts as rescued; otherwise the resample is unusable, status ``unidentifiable``."""
@@ -95,10 +100,11 @@ def screen_unidentified(
     fixed = np.zeros(flagged.size, dtype=bool)
     if seeds is not None:
         S = np.asarray(seeds, dtype=np.float64)
-        centre = point_centre(law, data, params, S, loss=solver.get("loss", "huber"), delta=solver.get("delta"))
+        centre = point_centre(law, data, params, S, loss=loss, delta=delta)
         Y = data.y if targets is None else np.asarray(targets)
         Yf = Y[flagged] if Y.ndim == 2 else Y
-        p2, ok2, _, obj2 = refit(law, data.x, Yf, W[flagged], centre[None, :], **solver)
+        p2, ok2, _, obj2 = refit(law, data.x, Yf, W[flagged], centre[None, :], loss=loss, delta=delta,
+                                 max_iter=max_iter, ftol=ftol, xtol=xtol)  # fmt: skip
         for i, b in enumerate(flagged):
             good = ok2[i] and obj2[i] <= objective[b] * (1 + 1e-9) + 1e-300
             if good and not unidentified(law, data, p2[i], W[b] > 0, point):
