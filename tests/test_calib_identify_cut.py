@@ -88,11 +88,13 @@ def _widths(seed: int, bend: float) -> tuple[float, float, float, float]:
     """``(inside, width, bootstrap width, spread)`` of the 95 % intervals at 8-60 epochs after a fit on ≤ 4."""
     from mixlaw.fit import fit_law
     from mixlaw.fit.uncertainty.intervals import band, inputs_of
+    from mixlaw.options import BootstrapOptions, FitOptions
 
     df = _grid(seed, bend)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)
-        res = fit_law(get_law("data_constrained"), df[~df["held"]], bootstrap=20, random_state=0, calibrate=True)
+        res = fit_law(get_law("data_constrained"), df[~df["held"]],
+                      FitOptions(bootstrap=BootstrapOptions(resamples=20, calibrate=True), seed=0))  # fmt: skip
     held = df[df["held"]]
     x = inputs_of(res, held)
     b = band(res, x, level=0.95, kind="prediction", method="calibrated")

@@ -82,7 +82,8 @@ import torch
 from mixlaw.fit.evaluate.calib_axes import AxisGrowth, axis_distance, axis_values, fit_axes
 from mixlaw.fit.evaluate.calib_delta import delta_sd as _delta_sd
 from mixlaw.fit.evaluate.calib_folds import FoldErrors, _cluster_top, _log_distance, _masks, _rel_distance, _unit
-from mixlaw.fit.evaluate.calib_growth import accepts_full_fit, axis_excess, error_model, misfit_share
+from mixlaw.fit.evaluate.calib_full import full_residuals, leaves_a_parameter_unbounded, misfit_per_axis
+from mixlaw.fit.evaluate.calib_growth import accepts_full_fit, axis_excess, error_model
 from mixlaw.fit.problem.data import FitData
 from mixlaw.laws import Law
 
@@ -391,30 +392,6 @@ def fold_errors(
     )  # fmt: skip
 
 
-def _residuals(law: Law, data: FitData, params: Mapping[str, Any]) -> np.ndarray:
-    """The full fit's residuals at every fitted row, in fit space (prediction minus observation)."""
-    pred = np.asarray(law.evaluate(data.x_np, params), dtype=np.float64).reshape(-1)
-    with np.errstate(all="ignore"):
-        return np.log(pred) - np.log(data.y) if law.fit_space == "log" else pred - data.y
-
-
-def _loose(law: Law, data: FitData, params: Mapping[str, Any], sd: float | None) -> bool:
-    """Whether the full fit has a parameter its data do not bound, which its intervals carry
-    (:func:`mixlaw.fit.uncertainty.profile.loose_parameters`)."""
-    from mixlaw.fit.uncertainty.profile import loose_parameters
-
-    return bool(loose_parameters(law, data.x_np, data.y, params, sd)["running_off"])
-
-
-def _misfit(r: np.ndarray, data: FitData, axes: tuple[AxisGrowth, ...]) -> list[float]:
-    """Per axis, the share of the full fit's residuals ``r`` that trend along it (:func:`calib_growth.misfit_share`)."""
-    out = []
-    for a in axes:
-        v = axis_values(a.name, data.x_np)
-        out.append(1.0 if v is None else misfit_share(r, v, a.kind)[0])
-    return out
-
-
 def calibrate(
     law: Law,
     data: FitData,
@@ -454,12 +431,12 @@ def calibrate(
         run_sd = new_run_sd(raw, fold_var, int(np.unique(fe.split[~fe.forward]).size))
     kappa, n_within = step_growth(fe) if run_dof > 0 else (0.0, 0)
     inflation, growth, n_growth = error_model(fe, forward_only=run_dof > 0)
-    r = _residuals(law, data, params)
+    r = full_residuals(law, data, params)
     # where the full fit leaves a parameter unbounded (its interval carries it), a cut whose rows accept the full fit
     # counts its miss up to its own linearised parameter error (docs/design/extrapolation-axes.md)
-    accepts = accepts_full_fit(fe, r, law.n_internal) if _loose(law, data, params, sd) else None
+    accepts = accepts_full_fit(fe, r, law.n_internal) if leaves_a_parameter_unbounded(law, data, params, sd) else None
     k_axes, _ = axis_excess(fe, accepts=accepts)
-    w = _misfit(r, data, fe.axes)  # an axis's growth counts as far as the fit misfits along it
+    w = misfit_per_axis(r, data, fe.axes)  # an axis's growth counts as far as the fit misfits along it
     cuts = fe.cut if fe.cut is not None else np.full(fe.e.size, "", dtype=object)
     axes = tuple(
         replace(a, growth=growth if a.name == axis else float(k_axes[k] * np.sqrt(w[k])),
