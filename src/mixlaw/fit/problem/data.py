@@ -163,4 +163,12 @@ def make_residuals(law: Law, x: Mapping[str, torch.Tensor], targets: torch.Tenso
         return from_natural(natural(U), pid)
 
     residuals.split = (natural, from_natural)  # type: ignore[attr-defined]  # the solver's two-stage Jacobian
+    grad = getattr(law, "log_predict_grad", None) if law.fit_space == "log" else None
+    if grad is not None:  # the law's analytic derivatives in its natural parameters (camel)
+
+        def natural_grad(p: Mapping[str, torch.Tensor], pid: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
+            value, grads = grad(x, p)
+            return value - (y[pid] if per_problem else y_one), grads
+
+        residuals.natural_grad = natural_grad  # type: ignore[attr-defined]  # used by split_jacobian
     return residuals

@@ -8,7 +8,7 @@ Split out of :mod:`mixlaw.fit.solver.solve` (the 500-line limit); :mod:`mixlaw.f
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -206,21 +206,28 @@ def split_jacobian(
     if any(len(s) < 2 or s[:2] != (K, 1) for s in shapes.values()):
         return None
     F = sum(int(np.prod(s[2:])) for s in shapes.values())
-    if F >= n:  # the one-pass Jacobian is no dearer
+    if F >= n and getattr(residuals, "natural_grad", None) is None:  # the one-pass Jacobian is no dearer
         return None
     Ue = U.detach().unsqueeze(1).expand(-1, F, -1).clone().requires_grad_(True)
-    pe = {k: v.detach().expand(K, n, *v.shape[2:]).clone().requires_grad_(True) for k, v in nat.items()}
     with torch.enable_grad():
         ne = natural(Ue)  # (K, F) scalars, (K, F, m) vectors: row copy f of entry f
         flat = torch.cat([v.reshape(K, F, -1) for v in ne.values()], 2)
         (dT,) = torch.autograd.grad(flat.diagonal(dim1=1, dim2=2).sum(), Ue, allow_unused=True)
-        r = from_natural(pe, pid)
-        gs = torch.autograd.grad(r.sum(), list(pe.values()), allow_unused=True)
+    analytic = getattr(residuals, "natural_grad", None)  # the law's own derivatives: no per-point copies
+    gs: Sequence[torch.Tensor | None]
+    if analytic is not None:
+        r, gd = analytic(nat, pid)
+        gs = [gd[k] for k in nat]
+    else:
+        pe = {k: v.detach().expand(K, n, *v.shape[2:]).clone().requires_grad_(True) for k, v in nat.items()}
+        with torch.enable_grad():
+            r = from_natural(pe, pid)
+            gs = torch.autograd.grad(r.sum(), list(pe.values()), allow_unused=True)
     if dT is None:
         dT = torch.zeros_like(Ue)  # (K, F, P)
     parts: list[tuple[int, int, torch.Tensor]] = []  # (first column, end column, block (K, n, end − first))
     f0 = 0
-    for g, v in zip(gs, pe.values(), strict=True):
+    for g, v in zip(gs, nat.values(), strict=True):
         m = int(np.prod(v.shape[2:]))
         blk = dT[:, f0 : f0 + m, :]  # (K, m, P): where this entry's internal coordinates are
         f0 += m
