@@ -144,6 +144,9 @@ def _residuals_and_jacobian(
     if J is None:  # residuals do not depend on the parameters at all
         J = torch.zeros_like(Ue)
     r = r.detach()
+    if getattr(residuals, "natural_grad", None) is not None:  # a law with its own autograd-free value: the
+        with torch.no_grad():  # residuals as the trial points and the chain-rule Jacobian get them, bit for bit
+            r = residuals(U.detach(), pid)
     return r, repair_jacobian(residuals, U.detach(), pid, r, J)  # reverse mode's overflows where r is finite
 
 
