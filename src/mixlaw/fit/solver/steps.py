@@ -208,11 +208,16 @@ def split_jacobian(
     F = sum(int(np.prod(s[2:])) for s in shapes.values())
     if F >= n and getattr(residuals, "natural_grad", None) is None:  # the one-pass Jacobian is no dearer
         return None
-    Ue = U.detach().unsqueeze(1).expand(-1, F, -1).clone().requires_grad_(True)
-    with torch.enable_grad():
-        ne = natural(Ue)  # (K, F) scalars, (K, F, m) vectors: row copy f of entry f
-        flat = torch.cat([v.reshape(K, F, -1) for v in ne.values()], 2)
-        (dT,) = torch.autograd.grad(flat.diagonal(dim1=1, dim2=2).sum(), Ue, allow_unused=True)
+    closed = getattr(residuals, "natural_jacobian", None)  # ∂θ/∂u in closed form (mixlaw.fit.problem.data)
+    dT: torch.Tensor | None
+    if closed is not None:
+        dT = closed(U.detach())
+    else:
+        Ue = U.detach().unsqueeze(1).expand(-1, F, -1).clone().requires_grad_(True)
+        with torch.enable_grad():
+            ne = natural(Ue)  # (K, F) scalars, (K, F, m) vectors: row copy f of entry f
+            flat = torch.cat([v.reshape(K, F, -1) for v in ne.values()], 2)
+            (dT,) = torch.autograd.grad(flat.diagonal(dim1=1, dim2=2).sum(), Ue, allow_unused=True)
     analytic = getattr(residuals, "natural_grad", None)  # the law's own derivatives: no per-point copies
     gs: Sequence[torch.Tensor | None]
     if analytic is not None:
@@ -272,6 +277,8 @@ def repair_jacobian(
     iteration. Each such column of each row is replaced by a central difference (one-sided, or 0, where a side is
     not finite) of the residuals with step ``FD_STEP·max(1, |u_j|)``; entries reverse mode got finite are kept.
     """
+    if bool(torch.isfinite(J.sum())):  # every entry finite (a sum that overflowed takes the full check below)
+        return J
     bad = ~torch.isfinite(J)
     col_bad = bad.any(1) & torch.isfinite(r).all(-1)[:, None]  # (k, P)
     if not bool(col_bad.any()):
