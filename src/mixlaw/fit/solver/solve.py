@@ -7,8 +7,8 @@ start of one bootstrap resample. Row ``k`` belongs to problem ``pid[k]`` whose p
 .. math:: f_k(u) = \\sum_i W_{p(k), i} \\, \\rho(r_i(u)),
 
 with ``ρ`` the Huber function (or ``r²/2``) and ``r_i`` the residual of point ``i`` (``log L̂ − log L`` for log-space
-laws). The residual Jacobian comes from reverse-mode automatic differentiation (one pass, see
-:func:`_residuals_and_jacobian`), never from hand-written derivatives.
+laws). The residual Jacobian comes from reverse-mode automatic differentiation (:func:`_residuals_and_jacobian`), or
+from a law's own analytic derivatives where it declares them (``log_predict_grad``: CAMEL), equal to 1e-10.
 
 The step is iteratively-reweighted Gauss–Newton with Levenberg–Marquardt damping. With IRLS weights
 ``ω_i = ψ(r_i)/r_i = min(1, δ/|r_i|)`` the quadratic ``Σ ω_i r_i²/2`` majorises the Huber sum at the current point
@@ -144,10 +144,8 @@ def _residuals_and_jacobian(
         (J,) = torch.autograd.grad(r.sum(), Ue, allow_unused=True)
     if J is None:  # residuals do not depend on the parameters at all
         J = torch.zeros_like(Ue)
-    r = r.detach()
-    if getattr(residuals, "natural_grad", None) is not None:  # a law with its own autograd-free value: the
-        with torch.no_grad():  # residuals as the trial points and the chain-rule Jacobian get them, bit for bit
-            r = residuals(U.detach(), pid)
+    # A law with its own autograd-free value (camel): the residuals as the trial points get them, bit for bit.
+    r = residuals(U.detach(), pid) if hasattr(residuals, "natural_grad") else r.detach()
     return r, repair_jacobian(residuals, U.detach(), pid, r, J)  # reverse mode's overflows where r is finite
 
 
