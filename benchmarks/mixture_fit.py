@@ -177,8 +177,10 @@ Measured on the shared 2-core machine, 2026-12-01, ``--bootstrap 200 --quick 10`
   stackexchange's 0.507 -> 0.511). ``--bootstrap 200 --quick-starts 8 --quick 5``, twice, quiet machine (load
   0.3-1.0, nothing else of this session running): mixlaw **28.3 s** and **28.1 s** CPU; scipy 660.3 s and 695.2 s
   CPU (12.7 s and 13.6 s for its 5 resamples, x40; best of 8 starts 0.0012831656, mixlaw 4.18e-5 lower, 4 of 5
-  resamples converged); ``wall_ratio=23.30`` and ``24.70``, **``ratio=23.32`` and ``24.72``**. The scipy side ran
-  faster here than in the loaded runs above (830-855 s): against those the same mixlaw time gives 29-30.
+  resamples converged); ``wall_ratio=23.30`` and ``24.70``, **``ratio=23.32`` and ``24.72``**; a third run ten
+  minutes later (load 0.2-0.8): mixlaw 28.4 s, scipy 795.2 s (15.3 s for its 5 resamples), **``ratio=28.05``**. The
+  scipy side moves by 20 % between quiet runs (660-795 s; 830-855 s in the loaded runs above), mixlaw's by 1 %:
+  the ratio sits at 23-28, at least 23 on every run of this code.
 """
 
 from __future__ import annotations
