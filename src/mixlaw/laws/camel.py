@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from mixlaw.laws import camel_numpy
 from mixlaw.laws._base import Law, Option, ParamSpec, Symmetry, Tensor, register
 from mixlaw.laws._mixture_options import column_name, domain_list, positive_float, positive_int
 
@@ -103,6 +104,10 @@ class Camel(Law):
         }
 
     def log_predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
+        """``log L``; without autograd (no tensor needs a gradient) by :mod:`mixlaw.laws.camel_numpy`."""
+        plain = self._plain(x, p)
+        if plain is not None:
+            return torch.from_numpy(camel_numpy.log_predict(*plain, self.k))
         w = torch.stack([x[c] for c in self.w_cols], dim=-1)  # (n, D)
         log_m = torch.log(x[self.size_col] / self.size_unit)
         terms = [torch.log(p["C"])]
@@ -113,6 +118,42 @@ class Camel(Law):
 
     def predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
         return torch.exp(self.log_predict(x, p))
+
+    def log_predict_grad(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        """``log L`` and its analytic derivative with respect to every natural parameter, one entry per point
+        (:func:`mixlaw.laws.camel_numpy.log_predict_grad`): the solver's Jacobian without a backward pass."""
+        plain = self._plain(x, p, need_grad=True)
+        if plain is None:
+            raise TypeError("log_predict_grad expects float64 CPU tensors")
+        value, grads = camel_numpy.log_predict_grad(*plain, self.k)
+        return torch.from_numpy(value), {k: torch.from_numpy(v) for k, v in grads.items()}
+
+    def _plain(
+        self, x: Mapping[str, Tensor], p: Mapping[str, Tensor], need_grad: bool = False
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]] | None:
+        """``(w (n, D), log(M/M_0) (n,), parameters)`` as float64 numpy arrays, or ``None`` where the torch path is
+        needed: a tensor that autograd must differentiate through (unless ``need_grad``: the caller takes the
+        analytic derivatives), or one that is not a float64 CPU tensor."""
+        xs = [x[c] for c in (*self.w_cols, self.size_col)]
+        ps = list(p.values())
+        for v in (*xs, *ps):
+            if not isinstance(v, torch.Tensor) or v.dtype != torch.float64 or not v.is_cpu:
+                return None
+        if not need_grad and torch.is_grad_enabled() and any(v.requires_grad for v in (*xs, *ps)):
+            return None
+        key = [(v, v._version) for v in xs]  # the inputs of a fit are the same tensors call after call
+        hit = getattr(self, "_x_cache", None)
+        if (
+            hit is not None
+            and len(hit[0]) == len(key)
+            and all(a is b and va == vb for (a, va), (b, vb) in zip(hit[0], key, strict=True))
+        ):
+            w, log_m = hit[1], hit[2]
+        else:  # the cache holds its tensors, so their ids cannot be reused while it does
+            w = np.stack([v.detach().numpy() for v in xs[:-1]], axis=-1)
+            log_m = np.log(xs[-1].detach().numpy() / self.size_unit)
+            self._x_cache = (key, w, log_m)
+        return w, log_m, {k: v.detach().numpy() for k, v in p.items()}
 
     def example_inputs(self, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """Dirichlet(0.7) mixtures (a fifth of them near a vertex) at sizes log-uniform over 50M–5B."""

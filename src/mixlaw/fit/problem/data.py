@@ -12,7 +12,15 @@ import torch
 from mixlaw.errors import InputError, row_of
 from mixlaw.laws import Law, get_law
 
-__all__ = ["FitData", "internal_box", "make_residuals", "numeric_column", "prepare_data", "project_internal"]
+__all__ = [
+    "FitData",
+    "internal_box",
+    "make_residuals",
+    "natural_jacobian",
+    "numeric_column",
+    "prepare_data",
+    "project_internal",
+]
 
 Residuals = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -163,4 +171,55 @@ def make_residuals(law: Law, x: Mapping[str, torch.Tensor], targets: torch.Tenso
         return from_natural(natural(U), pid)
 
     residuals.split = (natural, from_natural)  # type: ignore[attr-defined]  # the solver's two-stage Jacobian
+    grad = getattr(law, "log_predict_grad", None) if law.fit_space == "log" else None
+    if grad is not None:  # the law's analytic derivatives in its natural parameters (camel)
+
+        def natural_grad(p: Mapping[str, torch.Tensor], pid: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
+            value, grads = grad(x, p)
+            return value - (y[pid] if per_problem else y_one), grads
+
+        residuals.natural_grad = natural_grad  # type: ignore[attr-defined]  # used by split_jacobian
+        dT = natural_jacobian(law)
+        if dT is not None:
+            residuals.natural_jacobian = dT  # type: ignore[attr-defined]
     return residuals
+
+
+def natural_jacobian(law: Law) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """``dT(U)``: the Jacobian ``∂θ/∂u`` ``(K, F, P)`` of the internal → natural map of ``U`` ``(K, P)`` in closed
+    form (``exp`` for log-mapped parameters, ``s_i(δ_ij − s_j)`` for a simplex's softmax, ...), or ``None`` for a
+    law with box-clamped parameters (their autograd derivative is kept). The same entries as reverse mode through
+    :meth:`~mixlaw.laws.Law.to_natural`, without its ``F`` copies of every row and its backward pass."""
+    if internal_box(law) is not None:
+        return None
+    specs = law.param_specs
+    F, P = sum(s.size for s in specs), sum(s.n_internal for s in specs)
+
+    def dT(U: torch.Tensor) -> torch.Tensor:
+        K = U.shape[0]
+        out = torch.zeros(K, F, P, dtype=U.dtype)
+        f = c = 0
+        for s in specs:
+            m, u = s.size, U[:, c : c + s.n_internal]
+            if s.simplex:
+                p = torch.softmax(torch.cat([u, torch.zeros_like(u[:, :1])], 1), 1)  # (K, m)
+                blk = -p[:, :, None] * p[:, None, : m - 1]
+                j = torch.arange(m - 1)
+                blk[:, j, j] += p[:, : m - 1]
+                out[:, f : f + m, c : c + m - 1] = blk
+            else:
+                if s.kind == "log":
+                    d = torch.exp(u)
+                elif s.kind == "neglog":
+                    d = -torch.exp(u)
+                elif s.kind == "identity":
+                    d = torch.ones_like(u)
+                else:  # lower + (upper - lower) * sigmoid(u)
+                    sg = torch.sigmoid(u)
+                    d = (s.upper - s.lower) * (sg * (1 - sg))
+                j = torch.arange(m)
+                out[:, f + j, c + j] = d
+            f, c = f + m, c + s.n_internal
+        return out
+
+    return dT

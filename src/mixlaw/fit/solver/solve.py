@@ -7,8 +7,8 @@ start of one bootstrap resample. Row ``k`` belongs to problem ``pid[k]`` whose p
 .. math:: f_k(u) = \\sum_i W_{p(k), i} \\, \\rho(r_i(u)),
 
 with ``ρ`` the Huber function (or ``r²/2``) and ``r_i`` the residual of point ``i`` (``log L̂ − log L`` for log-space
-laws). The residual Jacobian comes from reverse-mode automatic differentiation (one pass, see
-:func:`_residuals_and_jacobian`), never from hand-written derivatives.
+laws). The residual Jacobian comes from reverse-mode automatic differentiation (:func:`_residuals_and_jacobian`), or
+from a law's own analytic derivatives where it declares them (``log_predict_grad``: CAMEL), equal to 1e-10.
 
 The step is iteratively-reweighted Gauss–Newton with Levenberg–Marquardt damping. With IRLS weights
 ``ω_i = ψ(r_i)/r_i = min(1, δ/|r_i|)`` the quadratic ``Σ ω_i r_i²/2`` majorises the Huber sum at the current point
@@ -58,6 +58,7 @@ from mixlaw.fit.solver.steps import (
     _damped_step,
     _ladder_steps,
     _trial_objectives,
+    gram,
     repair_jacobian,
     rho,
     rung_candidates,
@@ -144,7 +145,8 @@ def _residuals_and_jacobian(
         (J,) = torch.autograd.grad(r.sum(), Ue, allow_unused=True)
     if J is None:  # residuals do not depend on the parameters at all
         J = torch.zeros_like(Ue)
-    r = r.detach()
+    # A law with its own autograd-free value (camel): the residuals as the trial points get them, bit for bit.
+    r = residuals(U.detach(), pid) if hasattr(residuals, "natural_grad") else r.detach()
     return r, repair_jacobian(residuals, U.detach(), pid, r, J)  # reverse mode's overflows where r is finite
 
 
@@ -226,8 +228,7 @@ def solve(
             psi, omega = _psi_and_weight(r, loss, delta)
             f = (Wa * rho(r, loss, delta)).sum(-1)
             g = torch.einsum("kn,knp->kp", Wa * psi, J)
-            Jt = J.transpose(1, 2)
-            A = torch.bmm(Jt * (Wa * omega).unsqueeze(1), J)
+            A = gram(J, Wa * omega)
             finite = torch.isfinite(f) & torch.isfinite(g).all(-1) & torch.isfinite(A).flatten(1).all(-1)
             A = torch.where(finite[:, None, None], A, torch.eye(P, dtype=torch.float64))
             g = torch.where(finite[:, None], g, torch.zeros_like(g))
@@ -238,7 +239,7 @@ def solve(
                 A2 = A
             else:
                 inside = (r.abs() <= delta).to(r.dtype)
-                A2 = torch.bmm(Jt * (Wa * inside).unsqueeze(1), J)
+                A2 = gram(J, Wa * inside)
                 A2 = torch.where(finite[:, None, None], A2, torch.eye(P, dtype=torch.float64))
             mua = mu[ia]
             mats = [A] if loss == "l2" else [A, A2]
