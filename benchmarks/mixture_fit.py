@@ -164,7 +164,7 @@ Measured on the shared 2-core machine, 2026-12-01, ``--bootstrap 200 --quick 10`
   (cProfile, ``--quick-starts 1 --quick 1``): CAMEL's forward evaluations of the trial points were the largest item
   (torch's float64 ``exp``/``log``/``logsumexp`` are not vectorised on this CPU: ``logsumexp`` alone 7.8 s of 92 s),
   then the Jacobian's reverse passes over per-point copies, then torch's ``bmm``/``einsum`` of small blocks. Changes:
-  CAMEL's value without autograd in numpy, the trial rows in cache-sized blocks (:mod:`mixlaw.laws.camel_numpy`: a
+  CAMEL's value without autograd in numpy, the trial rows in cache-sized blocks (:mod:`mixlaw.laws._camel_numpy`: a
   2,800-row trial batch 23 -> 11 ms), used wherever no tensor needs a gradient; its analytic derivatives in the
   natural parameters and the closed-form ``∂θ/∂u`` (:func:`mixlaw.fit.problem.data.natural_jacobian`) instead of
   the reverse passes (equal to autograd to 1e-10, hypothesis-drawn: ``tests/test_camel_numpy.py``; the 200-row

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from mixlaw.laws import camel_numpy
+from mixlaw.laws import _camel_numpy as camel_numpy
 from mixlaw.laws._base import Law, Option, ParamSpec, Symmetry, Tensor, register
 from mixlaw.laws._mixture_options import column_name, domain_list, positive_float, positive_int
 
@@ -104,7 +104,7 @@ class Camel(Law):
         }
 
     def log_predict(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> Tensor:
-        """``log L``; without autograd (no tensor needs a gradient) by :mod:`mixlaw.laws.camel_numpy`."""
+        """``log L``; without autograd (no tensor needs a gradient) by :mod:`mixlaw.laws._camel_numpy`."""
         plain = self._plain(x, p)
         if plain is not None:
             return torch.from_numpy(camel_numpy.log_predict(*plain, self.k))
@@ -121,7 +121,7 @@ class Camel(Law):
 
     def log_predict_grad(self, x: Mapping[str, Tensor], p: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
         """``log L`` and its analytic derivative with respect to every natural parameter, one entry per point
-        (:func:`mixlaw.laws.camel_numpy.log_predict_grad`): the solver's Jacobian without a backward pass."""
+        (:func:`mixlaw.laws._camel_numpy.log_predict_grad`): the solver's Jacobian without a backward pass."""
         plain = self._plain(x, p, need_grad=True)
         if plain is None:
             raise TypeError("log_predict_grad expects float64 CPU tensors")
