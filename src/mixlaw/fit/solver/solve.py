@@ -58,7 +58,6 @@ from mixlaw.fit.solver.steps import (
     _damped_step,
     _ladder_steps,
     _trial_objectives,
-    gram,
     repair_jacobian,
     rho,
     rung_candidates,
@@ -228,7 +227,8 @@ def solve(
             psi, omega = _psi_and_weight(r, loss, delta)
             f = (Wa * rho(r, loss, delta)).sum(-1)
             g = torch.einsum("kn,knp->kp", Wa * psi, J)
-            A = gram(J, Wa * omega)
+            Jt = J.transpose(1, 2)
+            A = torch.bmm(Jt * (Wa * omega).unsqueeze(1), J)
             finite = torch.isfinite(f) & torch.isfinite(g).all(-1) & torch.isfinite(A).flatten(1).all(-1)
             A = torch.where(finite[:, None, None], A, torch.eye(P, dtype=torch.float64))
             g = torch.where(finite[:, None], g, torch.zeros_like(g))
@@ -239,7 +239,7 @@ def solve(
                 A2 = A
             else:
                 inside = (r.abs() <= delta).to(r.dtype)
-                A2 = gram(J, Wa * inside)
+                A2 = torch.bmm(Jt * (Wa * inside).unsqueeze(1), J)
                 A2 = torch.where(finite[:, None, None], A2, torch.eye(P, dtype=torch.float64))
             mua = mu[ia]
             mats = [A] if loss == "l2" else [A, A2]

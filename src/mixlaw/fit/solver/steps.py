@@ -27,14 +27,6 @@ def rho(r: torch.Tensor, loss: str, delta: float) -> torch.Tensor:
     return torch.where(a <= delta, 0.5 * r * r, delta * (a - 0.5 * delta))
 
 
-def gram(J: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """``Jᵀ diag(w) J`` per row: ``(K, n, P)``, ``(K, n)`` → ``(K, P, P)``, by numpy's batched matmul (about 1.6x
-    torch's ``bmm`` at the CAMEL bootstrap's 200 × 200 × 28)."""
-    Jn = J.numpy()
-    with np.errstate(all="ignore"):  # non-finite rows are caught by the caller's finiteness check
-        return torch.from_numpy(np.matmul((Jn * w.numpy()[:, :, None]).transpose(0, 2, 1), Jn))
-
-
 def _damped_step(A: torch.Tensor, g: torch.Tensor, mu: torch.Tensor, max_step: float) -> torch.Tensor:
     """Solve ``(A + μ·diag(A)) p = −g`` per row (Marquardt scaling, floored), then cap ``‖p‖∞`` at ``max_step``."""
     diag = A.diagonal(dim1=-2, dim2=-1)
@@ -238,35 +230,34 @@ def split_jacobian(
             gs = torch.autograd.grad(r.sum(), list(pe.values()), allow_unused=True)
     if dT is None:
         dT = torch.zeros_like(Ue)  # (K, F, P)
-    # The products in numpy (its batched matmul of small blocks is about 10x torch's bmm here), written straight into
-    # J instead of concatenated: the same products, so the same entries to the last bits of a sum's order.
-    dTn = dT.numpy()
-    parts: list[tuple[int, int, np.ndarray]] = []  # (first column, end column, block (K, n, end − first))
+    parts: list[tuple[int, int, torch.Tensor]] = []  # (first column, end column, block (K, n, end − first))
     f0 = 0
     for g, v in zip(gs, nat.values(), strict=True):
         m = int(np.prod(v.shape[2:]))
-        blk = dTn[:, f0 : f0 + m, :]  # (K, m, P): where this entry's internal coordinates are
+        blk = dT[:, f0 : f0 + m, :]  # (K, m, P): where this entry's internal coordinates are
         f0 += m
-        cols = np.flatnonzero((blk != 0).any(axis=(0, 1)))
-        if g is None or cols.size == 0:
+        cols = torch.nonzero((blk != 0).any(0).any(0), as_tuple=True)[0]
+        if g is None or cols.numel() == 0:
             continue
         c0, c1 = int(cols[0]), int(cols[-1]) + 1
-        gr, bc = g.numpy().reshape(K, n, m), blk[:, :, c0:c1]
+        gr, bc = g.reshape(K, n, m), blk[:, :, c0:c1]
         if m == 1 and c1 - c0 == 1:  # a scalar through its own coordinate: a product, as reverse mode forms it
             parts.append((c0, c1, gr * bc[:, :, 0, None]))
         else:
-            parts.append((c0, c1, np.matmul(gr, bc)))
+            parts.append((c0, c1, torch.bmm(gr, bc)))
     ends = [(a, b) for a, b, _ in parts]
-    cover = bool(ends) and ends[0][0] == 0 and ends[-1][1] == P
-    cover = cover and all(b == a2 for (_, b), (a2, _) in zip(ends, ends[1:], strict=False))
-    Jn = np.empty((K, n, P)) if cover else np.zeros((K, n, P))  # disjoint blocks in order, covering every column
-    with np.errstate(all="ignore"):  # inf · 0 in an overflowed block is NaN, as in torch; repaired by the caller
+    if (
+        ends
+        and ends[0][0] == 0
+        and ends[-1][1] == P
+        and all(b == a2 for (_, b), (a2, _) in zip(ends, ends[1:], strict=False))
+    ):
+        J = torch.cat([blk for _, _, blk in parts], 2)  # disjoint blocks in order, covering every column
+    else:
+        J = torch.zeros(K, n, P, dtype=U.dtype)
         for a, b, blk in parts:
-            if cover:
-                Jn[:, :, a:b] = blk
-            else:
-                Jn[:, :, a:b] += blk
-    return r.detach(), torch.from_numpy(Jn)
+            J[:, :, a:b] += blk
+    return r.detach(), J
 
 
 #: Relative step of the finite-difference repair (:func:`repair_jacobian`): ``h = FD_STEP · max(1, |u_j|)``.
