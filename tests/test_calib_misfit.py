@@ -11,21 +11,12 @@ out), starts away from the truth; a few seconds.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
-import pandas as pd
 
-from mixlaw.fit import fit_law
 from mixlaw.fit.evaluate.calib_growth import misfit_share
 from mixlaw.fit.evaluate.calibrate import Calibration
 from mixlaw.fit.uncertainty.intervals import band, inputs_of
-from mixlaw.laws import get_law
-from mixlaw.options import BootstrapOptions, FitOptions, StartOptions
-
-LAW = get_law("chinchilla")
-TRUE = {"E": 1.7, "A": 400.0, "alpha": 0.34, "B": 410.0, "beta": 0.28}
-START = [{"E": 2.0, "A": 300.0, "alpha": 0.3, "B": 300.0, "beta": 0.3}]
+from test_calib_axes import _fit as _axes_fit
 
 
 def test_noise_is_not_read_as_misfit_and_a_bend_is() -> None:
@@ -43,24 +34,7 @@ def test_noise_is_not_read_as_misfit_and_a_bend_is() -> None:
 def _fit(bend: float, seed: int = 0) -> tuple[Calibration, float, float]:
     """The calibration, and the calibrated 95 % interval's mean log-width over the bootstrap one's at the held-out
     multipliers, and its coverage there."""
-    rng = np.random.default_rng(seed)
-    ratios = np.concatenate([np.geomspace(4, 40, 5), [160.0, 320.0]])
-    n, r = (a.ravel() for a in np.meshgrid(np.geomspace(1e8, 3e9, 5), ratios, indexing="ij"))
-    y = np.asarray(LAW.evaluate({"n_params": n, "tokens": r * n}, TRUE), dtype=np.float64)
-    y = y * np.exp(bend * np.log(r / 4) ** 2 + 0.003 * rng.standard_normal(n.size))
-    df = pd.DataFrame({"n_params": n, "tokens": r * n, "loss": y, "run_id": np.arange(n.size), "held": r > 50})
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", category=UserWarning)
-        res = fit_law(
-            LAW,
-            df[~df["held"]],
-            FitOptions(
-                starts=StartOptions(given=START),
-                bootstrap=BootstrapOptions(resamples=20, scheme="parametric", calibrate=True),
-                seed=seed,
-            ),
-        )
-    held = df[df["held"]]
+    res, held = _axes_fit(seed, bend)  # the same table and fit as tests/test_calib_axes.py
     x, obs = inputs_of(res, held), held["loss"].to_numpy()
     cal = band(res, x, level=0.95, kind="prediction", method="calibrated")
     boot = band(res, x, level=0.95, kind="prediction", method="bootstrap")
