@@ -181,17 +181,23 @@ def interval_from_draws(draws: Any, point: float | None, level: float, method: s
     raise ValueError(f"unknown interval method {method!r}")
 
 
+def _runs_of(run_ids: Any) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The distinct run ids (as text, sorted) and the row indices of each."""
+    uniq, inv = np.unique(np.asarray(run_ids).astype(str), return_inverse=True)
+    return uniq, [np.flatnonzero(inv == k) for k in range(uniq.size)]
+
+
+def _draw(rows_of: list[np.ndarray], rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """One resample over runs: the runs drawn (as many as there are, with replacement) and their rows."""
+    pick = rng.integers(0, len(rows_of), size=len(rows_of))
+    return pick, np.concatenate([rows_of[k] for k in pick]) if rows_of else np.array([], dtype=int)
+
+
 def run_resamples(run_ids: Any, n: int, rng: np.random.Generator) -> list[np.ndarray]:
     """``n`` row-index arrays of a bootstrap over runs: each draws as many runs as there are, with replacement,
     and keeps every row of each drawn run (a run drawn twice contributes its rows twice, under new run ids)."""
-    ids = np.asarray(run_ids)
-    uniq, inv = np.unique(ids.astype(str), return_inverse=True)
-    rows_of = [np.flatnonzero(inv == k) for k in range(uniq.size)]
-    out = []
-    for _ in range(n):
-        pick = rng.integers(0, uniq.size, size=uniq.size)
-        out.append(np.concatenate([rows_of[k] for k in pick]) if uniq.size else np.array([], dtype=int))
-    return out
+    _, rows_of = _runs_of(run_ids)
+    return [_draw(rows_of, rng)[1] for _ in range(n)]
 
 
 def _named_run_resamples(
@@ -202,25 +208,20 @@ def _named_run_resamples(
     ``c``-th repeat, so that a run drawn twice counts as two runs. Named once per drawn run, not per row."""
     import pandas as pd
 
-    if run_column not in table.columns:
-        for idx in run_resamples(np.arange(len(table)), n, rng):
-            yield idx, None
-        return
-    uniq, inv = np.unique(table[run_column].to_numpy().astype(str), return_inverse=True)
-    rows_of = [np.flatnonzero(inv == k) for k in range(uniq.size)]
+    named = run_column in table.columns
+    uniq, rows_of = _runs_of(table[run_column].to_numpy() if named else np.arange(len(table)))
     lengths = np.array([r.size for r in rows_of], dtype=np.int64)
     for _ in range(n):
-        if uniq.size == 0:
-            yield np.array([], dtype=int), pd.Series([], dtype="str")
+        pick, idx = _draw(rows_of, rng)
+        if not named:
+            yield idx, None
             continue
-        pick = rng.integers(0, uniq.size, size=uniq.size)
         order = np.argsort(pick, kind="stable")
         first = np.searchsorted(pick[order], pick[order], side="left")
         copy = np.empty_like(pick)
         copy[order] = np.arange(pick.size) - first  # how many times this run was drawn before, in draw order
         labels = [uniq[k] if c == 0 else f"{uniq[k]}#{c}" for k, c in zip(pick.tolist(), copy.tolist(), strict=True)]
-        yield (np.concatenate([rows_of[k] for k in pick]),
-               pd.Series(np.repeat(np.array(labels, dtype=object), lengths[pick]), dtype="str"))  # fmt: skip
+        yield idx, pd.Series(np.repeat(np.array(labels, dtype=object), lengths[pick]), dtype="str")
 
 
 def bootstrap_answers(
