@@ -92,3 +92,43 @@ def test_validate_folds_carry_the_verdict_of_their_fit() -> None:
     assert fold["identified"] == "unidentifiable" and fold["rank"] == "6/7" and "R_D_star" in fold["weakest"]
     assert fold["running_off"] == "R_D_star" and fold["at_bounds"] == ""
     assert any(w.startswith("fold fit unidentifiable") and "R_D_star" in w for w in val.warnings)
+
+
+@pytest.mark.parametrize("seed", [2, 3])
+def test_a_carried_parameter_counts_once_whatever_value_the_solver_left_it_at(seed: int) -> None:
+    """Fitted on ≤ 4 epochs, ``R_D*`` runs off upwards and the bootstrap draws already spread over it. Its interval
+    is the union of the fit's interval and, at accepted values of ``R_D*``, the draws with the effect of their own
+    ``R_D*`` replaced by that value's:
+
+    - the carried interval contains the base interval and is narrower than the base interval moved to the ends of
+      the prediction envelope (which counts the parameter's spread twice: once in the draws, once along its range);
+    - moving the estimate to another accepted value, the draws and the profile unchanged, gives the same interval:
+      it does not depend on where in a flat valley the solver stopped."""
+    from dataclasses import replace
+
+    from mixlaw.fit.uncertainty.profile import profile_envelope
+
+    df = _table(seed)
+    res = _fit(df[df["epochs"] <= 4], seed, calibrate=False, bootstrap=20)
+    prof = (res.identifiability or {})["profile"]
+    lo_r, hi_r = prof["R_D_star"][:2]
+    x = inputs_of(res, df[df["epochs"] == 60])
+    w = lambda b: np.log(b.hi / b.lo)  # noqa: E731
+    base, carried = _band(res, x, kind="confidence"), band(res, x, kind="confidence")
+    assert base is not None and carried is not None and carried.note is not None
+    assert np.all(carried.lo <= base.lo) and np.all(carried.hi >= base.hi)
+    env = profile_envelope(res.law, res.params, prof, x)
+    assert env is not None
+    pt = np.log(np.asarray(res.law.evaluate(x, res.params), dtype=np.float64).reshape(-1))
+    moved = np.fmax(np.log(base.hi), env[1] + np.log(base.hi) - pt) - np.fmin(
+        np.log(base.lo), env[0] + np.log(base.lo) - pt
+    )
+    assert np.mean(w(carried)) < np.mean(moved) - 0.25 * np.mean(env[1] - env[0])
+    other = float(np.sqrt(lo_r * min(hi_r, 1e4 * lo_r)))  # another accepted value, decades from the estimate
+    assert abs(np.log10(other / float(res.params["R_D_star"]))) > 0.5
+    elsewhere = replace(res, params={**res.params, "R_D_star": other})
+    for kind in ("confidence", "prediction"):
+        a, b = band(res, x, kind=kind), band(elsewhere, x, kind=kind)  # type: ignore[arg-type]
+        assert a is not None and b is not None
+        np.testing.assert_allclose(b.lo, a.lo, rtol=1e-12)
+        np.testing.assert_allclose(b.hi, a.hi, rtol=1e-12)

@@ -95,7 +95,13 @@ def quantiles(
     ``dof`` (the residual degrees of freedom ``n − p`` of the fit): the noise of a prediction interval is
     ``σ̂ · t_dof`` instead of ``σ̂ · N(0, 1)``, for the uncertainty of ``σ̂`` itself (with 4 points and 3 parameters
     the 95 % noise quantile is 12.7 σ̂, not 1.96 σ̂). ``None`` when no draw gives a finite prediction at every row."""
-    m = draw_predictions(law, draws, x)
+    return quantiles_of(law, draw_predictions(law, draws, x), level=level, kind=kind, sd=sd, seed=seed, dof=dof)
+
+
+def quantiles_of(
+    law: Law, m: np.ndarray, *, level: float, kind: str, sd: float, seed: int = 0, dof: int | None = None
+) -> np.ndarray | None:
+    """:func:`quantiles` from ``(B, m)`` fit-space predictions of the draws instead of the draws themselves."""
     m = m[np.isfinite(m).all(axis=1)]
     if len(m) == 0:
         return None
@@ -128,7 +134,20 @@ def band(
 
     from mixlaw.fit.uncertainty.profile import carry_loose, clip_to_range
 
-    lo, hi, loose = carry_loose(result, x, b.lo, b.hi)
+    law = result.law
+    widen = kind == "prediction" and (method == "calibrated" or (method == "auto" and result.calibration is not None))
+
+    def at(point: np.ndarray, preds: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        q = quantiles_of(
+            law, preds, level=level, kind=kind, sd=result.residual_sd or 0.0, seed=seed,
+            dof=result.n_points - law.n_internal,
+        )  # fmt: skip
+        if q is None or not widen:
+            return None if q is None else (q[0], q[1])
+        natural = np.exp(point) if law.fit_space == "log" else point
+        return _widen(result, x, level, natural, q[0], q[1], len(preds) > 1)[:2]
+
+    lo, hi, loose = carry_loose(result, x, b.lo, b.hi, at)
     lo, hi, clipped = clip_to_range(result.law, lo, hi)
     notes = [n for n in (b.note, loose, clipped) if n]
     return b if not (loose or clipped) else replace(b, lo=lo, hi=hi, note="; ".join(notes))
@@ -190,9 +209,6 @@ def _calibrated(result: Fitted, x: Mapping[str, np.ndarray], level: float, seed:
     """The extrapolation-calibrated prediction interval (:mod:`mixlaw.fit.evaluate.calibrate`) at the rows ``x``: the
     base
     interval widened about its centre (in fit space) by the calibration's factor at each row's distance."""
-    from mixlaw.fit.evaluate.calibrate import Calibration
-
-    cal = Calibration.from_dict(result.calibration or {})
     law = result.law
     pred = np.asarray(law.evaluate(dict(x), result.params), dtype=np.float64).reshape(-1)
     base = _band(result, x, level=level, kind="prediction", seed=seed, method="bootstrap")
@@ -204,12 +220,31 @@ def _calibrated(result: Fitted, x: Mapping[str, np.ndarray], level: float, seed:
         dof = max(1, result.n_points - law.n_internal)
         h = float(t.ppf((1 + level) / 2, dof)) * float(result.residual_sd or 0.0)
         lo, hi = (pred * np.exp(-h), pred * np.exp(h)) if law.fit_space == "log" else (pred - h, pred + h)
+    lo, hi, cal, dist = _widen(result, x, level, pred, lo, hi, base is not None)
+    n_draws = 0 if result.bootstrap_params is None else int(len(result.bootstrap_params))
+    return Band(
+        lo=lo, hi=hi, level=level, kind="prediction", n_draws=n_draws, n_failed=result.n_failed_resamples,
+        n_resamples=result.n_bootstrap, method="calibrated", calibrated=np.ones(len(pred), dtype=bool),
+        calibration=f"{cal.summary()}; {_applied(cal, dist, cal.distances(x, len(pred)))}",
+    )  # fmt: skip
+
+
+def _widen(
+    result: Fitted, x: Mapping[str, np.ndarray], level: float, pred: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+    drawn: bool = True,
+) -> tuple[np.ndarray, np.ndarray, Any, np.ndarray]:  # fmt: skip
+    """``(lo, hi, calibration, distance)``: the base interval ``(lo, hi)`` about the point ``pred`` (natural units)
+    widened by the fit's calibration (:func:`_calibrated`); ``drawn``: the base interval is of bootstrap draws."""
+    from mixlaw.fit.evaluate.calibrate import Calibration
+
+    cal = Calibration.from_dict(result.calibration or {})
+    law = result.law
     dist = cal.distance(x, len(pred))
     f = cal.factor(dist)
     # new-run term (fit.calib_runs), in quadrature; a base bootstrap over the same runs (drawn whole, or their
     # residual vectors reweighted by the wild cluster bootstrap) carries the full fit's parameter error over runs
     # (the jackknife variance), which is not counted twice
-    over_runs = base is not None and cal.unit == "runs" and result.settings.get("bootstrap_scheme") in ("runs", "wild")
+    over_runs = drawn and cal.unit == "runs" and result.settings.get("bootstrap_scheme") in ("runs", "wild")
     r = cal.run_half(level, cal.run_distance(x, len(pred)), carried=cal.fold_var if over_runs else 0.0)
     # the other axes' extrapolation error (fit.calib_axes: tokens per parameter, epochs, compute, ...), in quadrature
     r = np.sqrt(r * r + cal.axis_half(level, x, len(pred)) ** 2)
@@ -227,12 +262,7 @@ def _calibrated(result: Fitted, x: Mapping[str, np.ndarray], level: float, seed:
             c = (lo + hi) / 2
             lo, hi = c - f * (c - lo), c + f * (hi - c)
             lo, hi = np.minimum(lo, pred - side(pred - lo)), np.maximum(hi, pred + side(hi - pred))
-    n_draws = 0 if result.bootstrap_params is None else int(len(result.bootstrap_params))
-    return Band(
-        lo=lo, hi=hi, level=level, kind="prediction", n_draws=n_draws, n_failed=result.n_failed_resamples,
-        n_resamples=result.n_bootstrap, method="calibrated", calibrated=np.ones(len(pred), dtype=bool),
-        calibration=f"{cal.summary()}; {_applied(cal, dist, cal.distances(x, len(pred)))}",
-    )  # fmt: skip
+    return lo, hi, cal, dist
 
 
 def _applied(cal: Any, dist: np.ndarray, dists: np.ndarray | None = None) -> str:

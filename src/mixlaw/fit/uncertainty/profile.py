@@ -28,22 +28,36 @@ range; else ``θ_j ± SCAN·max(1, |θ_j|)`` linearly). A value is
 
 The fit's identifiability verdict carries both (``running_off``, ``profile``) for the parameters that run off and
 those :mod:`mixlaw.fit.uncertainty.identify` finds undetermined or weak. A prediction's interval then carries them
-(:func:`profile_envelope`): the base interval moved to the prediction at every accepted value of each such
-parameter, its ends the union — never a narrow interval on a parameter the data do not pin down. Where the scan
-reaches its end, the interval says that it is bounded only by the scan (``unbounded``).
+(:func:`carry_loose`): the union of the fit's interval and, at the accepted values where a prediction is extreme,
+the interval of the draws with the effect of their own value of the parameter replaced by that value's (as far as
+the draws keep it: their other parameters may make up for it), with the noise and the calibration — never a narrow
+interval on a parameter the data do not pin down, and the parameter's own spread counted once, not once in the draws
+and again along its range (moving the whole interval to each value did that, and made the ends depend on where the
+solver left the parameter in its flat valley). Where the scan reaches its end, the interval says that it is bounded
+only by the scan (``unbounded``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from mixlaw.laws import Law
 
-__all__ = ["CHI2_95", "N_GRID", "SCAN", "carry_loose", "clip_to_range", "loose_parameters", "profile_envelope"]
+__all__ = [
+    "CHI2_95",
+    "MAX_PINNED",
+    "N_GRID",
+    "SCAN",
+    "STILL",
+    "carry_loose",
+    "clip_to_range",
+    "loose_parameters",
+    "profile_envelope",
+]
 
 #: Scan factor each side of the estimate (a factor 1e3 either way; a change that moves no fitted prediction by more
 #: than the noise over three decades is a direction the data do not bound).
@@ -180,29 +194,95 @@ def profile_envelope(
     return lo, hi, used
 
 
+#: Most values of a loose parameter at which :func:`carry_loose` computes a band: the ends of its profile range
+#: and the values where some row's prediction is smallest or largest.
+MAX_PINNED = 8
+
+
+def _pinned_values(pred: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """Indices into ``grid`` worth a band: both ends and each row's argmin and argmax of ``pred`` (``(G, m)``), the
+    most frequent first, at most :data:`MAX_PINNED`."""
+    ok = np.isfinite(pred).any(axis=0)
+    if not ok.any():
+        return np.array([0, grid.size - 1])
+    p = np.where(np.isfinite(pred[:, ok]), pred[:, ok], np.nan)
+    hits = np.concatenate([np.nanargmin(p, axis=0), np.nanargmax(p, axis=0)])
+    idx, count = np.unique(hits, return_counts=True)
+    chosen = [0, grid.size - 1] + [int(i) for i in idx[np.argsort(-count, kind="stable")]]
+    return np.array(list(dict.fromkeys(chosen))[:MAX_PINNED])
+
+
+#: Spread (fit space) of what the draws' own values of a parameter do below which the draws are taken not to move
+#: it (resamples started at the estimate stay there along a flat direction): its effect is then carried whole.
+STILL = 1e-9
+
+
+def _kept(law: Law, draws: np.ndarray, flat0: np.ndarray, j: int, x: Mapping[str, np.ndarray]) -> tuple:
+    """``(m, e, c)``: the draws' fit-space predictions ``(B, m)``, what each draw's own value of parameter ``j`` does
+    with the others at the estimate (``e_b = f(x; θ̂ with θ_j = θ_j,b)``), and per row how much of that the draws'
+    predictions keep, ``c`` in [0, 1]: the least-squares slope of ``m_b`` on ``e_b`` (about 1 where the draws
+    spread along the parameter, 0 where their other parameters make up for it), 1 where the draws do not move it."""
+    m = _fit_space(law, draws, x)
+    rows = np.repeat(flat0[None, :], len(draws), axis=0)
+    rows[:, j] = draws[:, j]
+    e = _fit_space(law, rows, x)
+    ok = np.isfinite(m) & np.isfinite(e)
+    n = np.maximum(ok.sum(axis=0), 1)
+    with np.errstate(all="ignore"):
+        de = np.where(ok, e - np.where(ok, e, 0.0).sum(axis=0) / n, 0.0)
+        dm = np.where(ok, m - np.where(ok, m, 0.0).sum(axis=0) / n, 0.0)
+        var = (de * de).sum(axis=0)
+        still = var <= STILL**2 * n
+        c = np.where(still, 1.0, np.clip((de * dm).sum(axis=0) / np.where(still, 1.0, var), 0.0, 1.0))
+    return np.where(ok, m, np.nan), np.where(ok, e, np.nan), c
+
+
 def carry_loose(
-    result: Any, x: Mapping[str, np.ndarray], lo: np.ndarray, hi: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, str | None]:
+    result: Any, x: Mapping[str, np.ndarray], lo: np.ndarray, hi: np.ndarray,
+    band_at: Callable[[np.ndarray, np.ndarray], Any],
+) -> tuple[np.ndarray, np.ndarray, str | None]:  # fmt: skip
     """``(lo, hi, note)``: an interval at the rows ``x`` widened to carry the loose parameters of the fit (module
-    docstring): the base interval moved to the prediction at every accepted value of each, the union of the ends
-    (in fit space). ``note`` says which parameters and whether the scan bounds the interval (``None``: unchanged)."""
+    docstring), ``note`` saying which parameters and whether the scan bounds the interval (``None``: unchanged).
+
+    For each loose parameter, at the accepted values ``v`` where some row's prediction is extreme
+    (:func:`_pinned_values`), ``band_at(point, predictions)`` gives the interval of the fit-space ``predictions``
+    ``(B, m)`` about ``point`` (``(lo, hi)`` or ``None``): ``point`` is ``e(v)``, the prediction at ``v`` with the
+    others at the estimate, and each draw is moved by ``c (e(v) − e_b)``, the part of its own value's effect it
+    keeps replaced by ``v``'s (:func:`_kept`) — or ``e(v)`` alone without draws. The result is the union of those
+    and of ``(lo, hi)``. Moving every draw by ``e(v) − ŷ`` instead counts the parameter's spread twice where the
+    draws spread along it (once in the draws, once along its range) and makes the ends depend on where the solver
+    left it; pinning ``v`` into every draw breaks the draws' trade-offs between parameters (an irreducible loss
+    pinned near 0 in draws fitted with it at 0.5)."""
     ident = result.identifiability or {}
     profile = ident.get("profile") or {}
     law = result.law
-    env = profile_envelope(law, result.params, profile, x)
-    if env is None:
-        return lo, hi, None
-    e_lo, e_hi, used = env
-    with np.errstate(all="ignore"):
-        pt = np.asarray(law.evaluate(dict(x), result.params), dtype=np.float64).reshape(-1)
-        if law.fit_space == "log":
-            g_pt, g_lo, g_hi = np.log(pt), np.log(lo), np.log(hi)
-            new_lo, new_hi = np.exp(e_lo + (g_lo - g_pt)), np.exp(e_hi + (g_hi - g_pt))
-        else:
-            new_lo, new_hi = e_lo + (lo - pt), e_hi + (hi - pt)
+    names = list(law.flat_names)
+    flat0 = np.asarray(law.flatten(result.params), dtype=np.float64)
+    table = result.bootstrap_params
+    draws = None if table is None or not len(table) else table[names].to_numpy(dtype=np.float64)
+    out_lo, out_hi = np.asarray(lo, dtype=np.float64).copy(), np.asarray(hi, dtype=np.float64).copy()
+    used = []
+    for name, rng in profile.items():
+        if name not in names:
+            continue
+        j = names.index(name)
+        a, b = float(rng[0]), float(rng[1])
+        grid = np.geomspace(a, b, N_GRID) if a > 0 and b > 0 else np.linspace(a, b, N_GRID)
+        rows = np.repeat(flat0[None, :], grid.size, axis=0)
+        rows[:, j] = grid
+        pred = _fit_space(law, rows, x)
+        if not np.isfinite(pred).any():
+            continue
+        used.append(name)
+        kept = None if draws is None else _kept(law, draws, flat0, j, x)
+        for k in _pinned_values(pred, grid):
+            at = pred[k]
+            got = band_at(at, at[None, :] if kept is None else kept[0] + kept[2] * (at - kept[1]))
+            if got is not None:
+                out_lo, out_hi = np.fmin(out_lo, got[0]), np.fmax(out_hi, got[1])
     tol = 1e-9 * np.maximum(np.abs(lo), np.abs(hi))  # rounding of the same prediction is not a loose parameter
-    out_lo = np.where(new_lo < lo - tol, new_lo, lo)
-    out_hi = np.where(new_hi > hi + tol, new_hi, hi)
+    out_lo = np.where(out_lo < lo - tol, out_lo, lo)
+    out_hi = np.where(out_hi > hi + tol, out_hi, hi)
     moved = (out_lo < lo) | (out_hi > hi)
     if not moved.any():
         return lo, hi, None
