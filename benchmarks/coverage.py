@@ -59,7 +59,8 @@ multi-power law fitted on the paper's three 24k-step-or-shorter schedules, held 
 constant runs, rows that repeat a fitted row dropped), ``rep-sim`` (a simulated repetition grid: the
 data-constrained law at its published parameters, 3 sizes × 3 unique-token budgets × 1-60 epochs, 1 % noise, four
 seeds; fitted on ≤ 4 epochs, held out: 8-60) and the Epoch cuts ``epoch`` (N > 5e9) and ``epoch@1e9``. Out-of-sample
-variants of the repetition grid (:data:`REP_VARIANTS`): ``rep-sim/new`` (eight other seeds), ``rep-sim/rd5`` (the
+variants of the repetition grid (:data:`REP_VARIANTS`): ``rep-sim/new`` (eight other seeds), ``rep-sim/many`` (forty
+other seeds: ten times the fits behind the headline row's coverage), ``rep-sim/rd5`` (the
 repetition decay ``R_D*`` = 5) and ``rep-sim/bend`` (the loss times ``exp(0.01 · log(epochs)²)``, a misfit along
 epochs).
 
@@ -201,6 +202,7 @@ REP_EPOCHS = (1, 1.5, 2, 3, 4, 8, 16, 32, 60)
 #: ``exp(b · log(epochs)²)`` multiplying the loss (a misfit the law cannot follow beyond the fitted epochs).
 REP_VARIANTS: dict[str, tuple[tuple[int, ...], dict[str, float], float]] = {
     "new": (tuple(range(4, 12)), {}, 0.0),
+    "many": (tuple(range(12, 52)), {}, 0.0),
     "rd5": ((0, 1, 2, 3), {"R_D_star": 5.0}, 0.0),
     "bend": ((0, 1, 2, 3), {}, 0.01),
 }

@@ -132,3 +132,28 @@ def test_a_carried_parameter_counts_once_whatever_value_the_solver_left_it_at(se
         assert a is not None and b is not None
         np.testing.assert_allclose(b.lo, a.lo, rtol=1e-12)
         np.testing.assert_allclose(b.hi, a.hi, rtol=1e-12)
+
+
+def test_the_draws_keep_what_their_own_value_does_only_where_their_other_parameters_do_not_make_up_for_it() -> None:
+    """How much of a loose parameter's own effect the draws keep (``c`` of
+    :func:`mixlaw.fit.uncertainty.profile._kept`), on Chinchilla draws at one model size: all of it when only the
+    irreducible loss ``E`` varies; none when each draw's amplitude ``A`` makes up for its ``E`` (the same prediction
+    everywhere); all of it, by default, when the draws do not move ``E`` at all."""
+    from mixlaw.fit.uncertainty.profile import _kept
+
+    law = get_law("chinchilla")
+    names = list(law.flat_names)
+    rng = np.random.default_rng(7)
+    p0 = dict(law.example_params)
+    flat0 = np.asarray(law.flatten(p0), dtype=np.float64)
+    x = {"n_params": np.full(5, 1e9), "tokens": np.geomspace(2e10, 2e11, 5)}
+    e_draws = p0["E"] + rng.uniform(-0.3, 0.3, 40)
+    alone = np.repeat(flat0[None, :], 40, axis=0)
+    alone[:, names.index("E")] = e_draws
+    made_up = alone.copy()  # A / N^alpha lowered by what E adds: the prediction is the estimate's
+    made_up[:, names.index("A")] = p0["A"] - (e_draws - p0["E"]) * 1e9 ** p0["alpha"]
+    still = np.repeat(flat0[None, :], 40, axis=0)
+    j = names.index("E")
+    np.testing.assert_allclose(_kept(law, alone, flat0, j, x)[2], 1.0, atol=1e-9)
+    np.testing.assert_allclose(_kept(law, made_up, flat0, j, x)[2], 0.0, atol=1e-6)
+    np.testing.assert_array_equal(_kept(law, still, flat0, j, x)[2], 1.0)
