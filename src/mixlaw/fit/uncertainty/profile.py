@@ -40,7 +40,7 @@ only by the scan (``unbounded``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -163,18 +163,13 @@ def loose_parameters(
     return out
 
 
-def profile_envelope(
-    law: Law, params: Mapping[str, Any], profile: Mapping[str, Any], x: Mapping[str, np.ndarray]
-) -> tuple[np.ndarray, np.ndarray, list[str]] | None:
-    """``(lo, hi, names)``: the smallest and largest fit-space prediction at the rows ``x`` over the profile range
-    of each loose parameter (the others at the estimate), and the parameters behind them; ``None`` without any."""
-    if not profile:
-        return None
-    flat0 = np.asarray(law.flatten(params), dtype=np.float64)
+def _scans(
+    law: Law, flat0: np.ndarray, profile: Mapping[str, Any], x: Mapping[str, np.ndarray]
+) -> Iterator[tuple[str, int, np.ndarray, np.ndarray]]:
+    """``(name, j, grid, pred)`` per loose parameter of ``profile`` that the law has and that gives some finite
+    prediction: its flat index, :data:`N_GRID` values over its profile range and the fit-space predictions ``(G, m)``
+    at the rows ``x`` with the others at ``flat0``."""
     names = list(law.flat_names)
-    m = len(next(iter(x.values()))) if x else 0
-    lo, hi = np.full(m, np.inf), np.full(m, -np.inf)
-    used = []
     for name, rng in profile.items():
         if name not in names:
             continue
@@ -184,9 +179,22 @@ def profile_envelope(
         rows = np.repeat(flat0[None, :], grid.size, axis=0)
         rows[:, j] = grid
         pred = _fit_space(law, rows, x)
+        if np.isfinite(pred).any():
+            yield name, j, grid, pred
+
+
+def profile_envelope(
+    law: Law, params: Mapping[str, Any], profile: Mapping[str, Any], x: Mapping[str, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, list[str]] | None:
+    """``(lo, hi, names)``: the smallest and largest fit-space prediction at the rows ``x`` over the profile range
+    of each loose parameter (the others at the estimate), and the parameters behind them; ``None`` without any."""
+    if not profile:
+        return None
+    m = len(next(iter(x.values()))) if x else 0
+    lo, hi = np.full(m, np.inf), np.full(m, -np.inf)
+    used = []
+    for name, _, _, pred in _scans(law, np.asarray(law.flatten(params), dtype=np.float64), profile, x):
         pred = np.where(np.isfinite(pred), pred, np.nan)
-        if not np.isfinite(pred).any():
-            continue
         lo, hi = np.fmin(lo, np.nanmin(pred, axis=0)), np.fmax(hi, np.nanmax(pred, axis=0))
         used.append(name)
     if not used:
@@ -262,17 +270,7 @@ def carry_loose(
     draws = None if table is None or not len(table) else table[names].to_numpy(dtype=np.float64)
     out_lo, out_hi = np.asarray(lo, dtype=np.float64).copy(), np.asarray(hi, dtype=np.float64).copy()
     used = []
-    for name, rng in profile.items():
-        if name not in names:
-            continue
-        j = names.index(name)
-        a, b = float(rng[0]), float(rng[1])
-        grid = np.geomspace(a, b, N_GRID) if a > 0 and b > 0 else np.linspace(a, b, N_GRID)
-        rows = np.repeat(flat0[None, :], grid.size, axis=0)
-        rows[:, j] = grid
-        pred = _fit_space(law, rows, x)
-        if not np.isfinite(pred).any():
-            continue
+    for name, j, grid, pred in _scans(law, flat0, profile, x):
         used.append(name)
         kept = None if draws is None else _kept(law, draws, flat0, j, x)
         for k in _pinned_values(pred, grid):
