@@ -157,3 +157,17 @@ def test_the_draws_keep_what_their_own_value_does_only_where_their_other_paramet
     np.testing.assert_allclose(_kept(law, alone, flat0, j, x)[2], 1.0, atol=1e-9)
     np.testing.assert_allclose(_kept(law, made_up, flat0, j, x)[2], 0.0, atol=1e-6)
     np.testing.assert_array_equal(_kept(law, still, flat0, j, x)[2], 1.0)
+
+
+def test_rows_a_parameter_does_not_move_pick_no_values_to_carry() -> None:
+    """Where nothing repeats, ``R_D*`` moves no prediction, and rounding makes any value the extreme one: such rows
+    add no values to carry (each costs a pass over the noise draws); a row it moves adds its extremes."""
+    from mixlaw.fit.uncertainty.profile import MAX_PINNED, _pinned_values
+
+    grid = np.geomspace(1.0, 1e4, 41)
+    rng = np.random.default_rng(0)
+    flat = 2.5 + 1e-15 * rng.standard_normal((41, 50))  # 50 rows the parameter does not move
+    np.testing.assert_array_equal(_pinned_values(flat, grid), [0, 40])
+    bowl = np.log(grid)[:, None] ** 2 - 2 * np.log(grid)[:, None]  # smallest inside the range, largest at an end
+    got = _pinned_values(np.hstack([flat, bowl]), grid)
+    assert set(got) == {0, 40, int(np.argmin(bowl[:, 0]))} and len(got) <= MAX_PINNED

@@ -89,29 +89,43 @@ def quantiles(
     sd: float,
     seed: int = 0,
     dof: int | None = None,
+    noise: dict[tuple[Any, ...], np.ndarray] | None = None,
 ) -> np.ndarray | None:
     """``(2, m)`` lower/upper interval ends in natural target units from ``(B, F)`` flat draws (module docstring).
 
     ``dof`` (the residual degrees of freedom ``n − p`` of the fit): the noise of a prediction interval is
     ``σ̂ · t_dof`` instead of ``σ̂ · N(0, 1)``, for the uncertainty of ``σ̂`` itself (with 4 points and 3 parameters
-    the 95 % noise quantile is 12.7 σ̂, not 1.96 σ̂). ``None`` when no draw gives a finite prediction at every row."""
-    return quantiles_of(law, draw_predictions(law, draws, x), level=level, kind=kind, sd=sd, seed=seed, dof=dof)
+    the 95 % noise quantile is 12.7 σ̂, not 1.96 σ̂). ``None`` when no draw gives a finite prediction at every row.
+    ``noise``: a cache of the seeded noise draws by shape, for several intervals at the same rows (the same draws
+    as without it)."""
+    return quantiles_of(
+        law, draw_predictions(law, draws, x), level=level, kind=kind, sd=sd, seed=seed, dof=dof, noise=noise
+    )
 
 
 def quantiles_of(
-    law: Law, m: np.ndarray, *, level: float, kind: str, sd: float, seed: int = 0, dof: int | None = None
-) -> np.ndarray | None:
+    law: Law, m: np.ndarray, *, level: float, kind: str, sd: float, seed: int = 0, dof: int | None = None,
+    noise: dict[tuple[Any, ...], np.ndarray] | None = None,
+) -> np.ndarray | None:  # fmt: skip
     """:func:`quantiles` from ``(B, m)`` fit-space predictions of the draws instead of the draws themselves."""
     m = m[np.isfinite(m).all(axis=1)]
     if len(m) == 0:
         return None
     if kind == "prediction":
-        rng = np.random.default_rng(seed)
         reps = max(1, -(-N_NOISE // len(m)))
         shape = (len(m) * reps, m.shape[1])
-        z = rng.standard_t(dof, shape) if dof is not None and dof > 0 else rng.standard_normal(shape)
-        m = np.repeat(m, reps, axis=0) + sd * z
-    q = np.quantile(m, [(1 - level) / 2, (1 + level) / 2], axis=0)
+        key = (shape, seed, dof)
+        z = None if noise is None else noise.get(key)
+        if z is None:
+            rng = np.random.default_rng(seed)
+            z = rng.standard_t(dof, shape) if dof is not None and dof > 0 else rng.standard_normal(shape)
+            if noise is not None:
+                noise[key] = z
+        drawn = (sd * z).reshape(len(m), reps, m.shape[1])  # each draw's row repeated reps times, without a copy
+        drawn += m[:, None, :]
+        q = np.quantile(drawn.reshape(shape), [(1 - level) / 2, (1 + level) / 2], axis=0, overwrite_input=True)
+    else:
+        q = np.quantile(m, [(1 - level) / 2, (1 + level) / 2], axis=0)
     return np.exp(q) if law.fit_space == "log" else q
 
 
@@ -127,7 +141,8 @@ def band(
     """The ``level`` interval of ``kind`` at the input rows ``x`` (:func:`_band`), then carrying the parameters the
     data do not pin down and clipped to the law's output range (:mod:`mixlaw.fit.uncertainty.profile`;
     :attr:`Band.note`)."""
-    b = _band(result, x, level=level, kind=kind, seed=seed, method=method)
+    noise: dict[tuple[Any, ...], np.ndarray] = {}  # the same seeded noise for the base and the carried intervals
+    b = _band(result, x, level=level, kind=kind, seed=seed, method=method, noise=noise)
     if b is None:
         return None
     from dataclasses import replace
@@ -140,7 +155,7 @@ def band(
     def at(point: np.ndarray, preds: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         q = quantiles_of(
             law, preds, level=level, kind=kind, sd=result.residual_sd or 0.0, seed=seed,
-            dof=result.n_points - law.n_internal,
+            dof=result.n_points - law.n_internal, noise=noise,
         )  # fmt: skip
         if q is None or not widen:
             return None if q is None else (q[0], q[1])
@@ -161,6 +176,7 @@ def _band(
     kind: Interval = "confidence",
     seed: int = 0,
     method: Method = "auto",
+    noise: dict[tuple[Any, ...], np.ndarray] | None = None,
 ) -> Band | None:
     """The ``level`` interval of ``kind`` at the input rows ``x`` (law input names), or ``None`` without draws.
 
@@ -181,16 +197,16 @@ def _band(
     if kind == "prediction" and method == "calibrated":
         if result.calibration is None:
             raise InputError("expected a fit with its calibration for --method calibrated: refit with --bootstrap N")
-        return _calibrated(result, x, level, seed)
+        return _calibrated(result, x, level, seed, noise)
     if kind == "prediction" and method == "auto" and result.calibration is not None:
-        return _calibrated(result, x, level, seed)
+        return _calibrated(result, x, level, seed, noise)
     if draws is None or len(draws) == 0:
         return None
     if kind == "prediction" and result.residual_sd is None:
         raise InputError("expected a fit with its residual noise for --interval prediction: refit and save it")
     q = quantiles(
         law, draws[list(law.flat_names)].to_numpy(dtype=np.float64), x, level=level, kind=kind,
-        sd=result.residual_sd or 0.0, seed=seed, dof=result.n_points - law.n_internal,
+        sd=result.residual_sd or 0.0, seed=seed, dof=result.n_points - law.n_internal, noise=noise,
     )  # fmt: skip
     if q is None:
         return None
@@ -205,13 +221,16 @@ def _band(
     )
 
 
-def _calibrated(result: Fitted, x: Mapping[str, np.ndarray], level: float, seed: int = 0) -> Band:
+def _calibrated(
+    result: Fitted, x: Mapping[str, np.ndarray], level: float, seed: int = 0,
+    noise: dict[tuple[Any, ...], np.ndarray] | None = None,
+) -> Band:  # fmt: skip
     """The extrapolation-calibrated prediction interval (:mod:`mixlaw.fit.evaluate.calibrate`) at the rows ``x``: the
     base
     interval widened about its centre (in fit space) by the calibration's factor at each row's distance."""
     law = result.law
     pred = np.asarray(law.evaluate(dict(x), result.params), dtype=np.float64).reshape(-1)
-    base = _band(result, x, level=level, kind="prediction", seed=seed, method="bootstrap")
+    base = _band(result, x, level=level, kind="prediction", seed=seed, method="bootstrap", noise=noise)
     if base is not None:
         lo, hi = base.lo, base.hi
     else:  # no draws: the classical interval of the residual noise alone, ŷ ± t(n − p) σ̂ in fit space

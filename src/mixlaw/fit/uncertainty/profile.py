@@ -208,15 +208,19 @@ MAX_PINNED = 8
 
 
 def _pinned_values(pred: np.ndarray, grid: np.ndarray) -> np.ndarray:
-    """Indices into ``grid`` worth a band: both ends and each row's argmin and argmax of ``pred`` (``(G, m)``), the
-    most frequent first, at most :data:`MAX_PINNED`."""
-    ok = np.isfinite(pred).any(axis=0)
-    if not ok.any():
-        return np.array([0, grid.size - 1])
-    p = np.where(np.isfinite(pred[:, ok]), pred[:, ok], np.nan)
-    hits = np.concatenate([np.nanargmin(p, axis=0), np.nanargmax(p, axis=0)])
+    """Indices into ``grid`` worth a band: both ends and, at each row the parameter moves (``pred``: ``(G, m)``),
+    its argmin and argmax, the most frequent first, at most :data:`MAX_PINNED` (a row it does not move, where
+    nothing repeats, has every value extreme by rounding)."""
+    ends = [0, grid.size - 1]
+    with np.errstate(all="ignore"):
+        p = np.where(np.isfinite(pred), pred, np.nan)
+        lo, hi = np.nanmin(p, axis=0), np.nanmax(p, axis=0)
+        moves = np.isfinite(lo) & (hi - lo > 1e-12 * np.maximum(1.0, np.abs(hi)))
+    if not moves.any():
+        return np.array(ends)
+    hits = np.concatenate([np.nanargmin(p[:, moves], axis=0), np.nanargmax(p[:, moves], axis=0)])
     idx, count = np.unique(hits, return_counts=True)
-    chosen = [0, grid.size - 1] + [int(i) for i in idx[np.argsort(-count, kind="stable")]]
+    chosen = ends + [int(i) for i in idx[np.argsort(-count, kind="stable")]]
     return np.array(list(dict.fromkeys(chosen))[:MAX_PINNED])
 
 
