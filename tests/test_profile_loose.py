@@ -139,7 +139,7 @@ def test_the_draws_keep_what_their_own_value_does_only_where_their_other_paramet
     :func:`mixlaw.fit.uncertainty.profile._kept`), on Chinchilla draws at one model size: all of it when only the
     irreducible loss ``E`` varies; none when each draw's amplitude ``A`` makes up for its ``E`` (the same prediction
     everywhere); all of it, by default, when the draws do not move ``E`` at all."""
-    from mixlaw.fit.uncertainty.profile import _kept
+    from mixlaw.fit.uncertainty.profile import _fit_space, _kept
 
     law = get_law("chinchilla")
     names = list(law.flat_names)
@@ -154,9 +154,13 @@ def test_the_draws_keep_what_their_own_value_does_only_where_their_other_paramet
     made_up[:, names.index("A")] = p0["A"] - (e_draws - p0["E"]) * 1e9 ** p0["alpha"]
     still = np.repeat(flat0[None, :], 40, axis=0)
     j = names.index("E")
-    np.testing.assert_allclose(_kept(law, alone, flat0, j, x)[2], 1.0, atol=1e-9)
-    np.testing.assert_allclose(_kept(law, made_up, flat0, j, x)[2], 0.0, atol=1e-6)
-    np.testing.assert_array_equal(_kept(law, still, flat0, j, x)[2], 1.0)
+
+    def kept(draws: np.ndarray) -> np.ndarray:
+        return _kept(law, draws, _fit_space(law, draws, x), flat0, j, x)[2]
+
+    np.testing.assert_allclose(kept(alone), 1.0, atol=1e-9)
+    np.testing.assert_allclose(kept(made_up), 0.0, atol=1e-6)
+    np.testing.assert_array_equal(kept(still), 1.0)
 
 
 def test_rows_a_parameter_does_not_move_pick_no_values_to_carry() -> None:

@@ -229,12 +229,14 @@ def _pinned_values(pred: np.ndarray, grid: np.ndarray) -> np.ndarray:
 STILL = 1e-9
 
 
-def _kept(law: Law, draws: np.ndarray, flat0: np.ndarray, j: int, x: Mapping[str, np.ndarray]) -> tuple:
-    """``(m, e, c)``: the draws' fit-space predictions ``(B, m)``, what each draw's own value of parameter ``j`` does
-    with the others at the estimate (``e_b = f(x; θ̂ with θ_j = θ_j,b)``), and per row how much of that the draws'
-    predictions keep, ``c`` in [0, 1]: the least-squares slope of ``m_b`` on ``e_b`` (about 1 where the draws
-    spread along the parameter, 0 where their other parameters make up for it), 1 where the draws do not move it."""
-    m = _fit_space(law, draws, x)
+def _kept(
+    law: Law, draws: np.ndarray, m: np.ndarray, flat0: np.ndarray, j: int, x: Mapping[str, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(m, e, c)``: the draws' fit-space predictions ``m`` ``(B, m)`` (non-finite where ``e`` is), what each
+    draw's own value of parameter ``j`` does with the others at the estimate (``e_b = f(x; θ̂ with θ_j = θ_j,b)``),
+    and per row how much of that the draws' predictions keep, ``c`` in [0, 1]: the least-squares slope of ``m_b`` on
+    ``e_b`` (about 1 where the draws spread along the parameter, 0 where their other parameters make up for it), 1
+    where the draws do not move it."""
     rows = np.repeat(flat0[None, :], len(draws), axis=0)
     rows[:, j] = draws[:, j]
     e = _fit_space(law, rows, x)
@@ -273,10 +275,11 @@ def carry_loose(
     table = result.bootstrap_params
     draws = None if table is None or not len(table) else table[names].to_numpy(dtype=np.float64)
     out_lo, out_hi = np.asarray(lo, dtype=np.float64).copy(), np.asarray(hi, dtype=np.float64).copy()
+    drawn = None if draws is None else _fit_space(law, draws, x)  # once, whatever the number of loose parameters
     used = []
     for name, j, grid, pred in _scans(law, flat0, profile, x):
         used.append(name)
-        kept = None if draws is None else _kept(law, draws, flat0, j, x)
+        kept = None if draws is None or drawn is None else _kept(law, draws, drawn, flat0, j, x)
         for k in _pinned_values(pred, grid):
             at = pred[k]
             got = band_at(at, at[None, :] if kept is None else kept[0] + kept[2] * (at - kept[1]))
